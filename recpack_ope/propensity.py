@@ -127,11 +127,12 @@ class PowerLawPropensity(BaseEstimator):
             )
         with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
             warnings.simplefilter("ignore")
-            fit = powerlaw.Fit(observed, discrete=True, xmin=self.xmin, verbose=False)
+            # powerlaw fits lazily: read the fitted values while its warnings are silenced.
+            tail = powerlaw.Fit(observed, discrete=True, xmin=self.xmin, verbose=False).power_law
+            self.gamma_ = float(tail.alpha)
+            self.gamma_se_ = float(tail.sigma)
+            self.xmin_ = float(tail.xmin)
         self.counts_ = counts
-        self.gamma_ = float(fit.power_law.alpha)
-        self.gamma_se_ = float(fit.power_law.sigma)
-        self.xmin_ = float(fit.power_law.xmin)
         log_n = np.log(np.maximum(counts, self.min_count))
         if self.variant == "yang":
             log_p = 0.5 * (self.gamma_ + 1.0) * log_n

@@ -1,20 +1,21 @@
 """Estimates that carry their per-user values, so intervals and paired tests need no recomputation.
 
-Every estimator of the package is a ratio of per-user means,
+Every estimator of the package is a product of powers of per-user means,
 
-    value = mean_u(a_u) / mean_u(b_u),
+    value = Π_k mean_u(x_ku) ** e_k,    e_k ∈ {+1, −1},
 
-with ``b_u ≡ 1`` for plain means (DCG, unbiased DCG, per-user nDCG) and a genuine
-denominator for the ratio estimators (pnDCG: ``b_u = iDCG_u``; self-normalised DCG:
-``b_u`` = the user's summed IPS weights rescaled). Uncertainty is normal-theory over users:
-the delta method linearises the ratio into per-user influence values
+e.g. a plain mean (DCG, unbiased DCG, per-user nDCG: one term), a ratio of means (pnDCG:
+``mean(DCG_u) / mean(iDCG_u)``) or the self-normalised DCG
+(``mean(DCG_u) · mean(n_u) / mean(Σ_i w_ui)``, n_u the user's held-out count). Uncertainty is
+normal-theory over users: the delta method linearises the value into per-user influence
+values
 
-    z_u = (a_u − value · b_u) / mean(b),
+    z_u = Σ_k ∂value/∂m_k · (x_ku − m_k),    m_k = mean_u(x_ku),
 
-whose mean is 0 and whose standard error is the estimate's; for plain means ``z_u`` is just
-the centred per-user value. Intervals and tests use Student's t with ``n − 1`` degrees of
-freedom, which for plain means reproduces ``scipy.stats.ttest_rel`` / ``t.interval`` exactly
-and tends to the normal interval as the number of users grows.
+whose mean is 0 and whose standard deviation / √n is the standard error; for a plain mean
+``z_u`` is just the centred per-user value. Intervals and tests use Student's t with ``n − 1``
+degrees of freedom, which for plain means reproduces ``scipy.stats.ttest_rel`` and
+``scipy.stats.t.interval`` exactly and tends to the normal interval as users grow.
 """
 
 from __future__ import annotations
@@ -40,8 +41,11 @@ class EstimateResult:
     ----------
     name : str
         Estimator name, e.g. ``"pnDCG@10"``.
-    numerator, denominator : numpy.ndarray
-        Per-user ``a_u`` and ``b_u`` (see the module docstring), aligned with ``user_ids``.
+    terms : numpy.ndarray, shape (n_users, k)
+        Per-user quantities ``x_ku`` whose means make up the value (module docstring); the
+        first column is the metric's numerator, e.g. ``DCG_u``.
+    exponents : tuple of int
+        ``e_k`` (+1 or −1) for each column of ``terms``.
     user_ids : numpy.ndarray
         Row indices (users) of ``y_true`` that were evaluated: those with at least one
         held-out interaction.
@@ -50,33 +54,48 @@ class EstimateResult:
     """
 
     name: str
-    numerator: np.ndarray
-    denominator: np.ndarray
+    terms: np.ndarray
+    exponents: tuple[int, ...]
     user_ids: np.ndarray
     n_excluded_users: int
+
+    def __post_init__(self) -> None:
+        terms = np.asarray(self.terms, dtype=np.float64).reshape(len(self.user_ids), -1)
+        if terms.shape[1] != len(self.exponents):
+            raise ValueError(f"{terms.shape[1]} term columns but {len(self.exponents)} exponents")
+        object.__setattr__(self, "terms", terms)
 
     @property
     def n_users(self) -> int:
         """Number of evaluated users."""
         return int(self.user_ids.size)
 
+    def _gradient(self) -> np.ndarray:
+        """``∂value/∂m_k`` at the observed means, finite even when a numerator mean is 0."""
+        means = self.terms.mean(axis=0)
+        exps = np.asarray(self.exponents)
+        grad = np.empty(means.size)
+        for k in range(means.size):
+            rest = np.prod(np.delete(means, k) ** np.delete(exps, k))
+            grad[k] = exps[k] * means[k] ** (exps[k] - 1) * rest
+        return grad
+
     @property
     def value(self) -> float:
-        """The estimate ``mean(a) / mean(b)``."""
-        return float(self.numerator.mean() / self.denominator.mean())
+        """The estimate ``Π_k mean(x_k) ** e_k``."""
+        return float(np.prod(self.terms.mean(axis=0) ** np.asarray(self.exponents)))
 
     @property
     def per_user(self) -> np.ndarray:
-        """Per-user contributions ``a_u / mean(b)``, whose mean is :attr:`value`.
-
-        For plain means (DCG, unbiased DCG, nDCG) these are the per-user metric values.
-        """
-        return self.numerator / self.denominator.mean()
+        """Per-user contributions, whose mean is :attr:`value`: the first term scaled by the
+        other terms' factors. For plain means (DCG, unbiased DCG, nDCG) these are the per-user
+        metric values; for pnDCG they are ``DCG_u / mean(iDCG)``."""
+        return self.terms[:, 0] * self._gradient()[0]
 
     @property
     def influence(self) -> np.ndarray:
         """Per-user influence values ``z_u`` of the delta method (mean 0)."""
-        return (self.numerator - self.value * self.denominator) / self.denominator.mean()
+        return (self.terms - self.terms.mean(axis=0)) @ self._gradient()
 
     @property
     def standard_error(self) -> float:

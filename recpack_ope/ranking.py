@@ -182,7 +182,7 @@ class ScoreSource:
             values, columns = padded_rows(self._data[users])
             local, pos, ranks = top_k_positions(values, cutoff)
             return local, columns[local, pos], ranks
-        values = np.array(self._data[users], dtype=np.float64)
+        values = np.asarray(self._data[users], dtype=np.float64)
         nan = np.argwhere(np.isnan(values))
         if nan.size:
             raise ValueError(f"y_score is NaN at (user {users[nan[0, 0]]}, item {nan[0, 1]})")

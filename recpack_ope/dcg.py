@@ -115,6 +115,8 @@ def dcg(
             f"self_normalised applies to unnormalised DCG only, got normalise={normalise!r}: "
             "the self-normalisation constant cancels in a normalised ratio"
         )
+    if chunk_users is not None and (not isinstance(chunk_users, (int, np.integer)) or chunk_users < 1):
+        raise ValueError(f"chunk_users must be a positive integer or None, got {chunk_users!r}")
     if not isinstance(discount, Discount):
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
     rewards = as_csr(y_true, "y_true")

@@ -28,9 +28,18 @@ from scipy import stats
 __all__ = ["EstimateResult", "Comparison"]
 
 
-def _check_level(level: float) -> None:
+def _standard_error(influence: np.ndarray, what: str) -> float:
+    """Normal-theory standard error of a mean of per-user influence values."""
+    if influence.size < 2:
+        raise ValueError(f"{what} needs at least 2 users, got {influence.size}")
+    return float(influence.std(ddof=1) / np.sqrt(influence.size))
+
+
+def _half_width(se: float, n_users: int, level: float) -> float:
+    """Half-width of the two-sided Student-t interval with ``n_users − 1`` degrees of freedom."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    return float(stats.t.ppf(0.5 + level / 2, n_users - 1) * se)
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,14 +109,11 @@ class EstimateResult:
     @property
     def standard_error(self) -> float:
         """Standard error over users (delta method for ratio estimators)."""
-        if self.n_users < 2:
-            raise ValueError(f"a standard error needs at least 2 users, {self.name} has {self.n_users}")
-        return float(self.influence.std(ddof=1) / np.sqrt(self.n_users))
+        return _standard_error(self.influence, f"a standard error of {self.name}")
 
     def confidence_interval(self, level: float = 0.95) -> tuple[float, float]:
         """Two-sided ``level`` confidence interval for :attr:`value`."""
-        _check_level(level)
-        half = stats.t.ppf(0.5 + level / 2, self.n_users - 1) * self.standard_error
+        half = _half_width(self.standard_error, self.n_users, level)
         return self.value - half, self.value + half
 
     def compare(self, other: "EstimateResult", level: float = 0.95) -> "Comparison":
@@ -125,23 +131,18 @@ class EstimateResult:
         Comparison
             Difference, its standard error, confidence interval and two-sided p-value.
         """
-        _check_level(level)
         if not np.array_equal(self.user_ids, other.user_ids):
             raise ValueError(
                 f"cannot pair {self.name} ({self.n_users} users) with {other.name} "
                 f"({other.n_users} users): they were evaluated on different users"
             )
-        if self.n_users < 2:
-            raise ValueError("a paired comparison needs at least 2 users")
         diff = self.value - other.value
-        z = self.influence - other.influence
-        se = float(z.std(ddof=1) / np.sqrt(self.n_users))
-        dof = self.n_users - 1
+        se = _standard_error(self.influence - other.influence, "a paired comparison")
+        half = _half_width(se, self.n_users, level)
         if se > 0:
-            p_value = float(2 * stats.t.sf(abs(diff) / se, dof))
+            p_value = float(2 * stats.t.sf(abs(diff) / se, self.n_users - 1))
         else:
             p_value = 1.0 if diff == 0 else 0.0
-        half = stats.t.ppf(0.5 + level / 2, dof) * se
         return Comparison(
             name=f"{self.name} − {other.name}",
             difference=diff,

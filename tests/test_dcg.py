@@ -335,6 +335,8 @@ def test_invalid_options(small):
         dcg(y, s, discount=LogDiscount(2), normalise="user")
     with pytest.raises(ValueError, match="self_normalised applies to unnormalised DCG only"):
         dcg(y, s, discount=LogDiscount(2), normalise="post", self_normalised=True)
+    with pytest.raises(ValueError, match="chunk_users must be a positive integer or None, got 0"):
+        dcg(y, s, discount=LogDiscount(2), chunk_users=0)
     with pytest.raises(TypeError, match="discount must be a Discount model"):
         dcg(y, s, discount=10)
     with pytest.raises(ValueError, match="no non-zero held-out rewards"):

@@ -93,5 +93,5 @@ def test_comparisons_need_the_same_users(two_models):
     with pytest.raises(ValueError, match=r"level must lie in \(0, 1\)"):
         a.confidence_interval(95)
     one = dcg(sp.csr_matrix(np.array([[1.0, 0]])), np.array([[0.5, 0.1]]), discount=LogDiscount(1))
-    with pytest.raises(ValueError, match="needs at least 2 users"):
+    with pytest.raises(ValueError, match="needs at least 2 users, got 1"):
         one.confidence_interval()

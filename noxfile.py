@@ -5,7 +5,7 @@ RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs
 * ``legacy``: numpy<2, recpack 0.3.6, cornac 2.2.2, torch 2.13.0 (CPU), setuptools<81
   (hyperopt, a RecPack dependency, imports pkg_resources). Runs every test.
 * ``modern``: numpy>=2 and the newest Cornac. Runs every test except those under
-  ``tests/recpack/``, which need RecPack and are excluded explicitly here, not skipped.
+  ``tests/needs_recpack/``, which need RecPack and are excluded explicitly here, not skipped.
 * ``editable``: the packaging checks against an editable install (the other two install
   the built wheel).
 
@@ -38,7 +38,7 @@ def modern(session: nox.Session) -> None:
     session.install(".[test,cornac,plot]", "numpy>=2")
     _movielens(session)
     session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
-    session.run("pytest", "--ignore=tests/recpack", *session.posargs)
+    session.run("pytest", "--ignore=tests/needs_recpack", *session.posargs)
 
 
 @nox.session

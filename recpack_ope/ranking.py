@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ._validation import entry_position
+
 __all__ = ["TopK", "top_k_positions", "padded_rows", "ScoreSource"]
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -150,12 +152,14 @@ class ScoreSource:
                     f"shape mismatch: y_score has shape {y_score.shape}, y_true has {shape}"
                 )
             scores = sp.csr_matrix(y_score, dtype=np.float64)
-            scores.sum_duplicates()
-            scores.sort_indices()
+            if not scores.has_canonical_format:
+                # csr_matrix() may share the caller's buffers: canonicalise a copy, never theirs.
+                scores = scores.copy()
+                scores.sum_duplicates()
             nan = np.flatnonzero(np.isnan(scores.data))
             if nan.size:
-                u = int(np.searchsorted(scores.indptr, nan[0], side="right") - 1)
-                raise ValueError(f"y_score is NaN at (user {u}, item {scores.indices[nan[0]]})")
+                u, i = entry_position(scores, nan[0])
+                raise ValueError(f"y_score is NaN at (user {u}, item {i})")
             lengths = np.diff(scores.indptr)
             self._kind, self._data = "sparse", scores
             self.width = int(lengths.max()) if lengths.size else 0

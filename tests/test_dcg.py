@@ -206,6 +206,17 @@ def test_sparse_dense_topk_and_chunking_agree():
         )
 
 
+def test_caller_matrices_are_not_modified():
+    y = sp.csr_matrix((np.array([1.0, 1.0]), np.array([2, 0]), np.array([0, 2, 2])), shape=(2, 3))
+    s = sp.csr_matrix((np.array([0.1, 0.9, 0.5]), np.array([2, 0, 1]), np.array([0, 3, 3])), shape=(2, 3))
+    assert not s.has_sorted_indices
+    before = (s.data.copy(), s.indices.copy(), y.data.copy(), y.indices.copy())
+    # sorted, user 0 ranks items 0, 1, 2; relevant items 0 and 2 sit at ranks 1 and 3
+    assert dcg(y, s, discount=LogDiscount(3)).value == pytest.approx(1 + 0.5)
+    after = (s.data, s.indices, y.data, y.indices)
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+
+
 def test_explicit_zero_rewards_are_not_interactions():
     y = sp.csr_matrix((np.array([0.0, 1.0]), (np.array([0, 1]), np.array([0, 1]))), shape=(2, 2))
     r = dcg(y, np.array([[0.9, 0.1], [0.1, 0.9]]), discount=LogDiscount(2))

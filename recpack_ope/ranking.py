@@ -151,11 +151,9 @@ class ScoreSource:
                 raise ValueError(
                     f"shape mismatch: y_score has shape {y_score.shape}, y_true has {shape}"
                 )
+            # May share the caller's buffers: never modified here; chunks are canonicalised
+            # in ranked(), on the copies that row indexing makes anyway.
             scores = sp.csr_matrix(y_score, dtype=np.float64)
-            if not scores.has_canonical_format:
-                # csr_matrix() may share the caller's buffers: canonicalise a copy, never theirs.
-                scores = scores.copy()
-                scores.sum_duplicates()
             nan = np.flatnonzero(np.isnan(scores.data))
             if nan.size:
                 u, i = entry_position(scores, nan[0])
@@ -183,7 +181,9 @@ class ScoreSource:
             local, pos = np.nonzero(items >= 0)
             return local, items[local, pos], pos + 1
         if self._kind == "sparse":
-            values, columns = padded_rows(self._data[users])
+            chunk = self._data[users]
+            chunk.sum_duplicates()  # sorts indices: ties then go to the lower item index
+            values, columns = padded_rows(chunk)
             local, pos, ranks = top_k_positions(values, cutoff)
             return local, columns[local, pos], ranks
         values = np.asarray(self._data[users], dtype=np.float64)

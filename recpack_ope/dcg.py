@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._chunks import rows_per_chunk
 from ._validation import as_csr, check_rewards
 from .discount import Discount
 from .propensity import ips_weights
@@ -29,9 +30,6 @@ from .result import EstimateResult
 
 __all__ = ["dcg", "unbiased_dcg", "ndcg", "pn_dcg", "ideal_dcg"]
 
-# Dense elements per chunk of users (scores × width): bounds peak memory to a few hundred MB
-# whatever the number of users.
-_CHUNK_ELEMENTS = 1 << 22
 _NORMALISE = (None, "per_user", "post")
 
 
@@ -132,7 +130,7 @@ def dcg(
         raise ValueError("y_true has no non-zero held-out rewards: no user can be evaluated")
 
     width = max(scores.width, int(held_out.max()), 1)
-    step = chunk_users or max(1, _CHUNK_ELEMENTS // width)
+    step = chunk_users or rows_per_chunk(width)
     dcg_u = np.empty(users.size)
     idcg_u = np.empty(users.size) if normalise else None
     for start in range(0, users.size, step):

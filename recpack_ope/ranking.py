@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ._chunks import rows_per_chunk
 from ._validation import entry_position
 
 __all__ = ["TopK", "top_k_positions", "padded_rows", "ScoreSource"]
@@ -60,6 +61,29 @@ class TopK:
             u, j = np.argwhere(dup)[0]
             raise ValueError(f"TopK row of user {u} lists item {ordered[u, j]} more than once")
         object.__setattr__(self, "items", items)
+
+    @classmethod
+    def from_scores(cls, y_score, k: int) -> "TopK":
+        """The top-k items of every row of a score matrix, ranked once for reuse.
+
+        Evaluating several metrics (and the simulator's online reward) on one ``TopK``
+        ranks each user once instead of once per metric. Follows the conventions of the
+        module docstring (``-inf`` / unstored = not a candidate, ties to the lower index);
+        rows with fewer than k candidates are padded with ``-1``.
+        """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        shape = getattr(y_score, "shape", np.shape(y_score))
+        if len(shape) != 2:
+            raise ValueError(f"y_score must be a users×items matrix, got shape {shape}")
+        source = ScoreSource(y_score, shape)
+        items = np.full((shape[0], min(k, shape[1])), -1, dtype=np.int64)
+        step = rows_per_chunk(source.width)
+        for start in range(0, shape[0], step):
+            users = np.arange(start, min(start + step, shape[0]))
+            local, ranked, ranks = source.ranked(users, k)
+            items[users[local], ranks - 1] = ranked
+        return cls(items)
 
 
 def padded_rows(matrix: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:

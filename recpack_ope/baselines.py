@@ -56,7 +56,8 @@ class RandomScores(BaseEstimator):
 class ItemKNN(BaseEstimator):
     """Item-based k-nearest neighbours with cosine similarity (Sarwar et al. 2001).
 
-    ``score(u, i) = Σ_j x_uj · s_ji`` where ``s_·i`` keeps the k most similar items of i.
+    ``score(u, i) = Σ_j x_uj · s_ji`` where row ``s_j·`` keeps only the k items most similar
+    to j (RecPack's ``ItemKNN`` convention: every history item votes for its k neighbours).
 
     Parameters
     ----------
@@ -76,8 +77,8 @@ class ItemKNN(BaseEstimator):
         np.fill_diagonal(sim, 0.0)
         k = min(self.k, sim.shape[0] - 1)
         if k < sim.shape[0] - 1:
-            drop = np.argpartition(-sim, k, axis=0)[k:]
-            np.put_along_axis(sim, drop, 0.0, axis=0)
+            drop = np.argpartition(-sim, k, axis=1)[:, k:]
+            np.put_along_axis(sim, drop, 0.0, axis=1)
         self.similarity_ = sim
         return self
 

@@ -76,13 +76,18 @@ class MetricSummary:
 
 @dataclass(frozen=True, eq=False)
 class DemoResult:
-    """Everything the demo measured; :func:`write_report` turns it into files."""
+    """Everything the demo measured; :func:`write_report` turns it into files.
+
+    ``values[metric][m]`` is model m's offline estimate and ``half_widths[metric][m]`` the
+    half-width of its 95 % confidence interval over users.
+    """
 
     config: DemoConfig
     backend: str
     models: list[str]
     online: np.ndarray
     values: dict[str, np.ndarray]
+    half_widths: dict[str, np.ndarray]
     summaries: list[MetricSummary]
     facts: dict[str, float] = field(default_factory=dict)
 
@@ -114,8 +119,10 @@ class DemoResult:
         return "\n".join(lines)
 
 
-def model_pool(backend: str = "auto") -> tuple[str, list[tuple[str, object]]]:
+def model_pool(backend: str = "auto", n_items: int = 1000) -> tuple[str, list[tuple[str, object]]]:
     """The pool of recommenders: random, popularity, item-kNN and EASE grids (20 models).
+
+    ``n_items`` is the catalogue size (RecPack's random and popularity models need it).
 
     ``backend="auto"`` uses RecPack's algorithms when RecPack is installed, the package's own
     closed forms (:mod:`recpack_ope.baselines`) otherwise. Returns ``(backend used, pool)``.
@@ -125,7 +132,7 @@ def model_pool(backend: str = "auto") -> tuple[str, list[tuple[str, object]]]:
     if backend == "recpack":
         from .adapters.recpack_models import recpack_pool
 
-        return backend, recpack_pool(KNN_GRID, EASE_GRID)
+        return backend, recpack_pool(KNN_GRID, EASE_GRID, n_items)
     pool = [("random", RandomScores(seed=0)), ("popularity", Popularity())]
     pool += [(f"ItemKNN(k={k})", ItemKNN(k=k)) for k in KNN_GRID]
     pool += [(f"EASE(l2={l2:g})", EASE(l2=l2)) for l2 in EASE_GRID]
@@ -183,15 +190,19 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
     metrics = _metrics(held_out, train, test_log, config.cutoff)
     disc = LogDiscount(config.cutoff)
 
-    backend, pool = model_pool(config.backend)
+    backend, pool = model_pool(config.backend, config.n_items)
     online = np.empty(len(pool))
     values = {name: np.empty(len(pool)) for name in metrics}
+    half_widths = {name: np.empty(len(pool)) for name in metrics}
     for m, (name, model) in enumerate(tqdm(pool, desc="train + evaluate", disable=not progress)):
         model.fit(train)
         ranking = TopK.from_scores(model.predict(train), config.cutoff)
         online[m] = world.online_reward(ranking, disc).value
         for metric, evaluate in metrics.items():
-            values[metric][m] = evaluate(ranking).value
+            estimate = evaluate(ranking)
+            values[metric][m] = estimate.value
+            low, high = estimate.confidence_interval(0.95)
+            half_widths[metric][m] = (high - low) / 2
 
     models = [name for name, _ in pool]
     summaries = []
@@ -221,7 +232,7 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
         "Steiger z (IPS-DCG vs nDCG, Kendall)": steiger.z,
         "Steiger p": steiger.p_value,
     }
-    return DemoResult(config, backend, models, online, values, summaries, facts)
+    return DemoResult(config, backend, models, online, values, half_widths, summaries, facts)
 
 
 def _slug(name: str) -> str:
@@ -239,9 +250,12 @@ def write_report(result: DemoResult, folder: str | Path, *, plots: bool = True) 
     metric_names = list(result.values)
     with open(folder / "models.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["model", "online reward", *metric_names])
+        writer.writerow(
+            ["model", "online reward", *(c for k in metric_names for c in (k, f"{k} ±95%"))]
+        )
         for m, model in enumerate(result.models):
-            writer.writerow([model, result.online[m], *(result.values[k][m] for k in metric_names)])
+            cells = (c for k in metric_names for c in (result.values[k][m], result.half_widths[k][m]))
+            writer.writerow([model, result.online[m], *cells])
     with open(folder / "metrics.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(asdict(result.summaries[0])))
         writer.writeheader()
@@ -294,14 +308,20 @@ def _scatter_plots(result: DemoResult, folder: Path) -> None:
     for ax in axes.ravel()[len(names) :]:
         ax.set_visible(False)
     summaries = {s.metric: s for s in result.summaries}
+    best = int(np.argmax(result.online))
     for ax_grid, name in zip(axes.ravel(), names):
         single, ax_single = plt.subplots(figsize=(5, 4))
         for ax in (ax_grid, ax_single):
-            ax.scatter(result.values[name], result.online, s=18)
+            ax.errorbar(
+                result.values[name], result.online, xerr=result.half_widths[name],
+                fmt="o", ms=4, elinewidth=0.8, label="model (95% CI)",
+            )
+            ax.plot(result.values[name][best], result.online[best], "r*", ms=12, label="online winner")
             ax.set_xlabel(f"{name}@{result.config.cutoff} (offline)")
             ax.set_ylabel("online reward")
             s = summaries[name]
             ax.set_title(f"{name}\nτ={s.kendall:.2f}  r={s.pearson:.2f}", fontsize=9)
+        ax_single.legend(fontsize=8, loc="lower right")
         single.tight_layout()
         single.savefig(folder / f"scatter_{_slug(name)}.png", dpi=110)
         plt.close(single)

@@ -35,7 +35,7 @@ def test_adapters_importable_only_under_recpack_ope(tmp_path):
 
 def test_core_never_imports_a_framework(tmp_path):
     out = run_python(
-        "import sys, recpack_ope, recpack_ope.adapters; "
+        "import sys, recpack_ope, recpack_ope.adapters, recpack_ope.demo, recpack_ope.cli; "
         "print(sorted(m for m in ('recpack', 'cornac', 'torch') if m in sys.modules))",
         tmp_path,
     )
@@ -52,3 +52,11 @@ def test_installed_metadata(module, tmp_path):
     assert {"recpack", "cornac", "plot", "test"} <= extras
     assert dist.metadata["Requires-Python"] == ">=3.10"
     assert run_python(f"import {module}", tmp_path).returncode == 0
+
+
+def test_console_script_is_installed(tmp_path):
+    script = Path(sys.executable).with_name("recpack-ope")
+    assert script.exists(), f"no console script next to {sys.executable}"
+    done = subprocess.run([str(script), "demo", "--help"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "--users" in done.stdout and "--output" in done.stdout

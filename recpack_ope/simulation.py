@@ -249,6 +249,10 @@ class SimulatedWorld:
         discount = LogDiscount() if discount is None else discount
         if not isinstance(discount, Discount):
             raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+        if not isinstance(policy, (PopularityPolicy, UniformPolicy)):
+            raise TypeError(
+                f"policy must be a PopularityPolicy or UniformPolicy, got {type(policy).__name__}"
+            )
         n = _positive_int(feed_length, "feed_length")
         n_feeds = _positive_int(n_feeds, "n_feeds")
         weights = policy.weights(self)

@@ -131,6 +131,14 @@ def test_logged_exposure_matches_empirical_frequencies(policy):
     assert np.abs((observed - expected) / np.sqrt(expected)).max() < 4.5  # Poisson-binomial sd ≤ √mean
 
 
+def test_unknown_policy_and_discount_are_named():
+    world = SimulatedWorld(n_users=3, n_items=4)
+    with pytest.raises(TypeError, match="policy must be a PopularityPolicy or UniformPolicy, got str"):
+        world.log("popularity", feed_length=2)
+    with pytest.raises(TypeError, match="discount must be a Discount model, got int"):
+        world.online_reward(np.ones((3, 4)), 10)
+
+
 def test_uniform_logging_exposure_is_the_closed_form():
     world = SimulatedWorld(n_users=10, n_items=25, seed=1)
     log = world.log(UniformPolicy(), feed_length=5, seed=0)

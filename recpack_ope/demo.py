@@ -194,7 +194,9 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
     online = np.empty(len(pool))
     values = {name: np.empty(len(pool)) for name in metrics}
     half_widths = {name: np.empty(len(pool)) for name in metrics}
-    for m, (name, model) in enumerate(tqdm(pool, desc="train + evaluate", disable=not progress)):
+    bar = tqdm(pool, desc="train + evaluate", disable=not progress)
+    for m, (name, model) in enumerate(bar):
+        bar.set_postfix_str(name)
         model.fit(train)
         ranking = TopK.from_scores(model.predict(train), config.cutoff)
         online[m] = world.online_reward(ranking, disc).value
@@ -309,7 +311,7 @@ def _scatter_plots(result: DemoResult, folder: Path) -> None:
         ax.set_visible(False)
     summaries = {s.metric: s for s in result.summaries}
     best = int(np.argmax(result.online))
-    for ax_grid, name in zip(axes.ravel(), names):
+    for ax_grid, name in zip(axes.ravel()[: len(names)], names, strict=True):
         single, ax_single = plt.subplots(figsize=(5, 4))
         for ax in (ax_grid, ax_single):
             ax.errorbar(

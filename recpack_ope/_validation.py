@@ -56,6 +56,16 @@ def check_propensities(values: np.ndarray, describe: Callable[[int], str]) -> No
         )
 
 
+def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | None:
+    """``value`` as an int >= 1 (or None where allowed); the message names the parameter."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        options = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be a positive integer{options}, got {value!r}")
+    return int(value)
+
+
 def check_clip(clip: float | None) -> float:
     """Clipping threshold m of ``w = min(m, 1/p)`` (Jeunen et al. §6.2); None means ∞."""
     if clip is None:

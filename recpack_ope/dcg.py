@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._chunks import rows_per_chunk
-from ._validation import as_csr, check_rewards
+from ._validation import as_csr, check_positive_int, check_rewards
 from .discount import Discount
 from .propensity import ips_weights
 from .ranking import ScoreSource, padded_rows, top_k_positions
@@ -113,8 +113,7 @@ def dcg(
             f"self_normalised applies to unnormalised DCG only, got normalise={normalise!r}: "
             "the self-normalisation constant cancels in a normalised ratio"
         )
-    if chunk_users is not None and (not isinstance(chunk_users, (int, np.integer)) or chunk_users < 1):
-        raise ValueError(f"chunk_users must be a positive integer or None, got {chunk_users!r}")
+    chunk_users = check_positive_int(chunk_users, "chunk_users", allow_none=True)
     if not isinstance(discount, Discount):
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
     rewards = as_csr(y_true, "y_true")

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._validation import check_positive_int
+
 __all__ = [
     "Discount",
     "LogDiscount",
@@ -25,10 +27,7 @@ __all__ = [
 
 
 def _check_cutoff(cutoff: int | None) -> None:
-    if cutoff is None:
-        return
-    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, np.integer)) or cutoff < 1:
-        raise ValueError(f"cutoff must be a positive integer or None, got {cutoff!r}")
+    check_positive_int(cutoff, "cutoff", allow_none=True)
 
 
 class Discount:

@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from ._chunks import rows_per_chunk
+from ._validation import check_positive_int
 from .discount import Discount
 
 __all__ = ["rank_marginals", "exposure", "sample_rankings"]
@@ -54,11 +55,10 @@ def _check_weights(weights) -> np.ndarray:
 
 
 def _check_n_ranks(n_ranks: int, n_items: int) -> int:
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, (int, np.integer)) or n_ranks < 1:
-        raise ValueError(f"n_ranks must be a positive integer, got {n_ranks!r}")
+    n_ranks = check_positive_int(n_ranks, "n_ranks")
     if n_ranks > n_items:
         raise ValueError(f"n_ranks={n_ranks} exceeds the number of items ({n_items})")
-    return int(n_ranks)
+    return n_ranks
 
 
 def _horizon(w: np.ndarray, n: int) -> float:

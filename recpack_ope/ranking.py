@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._chunks import rows_per_chunk
-from ._validation import entry_position
+from ._validation import check_positive_int, entry_position
 
 __all__ = ["TopK", "top_k_positions", "padded_rows", "ScoreSource"]
 
@@ -71,8 +71,7 @@ class TopK:
         module docstring (``-inf`` / unstored = not a candidate, ties to the lower index);
         rows with fewer than k candidates are padded with ``-1``.
         """
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        k = check_positive_int(k, "k")
         shape = getattr(y_score, "shape", np.shape(y_score))
         if len(shape) != 2:
             raise ValueError(f"y_score must be a users×items matrix, got shape {shape}")

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._chunks import rows_per_chunk
+from ._validation import check_positive_int
 from .discount import Discount, LogDiscount
 from .plackett_luce import exposure, sample_rankings
 from .propensity import FixedPropensity
@@ -39,12 +40,6 @@ from .result import EstimateResult
 
 __all__ = ["SimulatedWorld", "PopularityPolicy", "UniformPolicy", "LoggedFeedback"]
 
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -173,7 +168,7 @@ class SimulatedWorld:
 
     def __post_init__(self) -> None:
         for name in ("n_users", "n_items", "n_factors"):
-            _positive_int(getattr(self, name), name)
+            check_positive_int(getattr(self, name), name)
         for name in ("preference_strength", "popularity_exponent", "popularity_strength", "base_logit"):
             if not np.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite, got {getattr(self, name)!r}")
@@ -253,8 +248,8 @@ class SimulatedWorld:
             raise TypeError(
                 f"policy must be a PopularityPolicy or UniformPolicy, got {type(policy).__name__}"
             )
-        n = _positive_int(feed_length, "feed_length")
-        n_feeds = _positive_int(n_feeds, "n_feeds")
+        n = check_positive_int(feed_length, "feed_length")
+        n_feeds = check_positive_int(n_feeds, "n_feeds")
         weights = policy.weights(self)
         eps0 = exposure(weights, discount, n)
         view_prob = discount.weights(n)

@@ -29,7 +29,7 @@ from .propensity import PopularityPropensity, PowerLawPropensity
 from .ranking import TopK
 from .result import EstimateResult
 from .simulation import PopularityPolicy, SimulatedWorld
-from .stats import agreement, disagreement_probability, steiger_test
+from .stats import agreement, steiger_test
 
 __all__ = ["DemoConfig", "DemoResult", "MetricSummary", "model_pool", "run_demo", "write_report"]
 
@@ -218,7 +218,7 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
                 metric=metric,
                 kendall=a.kendall,
                 pearson=a.pearson,
-                p_inversion=disagreement_probability(online, v),
+                p_inversion=a.disagreement,
                 picks_winner=pick == best,
                 picked=picked,
                 regret=float(1.0 - online[pick] / online[best]),

@@ -11,7 +11,7 @@ may be examined), which makes the estimators rank all candidates instead of a to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -68,6 +68,14 @@ class Discount:
     def weights(self, n: int) -> np.ndarray:
         """``δ(1), …, δ(n)``: the curve over the first ``n`` ranks."""
         return self(np.arange(1, n + 1))
+
+    def with_cutoff(self, k: int) -> "Discount":
+        """The same curve examined down to rank ``k``: the discount of DCG@k.
+
+        Frameworks that build metrics as ``Metric(K=k)`` (RecPack) use this to turn one
+        configured curve shape into the discount of each cutoff.
+        """
+        return replace(self, cutoff=check_positive_int(k, "k"))
 
     @property
     def label(self) -> str:
@@ -163,6 +171,10 @@ class CustomDiscount(Discount):
     def _curve(self, ranks: np.ndarray) -> np.ndarray:
         idx = np.minimum(ranks.astype(np.int64), self.cutoff) - 1
         return self.values[idx]
+
+    def with_cutoff(self, k: int) -> "CustomDiscount":
+        """The curve truncated at rank ``k``; ranks past ``len(values)`` stay 0."""
+        return CustomDiscount(self.weights(check_positive_int(k, "k")))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CustomDiscount) and np.array_equal(self.values, other.values)

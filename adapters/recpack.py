@@ -1,0 +1,331 @@
+"""recpack-ope's DCG family as RecPack metrics (needs the ``recpack`` extra).
+
+Register once, then use the metrics by name like RecPack's own::
+
+    from recpack.pipelines import PipelineBuilder
+    from recpack_ope import PowerLawPropensity
+    from recpack_ope.adapters.recpack import RecPackAdapter, compare
+
+    adapter = RecPackAdapter(propensity=PowerLawPropensity(), clip=100)
+    adapter.fit(scenario.full_training_data).register()
+
+    builder = PipelineBuilder()
+    builder.add_metric("UnbiasedDCGK", K=[10, 100])
+    builder.add_metric("PostNormalisedDCGK", K=100)
+    builder.set_optimisation_metric("UnbiasedDCGK", K=100)   # sweeps work too
+    ...
+    pipeline.run()
+    pipeline.get_metrics()
+    compare(pipeline, "EASE(l2=500.0)", "KUNN(Ki=70,Ku=70)", "UnbiasedDCGK_100")
+
+Registered names (``register(prefix=...)`` prepends a prefix so several configurations can
+share one pipeline):
+
+========================  =================================================================
+``UnbiasedDCGK``          unbiased (IPS) DCG@K, Jeunen et al. Eq. 11; RecPack's ``DCGK``
+                          when ``propensity=None``
+``SNUnbiasedDCGK``        self-normalised unbiased DCG@K (DESIGN.md §3)
+``IPSNDCGK``              per-user nDCG@K with IPS gains (§5); RecPack's ``NDCGK`` when
+                          ``propensity=None``
+``PostNormalisedDCGK``    pnDCG@K = Σ DCG_u / Σ iDCG_u (§5, Lemma 5.1)
+========================  =================================================================
+
+Translation only: the formulas are the core's :func:`recpack_ope.dcg`. What this module
+adds is RecPack's conventions: its metric contract (``calculate``, ``value``, ``results``,
+``num_users``), its item indices, and its ranking of tied scores (see
+:func:`recpack_ranking`), so that with ``propensity=None`` the values equal RecPack's own.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from recpack.matrix import InteractionMatrix
+from recpack.metrics.base import ListwiseMetricK
+from recpack.pipelines import METRIC_REGISTRY, Pipeline
+from recpack.util import get_top_K_ranks
+
+from .._validation import check_positive_int
+from ..dcg import dcg
+from ..discount import Discount, LogDiscount
+from ..propensity import FixedPropensity
+from ..ranking import TopK
+from ..result import Comparison, EstimateResult
+
+__all__ = ["RecPackAdapter", "OPEMetricK", "recpack_ranking", "metric_results", "compare", "summary"]
+
+logger = logging.getLogger("recpack_ope")
+
+# Registered name -> keyword arguments of the core's dcg() and names of its per-user terms.
+_ESTIMATORS: dict[str, tuple[dict, tuple[str, ...]]] = {
+    "UnbiasedDCGK": ({}, ("dcg",)),
+    "SNUnbiasedDCGK": ({"self_normalised": True}, ("dcg", "n_held_out", "weight_sum")),
+    "IPSNDCGK": ({"normalise": "per_user"}, ("ndcg",)),
+    "PostNormalisedDCGK": ({"normalise": "post"}, ("dcg", "idcg")),
+}
+
+
+def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
+    """Every user's top-K items of RecPack's ``X_pred``, tied scores ranked as RecPack does.
+
+    The core ranks ties by the lower item index; RecPack's metrics rank them by whatever
+    order ``np.argpartition`` leaves (``recpack.util.get_top_K_ranks``). Rows whose top K+1
+    scores hold a tie are therefore ranked by RecPack's own function, the rest by the
+    vectorised core, so a metric registered here sees exactly the lists RecPack's ``DCGK``
+    sees. Models with many ties (e.g. popularity) then cost as much as RecPack's loop.
+    """
+    K = check_positive_int(K, "K")
+    scores = sp.csr_matrix(y_pred)
+    top = TopK.from_scores(scores, K + 1).items
+    valid = top >= 0
+    rows = np.broadcast_to(np.arange(top.shape[0])[:, None], top.shape)
+    ranked_scores = np.full(top.shape, np.nan)
+    ranked_scores[valid] = np.asarray(scores[rows[valid], top[valid]]).ravel()
+    tied = np.flatnonzero((ranked_scores[:, 1:] == ranked_scores[:, :-1]).any(axis=1))
+    items = top[:, :K].copy()
+    if tied.size:
+        ranks = get_top_K_ranks(scores[tied], K).tocoo()
+        items[tied] = -1
+        items[tied[ranks.row], ranks.data.astype(np.int64) - 1] = ranks.col
+    return TopK(items)
+
+
+class OPEMetricK(ListwiseMetricK):
+    """Base of the metric classes :meth:`RecPackAdapter.register` creates.
+
+    Follows RecPack's ``Metric`` contract: ``calculate(y_true, y_pred)`` then ``value``,
+    ``results`` (one row per evaluated user: ``user_id``, ``score`` whose mean is ``value``,
+    and the estimator's per-user terms) and ``num_users``. The full
+    :class:`~recpack_ope.EstimateResult` (intervals, paired tests) is kept as ``result_``.
+    """
+
+    adapter: "RecPackAdapter"
+    estimator: str
+
+    def __init__(self, K: int):
+        super().__init__(check_positive_int(K, "K"))
+
+    def calculate(self, y_true: sp.csr_matrix, y_pred: sp.csr_matrix) -> None:
+        """Evaluate ``y_pred`` (RecPack's ``X_pred``) on the held-out ``y_true``."""
+        self._verify_shape(y_true, y_pred)
+        self.result_ = self.adapter.evaluate(self.estimator, y_true, y_pred, self.K)
+        self.num_users_, self.num_items_ = self.result_.n_users, y_true.shape[1]
+        self.user_id_map_ = self.result_.user_ids
+
+    @property
+    def value(self) -> float:
+        """The estimate over all evaluated users."""
+        return self.result_.value
+
+    @property
+    def results(self) -> pd.DataFrame:
+        """Per-user rows: ``user_id``, ``score`` (contribution; mean = ``value``), terms."""
+        columns = {"user_id": self.result_.user_ids, "score": self.result_.per_user}
+        names = _ESTIMATORS[self.estimator][1]
+        if len(names) > 1:
+            columns.update(zip(names, self.result_.terms.T, strict=True))
+        return pd.DataFrame(columns)
+
+
+def _propensity_by_index(propensity: Mapping | pd.Series, item_id_mapping: pd.DataFrame) -> np.ndarray:
+    """Per-item propensities keyed by raw item id, re-indexed to RecPack's item indices."""
+    if item_id_mapping is None:
+        raise ValueError(
+            "propensities keyed by raw item id need item_id_mapping (RecPack's "
+            "dataset.preprocessor.item_id_mapping) to be placed on RecPack's item indices"
+        )
+    raw_col = next(c for c in item_id_mapping.columns if c != InteractionMatrix.ITEM_IX)
+    raw_ids = item_id_mapping[raw_col].to_numpy()
+    index = item_id_mapping[InteractionMatrix.ITEM_IX].to_numpy()
+    by_raw = pd.Series(propensity, dtype=np.float64)
+    missing = ~pd.Index(raw_ids).isin(by_raw.index)
+    if missing.any():
+        raise ValueError(
+            f"no propensity for raw item id {raw_ids[missing][0]!r} "
+            f"({int(missing.sum())} of RecPack's {raw_ids.size} items have none)"
+        )
+    values = np.full(int(index.max()) + 1, np.nan)
+    values[index] = by_raw.loc[raw_ids].to_numpy()
+    if np.isnan(values).any():
+        raise ValueError(f"item_id_mapping leaves item index {int(np.flatnonzero(np.isnan(values))[0])} unmapped")
+    return values
+
+
+class RecPackAdapter:
+    """Registers recpack-ope's DCG family in RecPack's ``METRIC_REGISTRY``.
+
+    Parameters
+    ----------
+    propensity : None, propensity model, 1-D array, or mapping raw item id → propensity
+        Logging exposure propensities in (0, 1]. None means ``p ≡ 1`` (plain DCG family).
+        An unfitted model (e.g. ``PowerLawPropensity()``) is fitted by :meth:`fit`, on the
+        training interactions, so its vector is indexed like RecPack's items. A mapping or
+        ``pandas.Series`` keyed by raw item ids needs ``item_id_mapping``.
+    discount : Discount
+        Curve shape; each metric uses ``discount.with_cutoff(K)`` (default ``LogDiscount``).
+    clip : float or None
+        Clip IPS weights at ``m`` (Jeunen et al. §6.2); None means no clipping.
+    item_id_mapping : pandas.DataFrame or None
+        RecPack's ``dataset.preprocessor.item_id_mapping`` (raw id, ``iid``), only for
+        propensities keyed by raw item id.
+    """
+
+    def __init__(
+        self,
+        propensity=None,
+        discount: Discount | None = None,
+        clip: float | None = None,
+        item_id_mapping: pd.DataFrame | None = None,
+    ):
+        discount = LogDiscount() if discount is None else discount
+        if not isinstance(discount, Discount):
+            raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+        # Given values are validated now, so a bad propensity is named before any training.
+        if isinstance(propensity, (Mapping, pd.Series)):
+            propensity = FixedPropensity(_propensity_by_index(propensity, item_id_mapping)).fit()
+        elif propensity is not None and not hasattr(propensity, "fit"):
+            propensity = FixedPropensity(propensity).fit()
+        self.propensity = propensity
+        self.discount = discount
+        self.clip = clip
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the propensities are ready (always, without a propensity model)."""
+        return self.propensity is None or hasattr(self.propensity, "propensity_")
+
+    def fit(self, X: InteractionMatrix | sp.spmatrix) -> "RecPackAdapter":
+        """Fit the propensity model on training interactions, e.g.
+        ``scenario.full_training_data``; a no-op without a propensity model."""
+        if self.propensity is not None:
+            values = X.binary_values if isinstance(X, InteractionMatrix) else X
+            self.propensity.fit(values)
+        return self
+
+    def evaluate(self, estimator: str, y_true, y_pred, K: int) -> EstimateResult:
+        """One registered estimator on RecPack's ``(y_true, X_pred)``; see the module table."""
+        if estimator not in _ESTIMATORS:
+            raise ValueError(f"unknown estimator {estimator!r}; choose from {sorted(_ESTIMATORS)}")
+        if not self.fitted:
+            raise ValueError(
+                f"{type(self.propensity).__name__} is not fitted: call "
+                "adapter.fit(scenario.full_training_data) before running the pipeline"
+            )
+        return dcg(
+            y_true,
+            recpack_ranking(y_pred, K),
+            discount=self.discount.with_cutoff(K),
+            propensity=self.propensity,
+            clip=self.clip,
+            **_ESTIMATORS[estimator][0],
+        )
+
+    def register(self, prefix: str = "") -> dict[str, type]:
+        """Add the metric classes to RecPack's ``METRIC_REGISTRY`` as ``prefix + name``.
+
+        Registering again (same or new configuration) rebinds the names to this adapter
+        instead of failing, so notebooks can re-run the cell. A name RecPack or another
+        package already uses is refused.
+
+        Returns
+        -------
+        dict
+            Registered name → metric class (constructible as ``cls(K=K)``).
+        """
+        if not isinstance(prefix, str) or (prefix and not prefix.isidentifier()):
+            raise ValueError(f"prefix must be a valid Python identifier or '', got {prefix!r}")
+        if not self.fitted:
+            raise ValueError(
+                f"{type(self.propensity).__name__} is not fitted: call "
+                "adapter.fit(scenario.full_training_data) before register()"
+            )
+        classes = {}
+        for name in _ESTIMATORS:
+            key = prefix + name
+            if key in METRIC_REGISTRY:
+                existing = METRIC_REGISTRY.get(key)
+                if not (isinstance(existing, type) and issubclass(existing, OPEMetricK)):
+                    raise ValueError(f"METRIC_REGISTRY already has a metric {key!r} that is not recpack-ope's")
+                logger.info("re-registering %s with a new configuration", key)
+            cls = type(key, (OPEMetricK,), {"adapter": self, "estimator": name, "__module__": __name__})
+            METRIC_REGISTRY.registered[key] = cls
+            classes[key] = cls
+        return classes
+
+
+def metric_results(pipeline: Pipeline, metric: str) -> dict[str, EstimateResult]:
+    """Algorithm identifier → :class:`~recpack_ope.EstimateResult` of one of our metrics
+    (by its column name in ``get_metrics()``, e.g. ``"UnbiasedDCGK_100"``) in a run pipeline."""
+    accumulated = pipeline._metric_acc.acc
+    if not accumulated:
+        raise ValueError("the pipeline has no results yet: call pipeline.run() first")
+    out = {}
+    for identifier, metrics in accumulated.items():
+        if metric not in metrics:
+            available = sorted({m for ms in accumulated.values() for m in ms})
+            raise ValueError(f"metric {metric!r} is not in the pipeline; it has {available}")
+        found = metrics[metric]
+        if not isinstance(found, OPEMetricK):
+            raise ValueError(
+                f"{metric!r} is not a recpack-ope metric, so it keeps no per-user terms for "
+                "intervals and paired tests; add ours instead (with propensity=None, "
+                "UnbiasedDCGK equals DCGK and IPSNDCGK equals NDCGK)"
+            )
+        out[identifier] = found.result_
+    return out
+
+
+def _algorithm(results: dict[str, EstimateResult], identifier: str) -> EstimateResult:
+    if identifier not in results:
+        close = difflib.get_close_matches(identifier, list(results), n=3, cutoff=0.3)
+        hint = f"; did you mean {close}?" if close else f"; the pipeline ran {sorted(results)}"
+        raise ValueError(f"no algorithm {identifier!r} in the pipeline{hint}")
+    return results[identifier]
+
+
+def compare(
+    pipeline: Pipeline, algorithm_a: str, algorithm_b: str, metric: str, level: float = 0.95
+) -> Comparison:
+    """Paired difference ``metric(a) − metric(b)`` over the same test users of a run pipeline.
+
+    Parameters
+    ----------
+    pipeline : recpack.pipelines.Pipeline
+        A pipeline after ``run()``.
+    algorithm_a, algorithm_b : str
+        Algorithm identifiers as in ``pipeline.get_metrics().index``, e.g. ``"EASE(l2=500.0)"``
+        (RecPack writes all parameters: ``"EASE(alpha=0,density=None,l2=500.0)"``).
+    metric : str
+        Column of one of our metrics, e.g. ``"PostNormalisedDCGK_100"``.
+    level : float
+        Confidence level of the interval.
+
+    Returns
+    -------
+    Comparison
+        Difference, standard error (delta method for ratio metrics), interval, two-sided
+        p-value of the paired test and the number of paired users.
+    """
+    results = metric_results(pipeline, metric)
+    paired = _algorithm(results, algorithm_a).compare(_algorithm(results, algorithm_b), level)
+    return replace(paired, name=f"{metric}: {algorithm_a} − {algorithm_b}")
+
+
+def summary(pipeline: Pipeline, metric: str, level: float = 0.95) -> pd.DataFrame:
+    """One row per algorithm: value, confidence interval, standard error and users, sorted
+    by value (best first)."""
+    rows = []
+    for identifier, result in metric_results(pipeline, metric).items():
+        lo, hi = result.confidence_interval(level)
+        rows.append(
+            {"algorithm": identifier, "value": result.value, "ci_low": lo, "ci_high": hi,
+             "standard_error": result.standard_error, "n_users": result.n_users}
+        )
+    table = pd.DataFrame(rows).set_index("algorithm")
+    return table.sort_values("value", ascending=False)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from recpack.pipelines import PipelineBuilder
+from recpack.pipelines import Pipeline, PipelineBuilder
 from recpack.scenarios import WeakGeneralization
 
 from .._validation import check_positive_int
@@ -84,9 +84,11 @@ class DisagreementConfig:
 
 @dataclass(frozen=True)
 class DisagreementResult:
-    """Per-model metric values and their agreement with DCG."""
+    """Per-model metric values, their agreement with DCG, and the run RecPack pipeline
+    (for :func:`recpack_ope.adapters.recpack.compare` and ``summary``)."""
 
     config: DisagreementConfig
+    pipeline: Pipeline
     values: pd.DataFrame
     agreements: dict[str, MetricAgreement]
     n_users: int
@@ -111,9 +113,9 @@ class DisagreementResult:
 def run_disagreement(config: DisagreementConfig | None = None) -> DisagreementResult:
     """Train the model grid in one RecPack pipeline and measure how each metric agrees with DCG.
 
-    RecPack's own progress bar follows the models. Registers recpack-ope's metrics (``PostNormalisedDCGK`` with ``p ≡ 1``, and
-    ``PowerLawUnbiasedDCGK`` with power-law propensities fitted on the training half) next to
-    RecPack's ``DCGK`` and ``NDCGK``.
+    RecPack's own progress bar follows the models. Registers recpack-ope's metrics
+    (``PostNormalisedDCGK`` with ``p ≡ 1``, and ``PowerLawUnbiasedDCGK`` with power-law
+    propensities fitted on the training half) next to RecPack's ``DCGK`` and ``NDCGK``.
     """
     config = config or DisagreementConfig()
     K = check_positive_int(config.K, "K")
@@ -125,8 +127,7 @@ def run_disagreement(config: DisagreementConfig | None = None) -> DisagreementRe
     scenario = WeakGeneralization(0.5, validation=False, seed=config.seed)
     scenario.split(data)
     RecPackAdapter().register()
-    propensity = PowerLawPropensity()
-    RecPackAdapter(propensity=propensity, clip=config.clip).fit(scenario.full_training_data).register(
+    RecPackAdapter(propensity=PowerLawPropensity(), clip=config.clip).fit(scenario.full_training_data).register(
         prefix="PowerLaw"
     )
 
@@ -150,6 +151,7 @@ def run_disagreement(config: DisagreementConfig | None = None) -> DisagreementRe
     }
     return DisagreementResult(
         config=config,
+        pipeline=pipeline,
         values=values,
         agreements=agreements,
         n_users=int(data.shape[0]),

@@ -23,6 +23,20 @@ def test_values_by_hand():
     assert CustomDiscount([1.0, 0.5]) == CustomDiscount(np.array([1.0, 0.5]))
 
 
+def test_with_cutoff_keeps_the_curve_and_moves_the_cutoff():
+    assert LogDiscount().with_cutoff(2).weights(4) == pytest.approx([1, 1 / math.log2(3), 0, 0])
+    assert LogDiscount(2).with_cutoff(4) == LogDiscount(4)
+    assert ExponentialDiscount(0.5, cutoff=9).with_cutoff(3) == ExponentialDiscount(0.5, cutoff=3)
+    assert ReciprocalDiscount().with_cutoff(1).weights(2) == pytest.approx([1, 0])
+    learnt = CustomDiscount([0.9, 0.3, 0.4])
+    assert learnt.with_cutoff(2) == CustomDiscount([0.9, 0.3])
+    # past the learnt curve's end the examination probability stays 0
+    assert learnt.with_cutoff(5).weights(6) == pytest.approx([0.9, 0.3, 0.4, 0, 0, 0])
+    assert learnt.with_cutoff(5).label == "@5"
+    with pytest.raises(ValueError, match="k must be a positive integer, got 0"):
+        LogDiscount().with_cutoff(0)
+
+
 @pytest.mark.parametrize(
     "make, message",
     [

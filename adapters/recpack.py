@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import weakref
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -94,6 +95,29 @@ def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
         items[tied] = -1
         items[tied[ranks.row], ranks.data.astype(np.int64) - 1] = ranks.col
     return TopK(items)
+
+
+class _LastRanking:
+    """The ranking of the last ``X_pred`` seen, so the metrics RecPack computes one after the
+    other on the same predictions rank them once. Keyed by the matrix object (held weakly)
+    and K, plus a content fingerprint so an in-place edit of the matrix is not served stale.
+    """
+
+    def __init__(self) -> None:
+        self._ref, self._key, self._ranking = None, None, None
+
+    def get(self, y_pred, K: int) -> TopK:
+        if not sp.issparse(y_pred):
+            return recpack_ranking(y_pred, K)
+        csr = y_pred.tocsr()
+        key = (K, csr.shape, csr.nnz, float(csr.data.sum()), int(csr.indices.sum()))
+        if self._ref is None or self._ref() is not y_pred or self._key != key:
+            self._ranking = recpack_ranking(y_pred, K)
+            self._ref, self._key = weakref.ref(y_pred), key
+        return self._ranking
+
+
+_LAST = _LastRanking()
 
 
 class OPEMetricK(ListwiseMetricK):
@@ -219,7 +243,7 @@ class RecPackAdapter:
             )
         return dcg(
             y_true,
-            recpack_ranking(y_pred, K),
+            _LAST.get(y_pred, K),
             discount=self.discount.with_cutoff(K),
             propensity=self.propensity,
             clip=self.clip,

@@ -139,6 +139,19 @@ def test_recpack_ranking_matches_get_top_k_ranks_with_and_without_ties():
         np.testing.assert_array_equal(ours[::2], TopK.from_scores(y_pred, K).items[::2])
 
 
+def test_metrics_on_the_same_predictions_rank_them_once():
+    from recpack_ope.adapters import recpack as module
+
+    y_pred = sp.csr_matrix(np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.4]]))
+    first = module._LAST.get(y_pred, 2)
+    assert module._LAST.get(y_pred, 2) is first  # reused by the next metric
+    assert module._LAST.get(y_pred, 1) is not first  # another K
+    y_pred.data[0] = 0.0  # edited in place: ranked again, never served stale
+    np.testing.assert_array_equal(module._LAST.get(y_pred, 2).items, [[2, 1], [1, 2]])
+    copy = y_pred.copy()  # equal content, another object
+    assert module._LAST.get(copy, 2) is not module._LAST.get(y_pred, 2)
+
+
 def test_power_law_weights_land_on_recpack_item_indices(pipeline, scenario):
     """IPS-DCG by loops over RecPack's own top-K ranks and the power-law vector by item index."""
     adapter = METRIC_REGISTRY.get("PowerLawUnbiasedDCGK").adapter

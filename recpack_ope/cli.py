@@ -43,7 +43,8 @@ def _ndcg_disagreement(args: argparse.Namespace) -> int:
         from .adapters.ndcg_disagreement import DisagreementConfig, run_disagreement, write_report
     except ModuleNotFoundError as missing:
         raise SystemExit(
-            f"reproduce ndcg-disagreement runs a RecPack pipeline and needs {missing.name!r}: "
+            f"reproduce ndcg-disagreement runs a RecPack pipeline and needs "
+            f"{(missing.name or 'recpack').split('.')[0]!r}: "
             "pip install 'recpack-ope[recpack]'"
         ) from None
     config = DisagreementConfig(

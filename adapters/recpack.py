@@ -286,6 +286,7 @@ class RecPackAdapter:
 def metric_results(pipeline: Pipeline, metric: str) -> dict[str, EstimateResult]:
     """Algorithm identifier → :class:`~recpack_ope.EstimateResult` of one of our metrics
     (by its column name in ``get_metrics()``, e.g. ``"UnbiasedDCGK_100"``) in a run pipeline."""
+    # RecPack keeps the metric objects (not only their values) in this accumulator alone.
     accumulated = pipeline._metric_acc.acc
     if not accumulated:
         raise ValueError("the pipeline has no results yet: call pipeline.run() first")

@@ -214,7 +214,7 @@ def test_caller_matrices_are_not_modified():
     # sorted, user 0 ranks items 0, 1, 2; relevant items 0 and 2 sit at ranks 1 and 3
     assert dcg(y, s, discount=LogDiscount(3)).value == pytest.approx(1 + 0.5)
     after = (s.data, s.indices, y.data, y.indices)
-    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
 
 
 def test_explicit_zero_rewards_are_not_interactions():

@@ -61,7 +61,7 @@ def test_cornac_variant_reproduces_cornacs_estimate(movielens):
         PropensityStratifiedEvaluation,
     )
 
-    triples = list(zip(movielens.users, movielens.items, movielens.ratings))
+    triples = list(zip(movielens.users, movielens.items, movielens.ratings, strict=True))
     cornac_props = PropensityStratifiedEvaluation._estimate_propensities(
         SimpleNamespace(data=triples, verbose=False)
     )

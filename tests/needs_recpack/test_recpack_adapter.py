@@ -171,7 +171,7 @@ def test_power_law_weights_land_on_recpack_item_indices(pipeline, scenario):
         expected.append(
             sum(
                 min(500.0, 1 / p[i]) / math.log2(r + 1)
-                for i, r in zip(ranks.col, ranks.data)
+                for i, r in zip(ranks.col, ranks.data, strict=True)
                 if y_true[u, i]
             )
         )

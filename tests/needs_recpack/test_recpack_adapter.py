@@ -5,9 +5,7 @@ Needs RecPack (legacy environment); the modern nox session excludes this folder 
 
 from __future__ import annotations
 
-import logging
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -34,13 +32,7 @@ from recpack_ope.adapters.recpack_datasets import load_interactions
 
 OURS = ("UnbiasedDCGK", "SNUnbiasedDCGK", "IPSNDCGK", "PostNormalisedDCGK")
 
-
-@pytest.fixture(autouse=True)
-def quiet_recpack():
-    logging.getLogger("recpack").setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*missing similar items")
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_recpack")
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +200,13 @@ def test_register_twice_rebinds_and_refuses_foreign_names(scenario):
     assert METRIC_REGISTRY.get("TwiceUnbiasedDCGK").adapter.clip == 3.0
     metric = METRIC_REGISTRY.get("TwiceUnbiasedDCGK")(K=10)
     assert isinstance(metric, OPEMetricK) and metric.name == "TwiceUnbiasedDCGK_10"
+
+    # a reloaded adapter module (a notebook's importlib.reload) still recognises its classes
+    import importlib
+
+    from recpack_ope.adapters import recpack as module
+
+    importlib.reload(module).RecPackAdapter().register(prefix="Twice")
 
     METRIC_REGISTRY.register("ForeignUnbiasedDCGK", DCGK)
     try:

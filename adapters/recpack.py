@@ -231,6 +231,13 @@ class RecPackAdapter:
         """Whether the propensities are ready (always, without a propensity model)."""
         return self.propensity is None or hasattr(self.propensity, "propensity_")
 
+    def _require_fitted(self, before: str) -> None:
+        if not self.fitted:
+            raise ValueError(
+                f"{type(self.propensity).__name__} is not fitted: call "
+                f"adapter.fit(scenario.full_training_data) before {before}"
+            )
+
     def fit(self, X: InteractionMatrix | sp.spmatrix) -> "RecPackAdapter":
         """Fit the propensity model on training interactions, e.g.
         ``scenario.full_training_data``; a no-op without a propensity model."""
@@ -243,11 +250,7 @@ class RecPackAdapter:
         """One registered estimator on RecPack's ``(y_true, X_pred)``; see the module table."""
         if estimator not in _ESTIMATORS:
             raise ValueError(f"unknown estimator {estimator!r}; choose from {sorted(_ESTIMATORS)}")
-        if not self.fitted:
-            raise ValueError(
-                f"{type(self.propensity).__name__} is not fitted: call "
-                "adapter.fit(scenario.full_training_data) before running the pipeline"
-            )
+        self._require_fitted("running the pipeline")
         return dcg(
             y_true,
             _LAST.get(y_pred, K),
@@ -271,11 +274,7 @@ class RecPackAdapter:
         """
         if not isinstance(prefix, str) or (prefix and not prefix.isidentifier()):
             raise ValueError(f"prefix must be a valid Python identifier or '', got {prefix!r}")
-        if not self.fitted:
-            raise ValueError(
-                f"{type(self.propensity).__name__} is not fitted: call "
-                "adapter.fit(scenario.full_training_data) before register()"
-            )
+        self._require_fitted("register()")
         classes = {}
         for name in _ESTIMATORS:
             key = prefix + name

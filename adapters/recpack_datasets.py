@@ -21,16 +21,12 @@ import pandas as pd
 from recpack.datasets import MovieLens1M, MovieLens100K
 from recpack.matrix import InteractionMatrix
 
-from ..datasets import load_movielens_100k
+from ..datasets import default_cache_dir, load_movielens_100k
 from ..simulation import PopularityPolicy, SimulatedWorld
 
 __all__ = ["DATASETS", "load_interactions"]
 
 DATASETS = ("ml-100k", "ml-1m", "synthetic")
-
-
-def _default_dir() -> Path:
-    return Path.home() / ".cache" / "recpack_ope"
 
 
 def _movielens_100k(path: str | os.PathLike | None, data_dir: Path) -> InteractionMatrix:
@@ -78,7 +74,7 @@ def load_interactions(
         raise ValueError(f"unknown dataset {dataset!r}; choose from {DATASETS}")
     if path is not None and dataset != "ml-100k":
         raise ValueError(f"path= is for a local ml-100k u.data file, not for {dataset!r}")
-    folder = Path(data_dir) if data_dir is not None else _default_dir()
+    folder = Path(data_dir) if data_dir is not None else default_cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     if dataset == "ml-100k":
         return _movielens_100k(path, folder)

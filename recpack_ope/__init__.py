@@ -8,6 +8,9 @@ Where things are:
 * ``discount``   – position-bias curves δ(r) (``LogDiscount``, ``ExponentialDiscount``, …)
 * ``propensity`` – exposure propensities (``PowerLawPropensity``, ``PopularityPropensity``)
 * ``dcg``        – DCG, unbiased DCG, nDCG, pnDCG (Jeunen et al. KDD'24)
+* ``recall``     – recall@k
+* ``stratified`` – propensity-stratified evaluation of any metric (Jadidinejad et al. TOIS'21)
+* ``simpsons_paradox`` – the two-model holdout / IPS / stratified / per-stratum report
 * ``ranking``    – scores → ranks (``TopK`` for precomputed rankings)
 * ``result``     – ``EstimateResult``: value, per-user values, intervals, paired comparisons
 * ``stats``      – metric agreement, disagreement probability, Steiger's test
@@ -23,8 +26,11 @@ from .dcg import dcg, ideal_dcg, ndcg, pn_dcg, unbiased_dcg
 from .discount import CustomDiscount, Discount, ExponentialDiscount, LogDiscount, ReciprocalDiscount
 from .propensity import FixedPropensity, PopularityPropensity, PowerLawPropensity, item_counts
 from .ranking import TopK
-from .result import Comparison, EstimateResult
+from .recall import recall
+from .result import Comparison, EstimateResult, PairedEstimate
+from .simpsons_paradox import SimpsonsParadoxReport, simpsons_paradox
 from .stats import agreement, disagreement_probability, steiger_test, steiger_z
+from .stratified import StratifiedResult, Stratum, stratified
 
 __version__ = "0.1.0"
 
@@ -34,6 +40,12 @@ __all__ = [
     "ndcg",
     "pn_dcg",
     "ideal_dcg",
+    "recall",
+    "stratified",
+    "StratifiedResult",
+    "Stratum",
+    "simpsons_paradox",
+    "SimpsonsParadoxReport",
     "Discount",
     "LogDiscount",
     "ExponentialDiscount",
@@ -45,6 +57,7 @@ __all__ = [
     "item_counts",
     "TopK",
     "EstimateResult",
+    "PairedEstimate",
     "Comparison",
     "agreement",
     "disagreement_probability",

@@ -20,12 +20,13 @@ degrees of freedom, which for plain means reproduces ``scipy.stats.ttest_rel`` a
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["EstimateResult", "Comparison"]
+__all__ = ["PairedEstimate", "EstimateResult", "Comparison"]
 
 
 def _standard_error(influence: np.ndarray, what: str) -> float:
@@ -42,73 +43,35 @@ def _half_width(se: float, n_users: int, level: float) -> float:
     return float(stats.t.ppf(0.5 + level / 2, n_users - 1) * se)
 
 
-@dataclass(frozen=True, eq=False)
-class EstimateResult:
-    """An estimate over users with everything needed to quantify its uncertainty.
+class PairedEstimate(ABC):
+    """Uncertainty and paired comparisons for an estimate known through per-user influence values.
 
-    Attributes
-    ----------
-    name : str
-        Estimator name, e.g. ``"pnDCG@10"``.
-    terms : numpy.ndarray, shape (n_users, k)
-        Per-user quantities ``x_ku`` whose means make up the value (module docstring); the
-        first column is the metric's numerator, e.g. ``DCG_u``.
-    exponents : tuple of int
-        ``e_k`` (+1 or −1) for each column of ``terms``.
-    user_ids : numpy.ndarray
-        Row indices (users) of ``y_true`` that were evaluated: those with at least one
-        held-out interaction.
-    n_excluded_users : int
-        Users of ``y_true`` without held-out interactions, left out of the average.
+    Subclasses provide ``name``, ``user_ids``, :attr:`value` and :attr:`influence` (mean 0 over
+    ``user_ids``); the standard error, interval and paired test follow from those alone, so
+    any two estimates over the same users can be compared, whatever their form.
     """
 
     name: str
-    terms: np.ndarray
-    exponents: tuple[int, ...]
     user_ids: np.ndarray
-    n_excluded_users: int
 
-    def __post_init__(self) -> None:
-        terms = np.asarray(self.terms, dtype=np.float64).reshape(len(self.user_ids), -1)
-        if terms.shape[1] != len(self.exponents):
-            raise ValueError(f"{terms.shape[1]} term columns but {len(self.exponents)} exponents")
-        object.__setattr__(self, "terms", terms)
+    @property
+    @abstractmethod
+    def value(self) -> float:
+        """The estimate."""
+
+    @property
+    @abstractmethod
+    def influence(self) -> np.ndarray:
+        """Per-user influence values (mean 0), aligned with ``user_ids``."""
 
     @property
     def n_users(self) -> int:
         """Number of evaluated users."""
         return int(self.user_ids.size)
 
-    def _gradient(self) -> np.ndarray:
-        """``∂value/∂m_k`` at the observed means, finite even when a numerator mean is 0."""
-        means = self.terms.mean(axis=0)
-        exps = np.asarray(self.exponents)
-        grad = np.empty(means.size)
-        for k in range(means.size):
-            rest = np.prod(np.delete(means, k) ** np.delete(exps, k))
-            grad[k] = exps[k] * means[k] ** (exps[k] - 1) * rest
-        return grad
-
-    @property
-    def value(self) -> float:
-        """The estimate ``Π_k mean(x_k) ** e_k``."""
-        return float(np.prod(self.terms.mean(axis=0) ** np.asarray(self.exponents)))
-
-    @property
-    def per_user(self) -> np.ndarray:
-        """Per-user contributions, whose mean is :attr:`value`: the first term scaled by the
-        other terms' factors. For plain means (DCG, unbiased DCG, nDCG) these are the per-user
-        metric values; for pnDCG they are ``DCG_u / mean(iDCG)``."""
-        return self.terms[:, 0] * self._gradient()[0]
-
-    @property
-    def influence(self) -> np.ndarray:
-        """Per-user influence values ``z_u`` of the delta method (mean 0)."""
-        return (self.terms - self.terms.mean(axis=0)) @ self._gradient()
-
     @property
     def standard_error(self) -> float:
-        """Standard error over users (delta method for ratio estimators)."""
+        """Standard error over users (delta method for non-linear estimators)."""
         return _standard_error(self.influence, f"a standard error of {self.name}")
 
     def confidence_interval(self, level: float = 0.95) -> tuple[float, float]:
@@ -116,12 +79,12 @@ class EstimateResult:
         half = _half_width(self.standard_error, self.n_users, level)
         return self.value - half, self.value + half
 
-    def compare(self, other: "EstimateResult", level: float = 0.95) -> "Comparison":
+    def compare(self, other: "PairedEstimate", level: float = 0.95) -> "Comparison":
         """Paired comparison ``self − other`` over the same users.
 
         Parameters
         ----------
-        other : EstimateResult
+        other : PairedEstimate
             The same estimator evaluated for another model on the same held-out data.
         level : float
             Confidence level of the interval on the difference.
@@ -155,6 +118,66 @@ class EstimateResult:
 
     def __float__(self) -> float:
         return self.value
+
+
+@dataclass(frozen=True, eq=False)
+class EstimateResult(PairedEstimate):
+    """An estimate over users with everything needed to quantify its uncertainty.
+
+    Attributes
+    ----------
+    name : str
+        Estimator name, e.g. ``"pnDCG@10"``.
+    terms : numpy.ndarray, shape (n_users, k)
+        Per-user quantities ``x_ku`` whose means make up the value (module docstring); the
+        first column is the metric's numerator, e.g. ``DCG_u``.
+    exponents : tuple of int
+        ``e_k`` (+1 or −1) for each column of ``terms``.
+    user_ids : numpy.ndarray
+        Row indices (users) of ``y_true`` that were evaluated: those with at least one
+        held-out interaction.
+    n_excluded_users : int
+        Users of ``y_true`` without held-out interactions, left out of the average.
+    """
+
+    name: str
+    terms: np.ndarray
+    exponents: tuple[int, ...]
+    user_ids: np.ndarray
+    n_excluded_users: int
+
+    def __post_init__(self) -> None:
+        terms = np.asarray(self.terms, dtype=np.float64).reshape(len(self.user_ids), -1)
+        if terms.shape[1] != len(self.exponents):
+            raise ValueError(f"{terms.shape[1]} term columns but {len(self.exponents)} exponents")
+        object.__setattr__(self, "terms", terms)
+
+    def _gradient(self) -> np.ndarray:
+        """``∂value/∂m_k`` at the observed means, finite even when a numerator mean is 0."""
+        means = self.terms.mean(axis=0)
+        exps = np.asarray(self.exponents)
+        grad = np.empty(means.size)
+        for k in range(means.size):
+            rest = np.prod(np.delete(means, k) ** np.delete(exps, k))
+            grad[k] = exps[k] * means[k] ** (exps[k] - 1) * rest
+        return grad
+
+    @property
+    def value(self) -> float:
+        """The estimate ``Π_k mean(x_k) ** e_k``."""
+        return float(np.prod(self.terms.mean(axis=0) ** np.asarray(self.exponents)))
+
+    @property
+    def per_user(self) -> np.ndarray:
+        """Per-user contributions, whose mean is :attr:`value`: the first term scaled by the
+        other terms' factors. For plain means (DCG, unbiased DCG, nDCG) these are the per-user
+        metric values; for pnDCG they are ``DCG_u / mean(iDCG)``."""
+        return self.terms[:, 0] * self._gradient()[0]
+
+    @property
+    def influence(self) -> np.ndarray:
+        """Per-user influence values ``z_u`` of the delta method (mean 0)."""
+        return (self.terms - self.terms.mean(axis=0)) @ self._gradient()
 
     def __repr__(self) -> str:
         if self.n_users < 2:

@@ -1,0 +1,50 @@
+"""Recall@k: the share of a user's held-out rewards that the top k recommendations recover.
+
+``Recall_u@k = Σ_i c_ui · [r_u(i) ≤ k] / Σ_i c_ui``, averaged over the users with held-out
+rewards. For binary rewards this is ``hits / n_u``, the definition of Cornac's ``Recall`` and
+RecPack's ``RecallK``; graded rewards count in proportion to their value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validation import as_csr, check_positive_int
+from .dcg import dcg
+from .discount import CustomDiscount
+from .result import EstimateResult
+
+__all__ = ["recall"]
+
+
+def recall(y_true, y_score, *, k: int, chunk_users: int | None = None) -> EstimateResult:
+    """Recall@k of a model's rankings on held-out rewards.
+
+    Parameters
+    ----------
+    y_true : scipy.sparse matrix or array_like, shape (n_users, n_items)
+        Held-out rewards ``c_ui ≥ 0``. Explicit zeros are not interactions.
+    y_score : array_like, scipy.sparse matrix or TopK
+        Scores or precomputed rankings, as for :func:`recpack_ope.dcg`.
+    k : int
+        Cutoff.
+    chunk_users : int or None
+        Users per chunk, as for :func:`recpack_ope.dcg`.
+
+    Returns
+    -------
+    EstimateResult
+        Mean per-user recall with its per-user values and uncertainty.
+    """
+    k = check_positive_int(k, "k")
+    # A flat discount of length k turns DCG into the reward-weighted hit count in the top k.
+    hits = dcg(y_true, y_score, discount=CustomDiscount(np.ones(k)), chunk_users=chunk_users)
+    rewards = as_csr(y_true, "y_true")
+    totals = np.asarray(rewards.sum(axis=1)).ravel()[hits.user_ids]
+    return EstimateResult(
+        name=f"Recall@{k}",
+        terms=hits.terms[:, 0] / totals,
+        exponents=(1,),
+        user_ids=hits.user_ids,
+        n_excluded_users=hits.n_excluded_users,
+    )

@@ -1,8 +1,9 @@
 """Recall@k: the share of a user's held-out rewards that the top k recommendations recover.
 
-``Recall_u@k = Σ_i c_ui · [r_u(i) ≤ k] / Σ_i c_ui``, averaged over the users with held-out
-rewards. For binary rewards this is ``hits / n_u``, the definition of Cornac's ``Recall`` and
-RecPack's ``RecallK``; graded rewards count in proportion to their value.
+``Recall_u@k = Σ_i c_ui · w_ui · [r_u(i) ≤ k] / Σ_i c_ui · w_ui``, averaged over the users
+with held-out rewards, with IPS weights ``w_ui = min(m, 1/p_ui)`` (1 without propensities).
+For binary rewards and ``p ≡ 1`` this is ``hits / n_u``, the definition of Cornac's
+``Recall`` and RecPack's ``RecallK``; graded rewards count in proportion to their value.
 """
 
 from __future__ import annotations
@@ -12,12 +13,21 @@ import numpy as np
 from ._validation import as_csr, check_positive_int
 from .dcg import dcg
 from .discount import CustomDiscount
+from .propensity import ips_weights
 from .result import EstimateResult
 
 __all__ = ["recall"]
 
 
-def recall(y_true, y_score, *, k: int, chunk_users: int | None = None) -> EstimateResult:
+def recall(
+    y_true,
+    y_score,
+    *,
+    k: int,
+    propensity=None,
+    clip: float | None = None,
+    chunk_users: int | None = None,
+) -> EstimateResult:
     """Recall@k of a model's rankings on held-out rewards.
 
     Parameters
@@ -28,6 +38,10 @@ def recall(y_true, y_score, *, k: int, chunk_users: int | None = None) -> Estima
         Scores or precomputed rankings, as for :func:`recpack_ope.dcg`.
     k : int
         Cutoff.
+    propensity : None, fitted propensity model, 1-D array or sparse matrix
+        Exposure propensities for IPS weights, as for :func:`recpack_ope.dcg`.
+    clip : float or None
+        Clip IPS weights at ``m``; None means no clipping.
     chunk_users : int or None
         Users per chunk, as for :func:`recpack_ope.dcg`.
 
@@ -38,11 +52,20 @@ def recall(y_true, y_score, *, k: int, chunk_users: int | None = None) -> Estima
     """
     k = check_positive_int(k, "k")
     # A flat discount of length k turns DCG into the reward-weighted hit count in the top k.
-    hits = dcg(y_true, y_score, discount=CustomDiscount(np.ones(k)), chunk_users=chunk_users)
+    hits = dcg(
+        y_true,
+        y_score,
+        discount=CustomDiscount(np.ones(k)),
+        propensity=propensity,
+        clip=clip,
+        chunk_users=chunk_users,
+    )
     rewards = as_csr(y_true, "y_true")
+    rewards.eliminate_zeros()
+    rewards.data *= ips_weights(propensity, rewards, clip)
     totals = np.asarray(rewards.sum(axis=1)).ravel()[hits.user_ids]
     return EstimateResult(
-        name=f"Recall@{k}",
+        name=f"{'' if propensity is None else 'IPS-'}Recall@{k}",
         terms=hits.terms[:, 0] / totals,
         exponents=(1,),
         user_ids=hits.user_ids,

@@ -1,0 +1,482 @@
+"""recpack-ope for Cornac (needs the ``cornac`` extra): DCG-family metrics and a working
+propensity-stratified evaluation method.
+
+Metrics for any Cornac experiment (``cornac.Experiment`` calls ``compute`` once per user with
+Cornac ≥ 2's ``gt_pos`` index arrays)::
+
+    from recpack_ope import PowerLawPropensity
+    from recpack_ope.adapters.cornac import CornacAdapter
+
+    split = cornac.eval_methods.RatioSplit(data, test_size=0.2, rating_threshold=4.0)
+    adapter = CornacAdapter(propensity=PowerLawPropensity(), clip=100).fit(split)
+    cornac.Experiment(split, models, metrics=[cornac.metrics.NDCG(10), *adapter.metrics(k=10)]).run()
+
+and a drop-in replacement for Cornac's ``PropensityStratifiedEvaluation`` (which crashes on
+construction in Cornac 2.2.2 and 3.0.1, and mixes up item indices and propensity weights when
+patched)::
+
+    from recpack_ope.adapters.cornac import PropensityStratifiedEvaluation
+
+    pse = PropensityStratifiedEvaluation(data, n_strata=2, rating_threshold=4.0, seed=123)
+    cornac.Experiment(pse, [BPR(k=10), WMF(k=10)], metrics=[NDCG(), Recall(k=10)]).run()
+
+which prints, per model, the Closed (holdout) / IPS / Q1…QS / Stratified table of Jadidinejad
+et al. (TOIS 2021) and keeps every estimate for paired comparisons
+(:func:`simpsons_paradox`).
+
+Translation only: every value comes from the core (:func:`recpack_ope.dcg`,
+:func:`recpack_ope.recall`, :func:`recpack_ope.stratified`). This module adds Cornac's
+conventions: its internal item indices (raw ids mapped through the eval method's
+``global_iid_map``), its candidate items (every known item except the user's positive
+training and validation items) and its ``rating_threshold`` for what counts as relevant.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from cornac.eval_methods import PropensityStratifiedEvaluation as _CornacPSE
+from cornac.eval_methods import RatioSplit
+from cornac.eval_methods.base_method import BaseMethod
+from cornac.exception import ScoreException
+from cornac.experiment.result import Result
+from cornac.metrics import NDCG, RankingMetric, Recall
+from tqdm.auto import tqdm
+
+from ..dcg import dcg, ndcg, pn_dcg
+from ..discount import Discount, LogDiscount
+from ..propensity import FixedPropensity, PowerLawPropensity
+from ..ranking import TopK
+from ..recall import recall
+from ..result import EstimateResult
+from ..simpsons_paradox import SimpsonsParadoxReport
+from ..simpsons_paradox import simpsons_paradox as _report
+from ..stratified import BINNINGS, StratifiedResult, stratified
+
+__all__ = [
+    "UnbiasedDCG",
+    "IPSNDCG",
+    "PostNormalisedDCG",
+    "CornacAdapter",
+    "PropensityStratifiedEvaluation",
+    "StratifiedModelResult",
+    "simpsons_paradox",
+    "item_counts",
+]
+
+
+def _cutoff(k) -> int | None:
+    """Cornac's ``k`` (-1 = the whole ranking) as the core's cutoff (None = no cutoff)."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not (k == -1 or k > 0):
+        raise ValueError(f"k must be a positive integer or -1 (whole ranking), got {k!r}")
+    return None if k == -1 else int(k)
+
+
+class OPEMetric(RankingMetric):
+    """Base of our Cornac ranking metrics: a core estimator with its propensities and discount.
+
+    Parameters
+    ----------
+    k : int
+        Cutoff; -1 ranks the whole catalogue (Cornac's convention).
+    propensity : None, fitted propensity model or 1-D array
+        Exposure propensities in (0, 1] indexed by **Cornac's internal item index**; None means
+        ``p ≡ 1``. For raw item ids or a model still to be fitted, use :class:`CornacAdapter`.
+    clip : float or None
+        Clip IPS weights at ``m`` (Jeunen et al. §6.2).
+    discount : Discount or None
+        Curve shape, cut at k (default ``LogDiscount``, Cornac's and RecPack's log2 discount).
+    """
+
+    #: keyword arguments of the core's dcg() that make this estimator
+    options: dict = {}
+
+    def __init__(self, k: int = -1, propensity=None, clip: float | None = None,
+                 discount: Discount | None = None):
+        cutoff = _cutoff(k)
+        discount = LogDiscount() if discount is None else discount
+        if not isinstance(discount, Discount):
+            raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+        if propensity is not None and not hasattr(propensity, "propensity_"):
+            if hasattr(propensity, "fit"):
+                raise ValueError(
+                    f"{type(propensity).__name__} is not fitted: fit it through "
+                    "CornacAdapter(...).fit(eval_method) so it is indexed like Cornac's items"
+                )
+            propensity = FixedPropensity(propensity).fit()
+        super().__init__(name=f"{type(self).__name__}@{k}", k=k)
+        self.propensity, self.clip = propensity, clip
+        self.discount = discount if cutoff is None else discount.with_cutoff(cutoff)
+
+    def estimate(self, y_true, ranking: TopK, propensity=None) -> EstimateResult:
+        """The core estimate on held-out rewards; ``propensity`` overrides the metric's own."""
+        p = self.propensity if propensity is None else propensity
+        return dcg(y_true, ranking, discount=self.discount, propensity=p, clip=self.clip,
+                   **self.options)
+
+    def compute(self, gt_pos, pd_rank, **kwargs) -> float:
+        """One user's value, as Cornac's ranking loop asks for it (Cornac ≥ 2 arguments)."""
+        gt_pos = np.asarray(gt_pos, dtype=np.int64)
+        ranked = np.asarray(pd_rank, dtype=np.int64)[: self.discount.cutoff]
+        if self.propensity is not None:
+            n_items = self.propensity.propensity_.shape[0]
+            unknown = np.concatenate([gt_pos, ranked])
+            if unknown.size and unknown.max() >= n_items:
+                raise ValueError(
+                    f"item index {int(unknown.max())} has no propensity: the propensities "
+                    f"cover {n_items} items (fit them on this eval method's data)"
+                )
+        else:
+            n_items = int(max(gt_pos.max(initial=-1), ranked.max(initial=-1))) + 1
+        y = sp.csr_matrix((np.ones(gt_pos.size), (np.zeros(gt_pos.size, int), gt_pos)),
+                          shape=(1, n_items))
+        return self.estimate(y, TopK(ranked[None, :])).value
+
+
+class UnbiasedDCG(OPEMetric):
+    """Unbiased (IPS) DCG@k, Jeunen et al. (KDD'24) Eq. 10–11; plain DCG@k when
+    ``propensity=None``."""
+
+    options = {}
+
+
+class IPSNDCG(OPEMetric):
+    """Per-user nDCG@k with IPS gains (Jeunen et al. §5); Cornac's ``NDCG`` when
+    ``propensity=None`` (binary relevance)."""
+
+    options = {"normalise": "per_user"}
+
+
+class PostNormalisedDCG(OPEMetric):
+    """pnDCG@k = Σ_u DCG_u / Σ_u iDCG_u (Jeunen et al. §5, Lemma 5.1).
+
+    Not a mean of per-user values, so Cornac's own ranking loop cannot average it: use it with
+    :class:`PropensityStratifiedEvaluation`, which evaluates the whole held-out set at once.
+    """
+
+    options = {"normalise": "post"}
+
+    def compute(self, gt_pos, pd_rank, **kwargs) -> float:
+        raise ValueError(
+            "PostNormalisedDCG is Σ DCG_u / Σ iDCG_u over all users, which Cornac's per-user "
+            "averaging cannot produce; evaluate it with "
+            "recpack_ope.adapters.cornac.PropensityStratifiedEvaluation"
+        )
+
+
+def item_counts(eval_method: BaseMethod, on: str = "all") -> np.ndarray:
+    """Interactions per Cornac internal item index (every rating counts, as in Cornac).
+
+    ``on="all"`` counts the train, validation and test sets (Cornac's propensity estimate);
+    ``on="train"`` the training set only.
+    """
+    if on not in ("all", "train"):
+        raise ValueError(f"on must be 'all' or 'train', got {on!r}")
+    sets = [eval_method.train_set]
+    if on == "all":
+        sets += [s for s in (eval_method.val_set, eval_method.test_set) if s is not None]
+    items = np.concatenate([np.asarray(s.uir_tuple[1]) for s in sets])
+    return np.bincount(items, minlength=eval_method.total_items).astype(np.float64)
+
+
+def _by_internal_index(propensity: Mapping | pd.Series, iid_map: Mapping) -> np.ndarray:
+    """Propensities keyed by raw item id placed on Cornac's internal item indices."""
+    by_raw = pd.Series(propensity, dtype=np.float64)
+    values = np.full(len(iid_map), np.nan)
+    missing = [raw for raw in iid_map if raw not in by_raw.index]
+    if missing:
+        raise ValueError(
+            f"no propensity for raw item id {missing[0]!r} ({len(missing)} of the eval "
+            f"method's {len(iid_map)} items have none)"
+        )
+    raws = list(iid_map)
+    values[[iid_map[r] for r in raws]] = by_raw.loc[raws].to_numpy()
+    return values
+
+
+class CornacAdapter:
+    """Builds our Cornac metrics with propensities placed on an eval method's item indices.
+
+    Parameters
+    ----------
+    propensity : None, propensity model, or mapping raw item id → propensity
+        None means ``p ≡ 1``. A model (e.g. ``PowerLawPropensity()``) is fitted by
+        :meth:`fit` on the eval method's item counts; a mapping or ``pandas.Series`` keyed by
+        raw item ids is placed on Cornac's internal indices through ``global_iid_map``.
+    discount : Discount or None
+        Curve shape (default ``LogDiscount``).
+    clip : float or None
+        Clip IPS weights at ``m``.
+    on : {"all", "train"}
+        Which interactions a propensity model is fitted on (see :func:`item_counts`).
+    """
+
+    def __init__(self, propensity=None, discount: Discount | None = None,
+                 clip: float | None = None, on: str = "all"):
+        self.propensity, self.discount, self.clip, self.on = propensity, discount, clip, on
+
+    def fit(self, eval_method: BaseMethod) -> "CornacAdapter":
+        """Fit or place the propensities for ``eval_method`` (after its split)."""
+        if isinstance(self.propensity, (Mapping, pd.Series)):
+            values = _by_internal_index(self.propensity, eval_method.global_iid_map)
+            self.propensity_ = FixedPropensity(values).fit()
+        elif hasattr(self.propensity, "fit") and not isinstance(self.propensity, FixedPropensity):
+            self.propensity_ = self.propensity.fit(item_counts(eval_method, self.on))
+        elif self.propensity is not None:
+            self.propensity_ = FixedPropensity(getattr(self.propensity, "propensity_", self.propensity)).fit()
+        else:
+            self.propensity_ = None
+        return self
+
+    def metrics(self, k: int = 10) -> list[OPEMetric]:
+        """``[UnbiasedDCG@k, IPSNDCG@k]`` with the fitted propensities, for any Cornac eval
+        method; add ``PostNormalisedDCG`` with :class:`PropensityStratifiedEvaluation`."""
+        if not hasattr(self, "propensity_"):
+            raise ValueError("call adapter.fit(eval_method) before metrics()")
+        return [cls(k=k, propensity=self.propensity_, clip=self.clip, discount=self.discount)
+                for cls in (UnbiasedDCG, IPSNDCG)]
+
+
+def _core_metric(metric: RankingMetric):
+    """(callable(y_true, ranking, propensity) → EstimateResult, cutoff) for a Cornac metric."""
+    if isinstance(metric, OPEMetric):
+        return metric.estimate, metric.discount.cutoff
+    cutoff = _cutoff(metric.k)
+    if type(metric) is NDCG:
+        discount = LogDiscount(cutoff)
+        return (lambda y, r, propensity=None: ndcg(y, r, discount=discount, propensity=propensity),
+                cutoff)
+    if type(metric) is Recall:
+        return (lambda y, r, propensity=None: recall(y, r, k=cutoff or y.shape[1],
+                                                      propensity=propensity), cutoff)
+    raise ValueError(
+        f"{metric.name} is not supported by PropensityStratifiedEvaluation; it evaluates "
+        "Cornac's NDCG and Recall and recpack-ope's UnbiasedDCG, IPSNDCG and PostNormalisedDCG"
+    )
+
+
+def _dot_product_model(model) -> bool:
+    """Whether Cornac documents the model's scores as user·item vector dot products."""
+    from cornac.models.recommender import MEASURE_DOT
+
+    try:
+        return model.get_vector_measure() == MEASURE_DOT
+    except (AttributeError, NotImplementedError):
+        return False
+
+
+def _one_user_scores(model, user: int, n_items: int) -> np.ndarray:
+    """``model.score(user)`` over the first ``n_items`` items, as Cornac's ``rank`` gets it."""
+    try:
+        scores = np.asarray(model.score(user), dtype=np.float64)
+    except ScoreException:
+        return np.full(n_items, float(model.default_score()))
+    if scores.size < n_items:
+        scores = np.concatenate([scores, np.full(n_items - scores.size, scores.min())])
+    return scores[:n_items]
+
+
+class _Scorer:
+    """Scores for a batch of users: one matrix product for dot-product models (checked once
+    against ``model.score``), one ``model.score`` call per user otherwise."""
+
+    def __init__(self, model, n_items: int):
+        self.model = getattr(model, "best_model", None) or model  # hyperopt searches wrap it
+        self.n_items = n_items
+        self.batched = _dot_product_model(self.model)
+        if self.batched:
+            self.users_ = np.asarray(self.model.get_user_vectors())
+            self.items_ = np.asarray(self.model.get_item_vectors())[:n_items]
+
+    def __call__(self, users: np.ndarray) -> np.ndarray:
+        if self.batched and users.max() < self.users_.shape[0]:
+            scores = self.users_[users] @ self.items_.T
+            reference = _one_user_scores(self.model, int(users[0]), self.n_items)
+            if np.allclose(scores[0], reference, rtol=1e-4, atol=1e-6):
+                return scores.astype(np.float64)
+            warnings.warn(
+                f"{type(self.model).__name__}'s user·item vectors do not reproduce its scores; "
+                "scoring one user at a time", RuntimeWarning, stacklevel=2,
+            )
+            self.batched = False
+        return np.vstack([_one_user_scores(self.model, int(u), self.n_items) for u in users])
+
+
+class StratifiedModelResult(Result):
+    """One model's stratified evaluation: a Cornac ``Result`` whose ``metric_avg_results``
+    hold the stratified values, printed as the Closed / IPS / Q1…QS / Stratified table.
+
+    Attributes
+    ----------
+    estimates : dict
+        Metric name → :class:`~recpack_ope.StratifiedResult` (holdout and strata inside).
+    ips : dict
+        Metric name → IPS :class:`~recpack_ope.EstimateResult`.
+    user_index : numpy.ndarray
+        Cornac user index of every row of the held-out matrix (the estimates' ``user_ids``
+        are positions in it).
+    """
+
+    def __init__(self, model_name: str, estimates: dict[str, StratifiedResult],
+                 ips: dict[str, EstimateResult], user_index: np.ndarray,
+                 train_time: float, test_time: float):
+        averages = OrderedDict((name, r.value) for name, r in estimates.items())
+        averages["Train (s)"], averages["Test (s)"] = train_time, test_time
+        per_user = OrderedDict(
+            (name, dict(zip(user_index[r.user_ids].tolist(), r.per_user.tolist(), strict=True)))
+            for name, r in estimates.items()
+        )
+        super().__init__(model_name, averages, per_user)
+        self.estimates, self.ips, self.user_index = estimates, ips, user_index
+
+    def rows(self) -> pd.DataFrame:
+        """Closed, IPS, Q1…QS and Stratified values of every metric, with SIZE."""
+        first = next(iter(self.estimates.values()))
+        labels = ["Closed", "IPS", *[s.label for s in first.strata], "Stratified"]
+        table = pd.DataFrame(index=labels)
+        for name, r in self.estimates.items():
+            table[name] = [r.holdout.value, self.ips[name].value,
+                           *[s.value for s in r.strata], r.value]
+        table["SIZE"] = [first.n_interactions, first.n_interactions,
+                         *[s.n_interactions for s in first.strata], first.n_interactions]
+        return table
+
+    def __str__(self) -> str:
+        return f"[{self.model_name}]\n{self.rows().to_string(float_format=lambda v: f'{v:.4f}')}"
+
+
+class PropensityStratifiedEvaluation(_CornacPSE):
+    """Propensity-stratified evaluation (Jadidinejad et al., TOIS 2021) for ``cornac.Experiment``.
+
+    A random ratio split, like ``RatioSplit``; power-law propensities fitted on the data; the
+    held-out positive feedback (rating ≥ ``rating_threshold``) split into ``n_strata``
+    propensity strata; every metric evaluated on the whole held-out set (Closed), with IPS
+    weights (IPS), per stratum (Q1…) and recombined by Eq. 4 (Stratified). Subclasses
+    Cornac's class only so ``cornac.Experiment`` prints one such table per model.
+
+    Parameters
+    ----------
+    data : list of (user, item, rating) triplets
+    test_size, val_size : float or int
+        As in ``RatioSplit``.
+    n_strata : int
+        Number of strata (the paper uses 2).
+    binning : {"width", "mass"}
+        Equal-width propensity bins (the paper's and Cornac's) or equal-mass quantiles.
+    propensity : propensity model or None
+        Fitted on the item counts; default ``PowerLawPropensity(variant="cornac")``, the
+        exponent Cornac's and the paper's code use (``n_i^γ`` above ``xmin``).
+    fit_on : {"all", "train"}
+        Fit the propensities on all interactions (Cornac's choice) or the training part only.
+    rating_threshold, seed, exclude_unknowns, verbose
+        As in ``RatioSplit``.
+    batch_users : int
+        Users scored per batch.
+
+    Notes
+    -----
+    Stratum shares ``P(s)`` count the positive held-out feedback that the metrics evaluate;
+    Cornac's and the paper's code count every test rating, including those below the
+    threshold.
+    """
+
+    def __init__(self, data, test_size=0.2, val_size=0.0, n_strata: int = 2,
+                 binning: str = "width", propensity=None, fit_on: str = "all",
+                 rating_threshold: float = 1.0, seed=None, exclude_unknowns: bool = True,
+                 verbose: bool = False, batch_users: int = 1024, **kwargs):
+        if binning not in BINNINGS:
+            raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
+        BaseMethod.__init__(self, data=data, rating_threshold=rating_threshold, seed=seed,
+                            exclude_unknowns=exclude_unknowns, verbose=verbose, **kwargs)
+        self.n_strata, self.binning, self.batch_users = n_strata, binning, batch_users
+        self.train_size, self.val_size, self.test_size = RatioSplit.validate_size(
+            val_size, test_size, len(data)
+        )
+        RatioSplit._split(self)
+        self.propensity = PowerLawPropensity(variant="cornac") if propensity is None else propensity
+        self.propensity_ = self.propensity.fit(item_counts(self, fit_on)).propensity_
+        self.n_items_ = self.train_set.num_items if exclude_unknowns else self.total_items
+
+    def _positives(self, dataset) -> sp.csr_matrix:
+        """users × known items matrix of a dataset's ratings ≥ rating_threshold."""
+        users, items, ratings = (np.asarray(a) for a in dataset.uir_tuple)
+        keep = (ratings >= self.rating_threshold) & (items < self.n_items_)
+        return sp.csr_matrix((np.ones(keep.sum()), (users[keep], items[keep])),
+                             shape=(self.total_users, self.n_items_))
+
+    def rank(self, model, users: np.ndarray, cutoff: int | None) -> TopK:
+        """Top-``cutoff`` candidates of ``users`` (rows of the result), batched."""
+        held = self._positives(self.test_set)[users]
+        seen = self._positives(self.train_set)
+        if self.val_set is not None:
+            seen = seen + self._positives(self.val_set)
+        seen = seen[users]
+        k = cutoff or self.n_items_
+        scorer = _Scorer(model, self.n_items_)
+        items = np.full((users.size, min(k, self.n_items_)), -1, dtype=np.int64)
+        steps = range(0, users.size, self.batch_users)
+        for start in tqdm(steps, desc=f"Ranking [{model.name}]", disable=not self.verbose):
+            rows = slice(start, start + self.batch_users)
+            scores = scorer(users[rows])
+            # Cornac's candidates: all known items but the user's positive training and
+            # validation items, which stay candidates when they are also held out.
+            mask = (seen[rows].toarray() > 0) & ~(held[rows].toarray() > 0)
+            scores[mask] = -np.inf
+            items[rows] = TopK.from_scores(scores, k).items
+        return TopK(items)
+
+    def evaluate(self, model, metrics, user_based, show_validation=True):
+        """Fit ``model``, then evaluate ``metrics`` Closed / IPS / per stratum / Stratified.
+
+        Returns
+        -------
+        (StratifiedModelResult, None)
+            Cornac's ``Experiment`` contract; there is no separate validation result.
+        """
+        rating_metrics, ranking_metrics = self.organize_metrics(metrics)
+        if rating_metrics:
+            raise ValueError(
+                f"rating metrics ({', '.join(m.name for m in rating_metrics)}) are not "
+                "stratified by propensity; evaluate them with cornac's RatioSplit"
+            )
+        plans = {m.name: _core_metric(m) for m in ranking_metrics}
+        self._reset()
+        start = time.time()
+        model.fit(self.train_set, self.val_set)
+        train_time = time.time() - start
+
+        start = time.time()
+        positives = self._positives(self.test_set)
+        users = np.flatnonzero(np.diff(positives.indptr) > 0)
+        cutoffs = [c for _, c in plans.values()]
+        ranking = self.rank(model, users, None if None in cutoffs else max(cutoffs))
+        y_true = positives[users]
+        p = self.propensity_[: self.n_items_]
+        estimates, ips = {}, {}
+        for name, (estimate, _) in plans.items():
+            estimates[name] = stratified(estimate, y_true, ranking, stratify_by=p,
+                                         n_strata=self.n_strata, binning=self.binning)
+            ips[name] = estimate(y_true, ranking, propensity=p)
+        result = StratifiedModelResult(model.name, estimates, ips, users, train_time,
+                                       time.time() - start)
+        if self.verbose:
+            print(result)
+        return result, None
+
+
+def simpsons_paradox(a: StratifiedModelResult, b: StratifiedModelResult,
+                     metric: str | None = None, alpha: float = 0.05) -> SimpsonsParadoxReport:
+    """Jadidinejad et al. Table 2 for two models of a :class:`PropensityStratifiedEvaluation`
+    experiment (``experiment.result[i]``), on ``metric`` (default: the first)."""
+    names = list(a.estimates)
+    metric = names[0] if metric is None else metric
+    if metric not in a.estimates or metric not in b.estimates:
+        raise ValueError(f"no metric {metric!r}; the results have {names}")
+    return _report(a.estimates[metric], b.estimates[metric], names=(a.model_name, b.model_name),
+                   ips=(a.ips[metric], b.ips[metric]), alpha=alpha)

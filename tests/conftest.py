@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -29,6 +30,15 @@ def quiet_recpack():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*missing similar items")
         yield
+
+
+def hide_package(monkeypatch, package: str) -> None:
+    """Simulate a machine without ``package``: importing it (or a submodule) fails, and our
+    adapters are imported afresh so they meet the failure."""
+    for name in [package, *[m for m in sys.modules if m.startswith(package + ".")]]:
+        monkeypatch.setitem(sys.modules, name, None)
+    for name in [m for m in sys.modules if m.startswith("recpack_ope.adapters.")]:
+        monkeypatch.delitem(sys.modules, name)
 
 
 def brute_force_dcg(y_true, scores, delta, propensity=None, clip=math.inf):

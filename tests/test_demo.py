@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import hide_package
 from scipy import stats
 
 from recpack_ope.cli import main
@@ -133,9 +134,6 @@ def test_numpy_pool_names_and_bad_backend():
 def test_reproduce_without_recpack_says_what_to_install(monkeypatch):
     # Simulate a machine without RecPack (the modern environment is one): the command must
     # name the missing package and the extra that provides it, not print a traceback.
-    for name in ["recpack", *[m for m in sys.modules if m.startswith("recpack.")]]:
-        monkeypatch.setitem(sys.modules, name, None)
-    for name in [m for m in sys.modules if m.startswith("recpack_ope.adapters.")]:
-        monkeypatch.delitem(sys.modules, name)
+    hide_package(monkeypatch, "recpack")
     with pytest.raises(SystemExit, match=r"needs 'recpack': pip install 'recpack-ope\[recpack\]'"):
         main(["reproduce", "ndcg-disagreement", "--dataset", "synthetic"])

@@ -3,8 +3,9 @@
 RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs twice:
 
 * ``legacy``: numpy<2, recpack 0.3.6, cornac 2.2.2, torch 2.13.0 (CPU), setuptools<81
-  (hyperopt, a RecPack dependency, imports pkg_resources). Runs every test.
-* ``modern``: numpy>=2 and the newest Cornac. Runs every test except those under
+  (hyperopt, a RecPack dependency, imports pkg_resources), TensorFlow (CPU) for Cornac's
+  WMF. Runs every test.
+* ``modern``: numpy>=2, the newest Cornac and TensorFlow (CPU). Runs every test except those under
   ``tests/needs_recpack/``, which need RecPack and are excluded explicitly here, not skipped.
 * ``editable``: the packaging checks against an editable install (the other two install
   the built wheel).
@@ -21,6 +22,9 @@ nox.options.sessions = ["legacy", "modern", "editable"]
 nox.options.reuse_venv = "yes"
 
 LEGACY_PINS = ["numpy<2", "cornac==2.2.2", "torch==2.13.0", "setuptools<81", "pyarrow<20"]
+# Cornac's WMF (the Simpson's-paradox reproduction) trains with TensorFlow; 2.17 is the last
+# release that accepts numpy 1.
+TENSORFLOW = {"legacy": "tensorflow-cpu>=2.16,<2.18", "modern": "tensorflow-cpu>=2.18"}
 
 
 def _movielens(session: nox.Session) -> None:
@@ -29,7 +33,7 @@ def _movielens(session: nox.Session) -> None:
 
 @nox.session
 def legacy(session: nox.Session) -> None:
-    session.install(".[test,recpack,cornac,plot]", *LEGACY_PINS)
+    session.install(".[test,recpack,cornac,plot]", *LEGACY_PINS, TENSORFLOW["legacy"])
     _movielens(session)
     session.run("python", "-c", "import numpy, recpack, cornac; assert numpy.__version__ < '2'")
     session.run("pytest", *session.posargs)
@@ -37,7 +41,7 @@ def legacy(session: nox.Session) -> None:
 
 @nox.session
 def modern(session: nox.Session) -> None:
-    session.install(".[test,cornac,plot]", "numpy>=2")
+    session.install(".[test,cornac,plot]", "numpy>=2", TENSORFLOW["modern"])
     _movielens(session)
     session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
     session.run("pytest", "--ignore=tests/needs_recpack", *session.posargs)

@@ -28,6 +28,9 @@ share one pipeline):
 ``IPSNDCGK``              per-user nDCG@K with IPS gains (§5); RecPack's ``NDCGK`` when
                           ``propensity=None``
 ``PostNormalisedDCGK``    pnDCG@K = Σ DCG_u / Σ iDCG_u (§5, Lemma 5.1)
+``StratifiedNDCGK``       propensity-stratified nDCG@K, Σ_s P(s)·nDCG_s (Jadidinejad et al.
+                          TOIS'21 Eq. 4), strata from the adapter's propensities; registered
+                          only when the adapter has propensities
 ========================  =================================================================
 
 Translation only: the formulas are the core's :func:`recpack_ope.dcg`. What this module
@@ -57,7 +60,8 @@ from ..dcg import dcg
 from ..discount import Discount, LogDiscount
 from ..propensity import FixedPropensity
 from ..ranking import TopK
-from ..result import Comparison, EstimateResult
+from ..result import Comparison, EstimateResult, PairedEstimate
+from ..stratified import stratified
 
 __all__ = ["RecPackAdapter", "OPEMetricK", "recpack_ranking", "metric_results", "compare", "summary"]
 
@@ -69,6 +73,7 @@ _ESTIMATORS: dict[str, tuple[dict, tuple[str, ...]]] = {
     "SNUnbiasedDCGK": ({"self_normalised": True}, ("dcg", "n_held_out", "weight_sum")),
     "IPSNDCGK": ({"normalise": "per_user"}, ("ndcg",)),
     "PostNormalisedDCGK": ({"normalise": "post"}, ("dcg", "idcg")),
+    "StratifiedNDCGK": ({"normalise": "per_user", "stratify": True}, ("stratified_ndcg",)),
 }
 
 
@@ -205,6 +210,10 @@ class RecPackAdapter:
     item_id_mapping : pandas.DataFrame or None
         RecPack's ``dataset.preprocessor.item_id_mapping`` (raw id, ``iid``), only for
         propensities keyed by raw item id.
+    n_strata : int
+        Strata of ``StratifiedNDCGK`` (the paper uses 2).
+    binning : {"width", "mass"}
+        Equal-width propensity bins (the paper's) or equal-mass quantiles.
     """
 
     def __init__(
@@ -213,6 +222,8 @@ class RecPackAdapter:
         discount: Discount | None = None,
         clip: float | None = None,
         item_id_mapping: pd.DataFrame | None = None,
+        n_strata: int = 2,
+        binning: str = "width",
     ):
         discount = LogDiscount() if discount is None else discount
         if not isinstance(discount, Discount):
@@ -225,6 +236,8 @@ class RecPackAdapter:
         self.propensity = propensity
         self.discount = discount
         self.clip = clip
+        self.n_strata = check_positive_int(n_strata, "n_strata")
+        self.binning = binning
 
     @property
     def fitted(self) -> bool:
@@ -246,19 +259,22 @@ class RecPackAdapter:
             self.propensity.fit(values)
         return self
 
-    def evaluate(self, estimator: str, y_true, y_pred, K: int) -> EstimateResult:
+    def evaluate(self, estimator: str, y_true, y_pred, K: int) -> PairedEstimate:
         """One registered estimator on RecPack's ``(y_true, X_pred)``; see the module table."""
         if estimator not in _ESTIMATORS:
             raise ValueError(f"unknown estimator {estimator!r}; choose from {sorted(_ESTIMATORS)}")
         self._require_fitted("running the pipeline")
-        return dcg(
-            y_true,
-            _LAST.get(y_pred, K),
-            discount=self.discount.with_cutoff(K),
-            propensity=self.propensity,
-            clip=self.clip,
-            **_ESTIMATORS[estimator][0],
-        )
+        options = dict(_ESTIMATORS[estimator][0])
+        ranking, discount = _LAST.get(y_pred, K), self.discount.with_cutoff(K)
+        if options.pop("stratify", False):
+            if self.propensity is None:
+                raise ValueError(f"{estimator} builds strata from propensities; the adapter has none")
+            # The base metric is unweighted, as in the paper: strata, not weights, correct bias.
+            return stratified(dcg, y_true, ranking, stratify_by=self.propensity,
+                              n_strata=self.n_strata, binning=self.binning, discount=discount,
+                              **options)
+        return dcg(y_true, ranking, discount=discount, propensity=self.propensity,
+                   clip=self.clip, **options)
 
     def register(self, prefix: str = "") -> dict[str, type]:
         """Add the metric classes to RecPack's ``METRIC_REGISTRY`` as ``prefix + name``.
@@ -276,7 +292,9 @@ class RecPackAdapter:
             raise ValueError(f"prefix must be a valid Python identifier or '', got {prefix!r}")
         self._require_fitted("register()")
         classes = {}
-        for name in _ESTIMATORS:
+        for name, (options, _) in _ESTIMATORS.items():
+            if options.get("stratify") and self.propensity is None:
+                continue
             key = prefix + name
             if key in METRIC_REGISTRY:
                 existing = METRIC_REGISTRY.get(key)
@@ -289,8 +307,9 @@ class RecPackAdapter:
         return classes
 
 
-def metric_results(pipeline: Pipeline, metric: str) -> dict[str, EstimateResult]:
-    """Algorithm identifier → :class:`~recpack_ope.EstimateResult` of one of our metrics
+def metric_results(pipeline: Pipeline, metric: str) -> dict[str, PairedEstimate]:
+    """Algorithm identifier → :class:`~recpack_ope.EstimateResult` (``StratifiedResult`` for
+    ``StratifiedNDCGK``) of one of our metrics
     (by its column name in ``get_metrics()``, e.g. ``"UnbiasedDCGK_100"``) in a run pipeline."""
     # RecPack keeps the metric objects (not only their values) in this accumulator alone.
     accumulated = pipeline._metric_acc.acc
@@ -312,7 +331,7 @@ def metric_results(pipeline: Pipeline, metric: str) -> dict[str, EstimateResult]
     return out
 
 
-def _algorithm(results: dict[str, EstimateResult], identifier: str) -> EstimateResult:
+def _algorithm(results: dict[str, PairedEstimate], identifier: str) -> PairedEstimate:
     if identifier not in results:
         close = difflib.get_close_matches(identifier, list(results), n=3, cutoff=0.3)
         hint = f"; did you mean {close}?" if close else f"; the pipeline ran {sorted(results)}"

@@ -1,4 +1,7 @@
-"""The Cornac adapter against Cornac's own metrics, evaluation loop and datasets (both envs)."""
+"""The Cornac adapter against Cornac's own metrics, evaluation loop and datasets.
+
+Cornac (and TensorFlow, for the WMF of the reproduction) are installed by both nox sessions.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +10,19 @@ import math
 import numpy as np
 import pandas as pd
 import powerlaw
+import cornac
 import pytest
 from conftest import hide_package
+from cornac.data import Dataset
+from cornac.eval_methods import RatioSplit
+from cornac.eval_methods.base_method import ranking_eval
+from cornac.hyperopt import Discrete, GridSearch
+from cornac.metrics import MAE, NDCG, Precision, Recall
+from cornac.models import BPR, MostPop
 
-cornac = pytest.importorskip("cornac")  # installed in both nox environments
-
-from cornac.data import Dataset  # noqa: E402
-from cornac.eval_methods import RatioSplit  # noqa: E402
-from cornac.eval_methods.base_method import ranking_eval  # noqa: E402
-from cornac.hyperopt import Discrete, GridSearch  # noqa: E402
-from cornac.metrics import MAE, NDCG, Precision, Recall  # noqa: E402
-from cornac.models import BPR, MostPop  # noqa: E402
-
-from recpack_ope import PowerLawPropensity  # noqa: E402
-from recpack_ope.adapters import cornac as adapter  # noqa: E402
-from recpack_ope.cli import main  # noqa: E402
+from recpack_ope import PowerLawPropensity
+from recpack_ope.adapters import cornac as adapter
+from recpack_ope.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +220,6 @@ def test_hyperparameter_search_with_our_metric(triplets, monkeypatch, tmp_path):
 
 
 def test_reproduction_of_table_2_on_movielens_100k(tmp_path, capsys):
-    pytest.importorskip("tensorflow")  # Cornac's WMF; installed by both nox sessions
     assert main(["reproduce", "simpsons-paradox", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| Q2 |" in out and "paper BPR10" in out

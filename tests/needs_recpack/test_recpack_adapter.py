@@ -59,7 +59,7 @@ def pipeline(scenario):
     builder.add_algorithm("KUNN", params={"Ku": 50, "Ki": 50})
     builder.add_algorithm("ItemKNN", params={"K": 50})
     builder.add_algorithm("Popularity", params={"K": scenario.full_training_data.shape[1]})
-    for name in ("DCGK", "NDCGK", *OURS, "PowerLawUnbiasedDCGK"):
+    for name in ("DCGK", "NDCGK", *OURS, "PowerLawUnbiasedDCGK", "PowerLawStratifiedNDCGK"):
         builder.add_metric(name, K=[10, 100])
     builder.set_data_from_scenario(scenario)
     p = builder.build()
@@ -170,6 +170,47 @@ def test_power_law_weights_land_on_recpack_item_indices(pipeline, scenario):
     ours = _metric(pipeline, ease, "PowerLawUnbiasedDCGK_100")
     np.testing.assert_allclose(ours.results["score"], expected, rtol=1e-12)
     assert ours.value == pytest.approx(np.mean(expected), rel=1e-12)
+
+
+def test_stratified_ndcg_recombines_recpack_ranks_per_propensity_stratum(pipeline, scenario):
+    """Σ_s P(s)·nDCG_s by loops over RecPack's own top-K ranks, strata by pandas.cut."""
+    import pandas as pd
+
+    p = METRIC_REGISTRY.get("PowerLawStratifiedNDCGK").adapter.propensity.propensity_
+    y_true = sp.csr_matrix(scenario.test_data_out.binary_values)
+    users, items = y_true.nonzero()
+    stratum = pd.cut(p[items], bins=2, labels=False)
+    K = 100
+    algorithms = list(pipeline.get_metrics().index)
+    for algorithm in algorithms:
+        reference = _metric(pipeline, algorithm, "DCGK_100")
+        rank_of = {}
+        for row, u in enumerate(reference.user_id_map_):
+            ranks = reference.y_pred_top_K_[row].tocoo()
+            rank_of[u] = dict(zip(ranks.col, ranks.data, strict=True))
+        expected = 0.0
+        for s in range(2):
+            per_user = {}
+            for u, i in zip(users[stratum == s], items[stratum == s], strict=True):
+                per_user.setdefault(u, []).append(i)
+            values = []
+            for u, held in per_user.items():
+                dcg_u = sum(1 / math.log2(rank_of[u][i] + 1) for i in held if i in rank_of[u])
+                idcg_u = sum(1 / math.log2(j + 1) for j in range(1, min(len(held), K) + 1))
+                values.append(dcg_u / idcg_u)
+            expected += (stratum == s).mean() * np.mean(values)
+        ours = _metric(pipeline, algorithm, "PowerLawStratifiedNDCGK_100")
+        assert ours.value == pytest.approx(expected, abs=1e-12)
+        assert ours.results["score"].mean() == pytest.approx(expected, abs=1e-12)
+    paired = compare(pipeline, algorithms[0], algorithms[1], "PowerLawStratifiedNDCGK_100")
+    assert paired.n_users == _metric(pipeline, algorithms[0], "DCGK_100").num_users
+    assert summary(pipeline, "PowerLawStratifiedNDCGK_100").shape[0] == len(algorithms)
+
+
+def test_stratified_metric_needs_propensities():
+    assert "StratifiedNDCGK" not in RecPackAdapter().register(prefix="Plain")
+    with pytest.raises(ValueError, match="builds strata from propensities; the adapter has none"):
+        RecPackAdapter().evaluate("StratifiedNDCGK", sp.csr_matrix([[1.0]]), sp.csr_matrix([[1.0]]), 1)
 
 
 def test_propensities_keyed_by_raw_item_id_are_mapped_to_recpack_indices():

@@ -49,7 +49,7 @@ from cornac.experiment.result import Result
 from cornac.metrics import NDCG, RankingMetric, Recall
 from tqdm.auto import tqdm
 
-from ..dcg import dcg, ndcg, pn_dcg
+from ..dcg import dcg, ndcg
 from ..discount import Discount, LogDiscount
 from ..propensity import FixedPropensity, PowerLawPropensity
 from ..ranking import TopK
@@ -321,11 +321,16 @@ class StratifiedModelResult(Result):
     user_index : numpy.ndarray
         Cornac user index of every row of the held-out matrix (the estimates' ``user_ids``
         are positions in it).
+    y_true, ranking, propensity : scipy.sparse.csr_matrix, TopK, numpy.ndarray or None
+        The held-out positives, the model's ranking of the same rows and the propensities
+        of the strata, for re-analysis without retraining (e.g. other strata); kept only
+        with ``PropensityStratifiedEvaluation(keep_rankings=True)``.
     """
 
     def __init__(self, model_name: str, estimates: dict[str, StratifiedResult],
                  ips: dict[str, EstimateResult], user_index: np.ndarray,
-                 train_time: float, test_time: float):
+                 train_time: float, test_time: float, y_true=None, ranking=None,
+                 propensity=None):
         averages = OrderedDict((name, r.value) for name, r in estimates.items())
         averages["Train (s)"], averages["Test (s)"] = train_time, test_time
         per_user = OrderedDict(
@@ -334,6 +339,7 @@ class StratifiedModelResult(Result):
         )
         super().__init__(model_name, averages, per_user)
         self.estimates, self.ips, self.user_index = estimates, ips, user_index
+        self.y_true, self.ranking, self.propensity = y_true, ranking, propensity
 
     def rows(self) -> pd.DataFrame:
         """Closed, IPS, Q1…QS and Stratified values of every metric, with SIZE."""
@@ -378,6 +384,9 @@ class PropensityStratifiedEvaluation(_CornacPSE):
         As in ``RatioSplit``.
     batch_users : int
         Users scored per batch.
+    keep_rankings : bool
+        Keep each model's ranking and the held-out matrix in its result (memory: users ×
+        cutoff integers per model).
 
     Notes
     -----
@@ -389,12 +398,14 @@ class PropensityStratifiedEvaluation(_CornacPSE):
     def __init__(self, data, test_size=0.2, val_size=0.0, n_strata: int = 2,
                  binning: str = "width", propensity=None, fit_on: str = "all",
                  rating_threshold: float = 1.0, seed=None, exclude_unknowns: bool = True,
-                 verbose: bool = False, batch_users: int = 1024, **kwargs):
+                 verbose: bool = False, batch_users: int = 1024, keep_rankings: bool = False,
+                 **kwargs):
         if binning not in BINNINGS:
             raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
         BaseMethod.__init__(self, data=data, rating_threshold=rating_threshold, seed=seed,
                             exclude_unknowns=exclude_unknowns, verbose=verbose, **kwargs)
         self.n_strata, self.binning, self.batch_users = n_strata, binning, batch_users
+        self.keep_rankings = keep_rankings
         self.train_size, self.val_size, self.test_size = RatioSplit.validate_size(
             val_size, test_size, len(data)
         )
@@ -463,8 +474,9 @@ class PropensityStratifiedEvaluation(_CornacPSE):
             estimates[name] = stratified(estimate, y_true, ranking, stratify_by=p,
                                          n_strata=self.n_strata, binning=self.binning)
             ips[name] = estimate(y_true, ranking, propensity=p)
+        kept = (y_true, ranking, p) if self.keep_rankings else (None, None, None)
         result = StratifiedModelResult(model.name, estimates, ips, users, train_time,
-                                       time.time() - start)
+                                       time.time() - start, *kept)
         if self.verbose:
             print(result)
         return result, None

@@ -60,7 +60,7 @@ from ..dcg import dcg
 from ..discount import Discount, LogDiscount
 from ..propensity import FixedPropensity
 from ..ranking import TopK
-from ..result import Comparison, EstimateResult, PairedEstimate
+from ..result import Comparison, PairedEstimate
 from ..stratified import stratified
 
 __all__ = ["RecPackAdapter", "OPEMetricK", "recpack_ranking", "metric_results", "compare", "summary"]

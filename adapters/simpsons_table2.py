@@ -97,6 +97,7 @@ def run_table2(config: Table2Config = Table2Config()) -> Table2Result:
         binning=config.binning,
         rating_threshold=config.rating_threshold,
         seed=config.seed,
+        keep_rankings=True,
     )
     results = []
     for model in (

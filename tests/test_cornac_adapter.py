@@ -63,7 +63,7 @@ def test_ips_weights_land_on_raw_item_ids(triplets):
     model = BPR(k=8, seed=1, verbose=False).fit(split.train_set)
     raw_ids = list(split.global_iid_map)
     rng = np.random.default_rng(0)
-    skew = {raw: float(p) for raw, p in zip(raw_ids, rng.uniform(0.001, 1.0, len(raw_ids)))}
+    skew = {raw: float(p) for raw, p in zip(raw_ids, rng.uniform(0.001, 1.0, len(raw_ids)), strict=True)}
     skew[raw_ids[5]] = 0.002  # one rare item with weight 500
     metric = adapter.CornacAdapter(propensity=skew).fit(split).metrics(k=50)[0]
     _, (values,) = ranking_eval(model, [metric], split.train_set, split.test_set,
@@ -71,8 +71,8 @@ def test_ips_weights_land_on_raw_item_ids(triplets):
     raw_of = {index: raw for raw, index in split.global_iid_map.items()}
     test, train = split.test_set.csr_matrix, split.train_set.csr_matrix
     for u in list(values)[:150]:
-        positives = {raw_of[i] for i, r in zip(test[u].indices, test[u].data) if r >= 4.0}
-        seen = {i for i, r in zip(train[u].indices, train[u].data) if r >= 4.0}
+        positives = {raw_of[i] for i, r in zip(test[u].indices, test[u].data, strict=True) if r >= 4.0}
+        seen = {i for i, r in zip(train[u].indices, train[u].data, strict=True) if r >= 4.0}
         candidates = [i for i in range(split.train_set.num_items)
                       if i not in seen or raw_of[i] in positives]
         ranked, _ = model.rank(u, np.array(candidates), k=50)

@@ -26,3 +26,16 @@ def test_dcg_family_example(capsys):
     for metric in ("nDCG", "pnDCG"):
         assert all(0.0 <= out[metric][m] <= 1.0 for m in ("popularity", "item-kNN"))
     assert out["DCG"]["item-kNN"] <= sum(1 / math.log2(r + 1) for r in range(1, 6))
+
+
+def test_simpsons_paradox_example(capsys, tmp_path):
+    module = runpy.run_path(str(EXAMPLES / "simpsons_paradox.py"))
+    out = module["main"](["--max-strata", "3", "--output", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert "paper BPR10" in printed and "| 3 | mass |" in printed
+    assert set(out["sensitivity"]) == {(b, n) for b in ("width", "mass") for n in (2, 3)}
+    # Two equal-width strata re-computed from the kept rankings are the evaluation's own.
+    again = out["sensitivity"][("width", 2)].row("Stratified")
+    assert again.value_a == out["table2"].report.row("Stratified").value_a
+    for report in out["sensitivity"].values():
+        assert abs(sum(r.share for r in report.strata) - 1) < 1e-12

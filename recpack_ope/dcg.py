@@ -135,8 +135,11 @@ def dcg(
     for start in range(0, users.size, step):
         chunk = users[start : start + step]
         local, items, ranks = scores.ranked(chunk, discount.cutoff)
+        # Ranked entries come row by row (``local`` non-decreasing), so the CSR is built
+        # directly: no COO conversion, no index sort (an item appears once per row).
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(local, minlength=chunk.size))])
         exposure = sp.csr_matrix(
-            (discount(ranks), (local, items)), shape=(chunk.size, rewards.shape[1])
+            (discount(ranks), items, indptr), shape=(chunk.size, rewards.shape[1])
         )
         chunk_gains = gains[chunk]
         dcg_u[start : start + chunk.size] = np.asarray(

@@ -135,9 +135,18 @@ def top_k_positions(values: np.ndarray, k: int | None):
     else:
         pos = np.broadcast_to(np.arange(width), (n_rows, width))
     selected = np.take_along_axis(values, pos, axis=1)
-    order = np.argsort(-selected, axis=1, kind="stable")
+    # An unstable sort is ~3× faster than a stable one; rows where it met a tie between
+    # finite scores are sorted again stably, so ties still go to the lower position.
+    order = np.argsort(-selected, axis=1)
+    ranked = np.take_along_axis(selected, order, axis=1)
+    tied = np.flatnonzero(
+        ((ranked[:, 1:] == ranked[:, :-1]) & (ranked[:, 1:] > -np.inf)).any(axis=1)
+    )
+    if tied.size:
+        order[tied] = np.argsort(-selected[tied], axis=1, kind="stable")
+        ranked[tied] = np.take_along_axis(selected[tied], order[tied], axis=1)
     pos = np.take_along_axis(pos, order, axis=1)
-    keep = np.take_along_axis(selected, order, axis=1) > -np.inf
+    keep = ranked > -np.inf
     rows = np.broadcast_to(np.arange(n_rows)[:, None], pos.shape)[keep]
     ranks = np.broadcast_to(np.arange(1, k + 1), pos.shape)[keep]
     return rows, pos[keep].astype(np.int64), ranks

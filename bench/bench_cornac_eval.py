@@ -18,13 +18,13 @@ for machines without the ML-1M download. Times are the best of ``--repeats`` run
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from cornac.eval_methods.base_method import ranking_eval
 from cornac.metrics import NDCG, Recall
 from cornac.models import BPR
 
+from bench_dcg import best_time  # run as a script: bench/ is on sys.path
 from recpack_ope.adapters.cornac import PropensityStratifiedEvaluation
 from recpack_ope.adapters.simpsons_table2 import load_triplets
 
@@ -39,15 +39,6 @@ def synthetic_triplets(seed: int = 0) -> list[tuple[str, str, float]]:
     pairs = np.unique(np.column_stack([users, items]), axis=0)
     ratings = rng.integers(1, 6, size=len(pairs)).astype(float)
     return [(f"u{u}", f"i{i}", r) for (u, i), r in zip(pairs.tolist(), ratings.tolist(), strict=True)]
-
-
-def best_of(repeats: int, run) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -67,8 +58,8 @@ def main(argv: list[str] | None = None) -> dict:
             ranking_eval(model, [metric], method.train_set, method.test_set,
                          rating_threshold=4.0)
 
-    anchor = best_of(args.repeats, cornac_once)
-    ours = best_of(args.repeats, lambda: method.evaluate(model, metrics, user_based=True))
+    anchor = best_time(cornac_once, args.repeats)
+    ours = best_time(lambda: method.evaluate(model, metrics, user_based=True), args.repeats)
     users = len(set(method.test_set.uir_tuple[0]))
     print(f"{args.dataset}: {users} test users × {method.n_items_} items, BPR(k=10)")
     print(f"Cornac ranking_eval, Closed only:            {anchor:7.2f} s  (anchor)")

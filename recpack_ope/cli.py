@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 import warnings
@@ -38,16 +39,23 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ndcg_disagreement(args: argparse.Namespace) -> int:
+def _reproduction(module: str, command: str, what: str, install: str):
+    """The adapter module of a reproduction, or an exit naming the missing package to install."""
     try:
-        from .adapters.ndcg_disagreement import DisagreementConfig, run_disagreement, write_report
+        return importlib.import_module(f".adapters.{module}", __package__)
     except ModuleNotFoundError as missing:
         raise SystemExit(
-            f"reproduce ndcg-disagreement runs a RecPack pipeline and needs "
-            f"{(missing.name or 'recpack').split('.')[0]!r}: "
-            "pip install 'recpack-ope[recpack]'"
+            f"reproduce {command} {what} and needs "
+            f"{(missing.name or '?').split('.')[0]!r}: pip install {install}"
         ) from None
-    config = DisagreementConfig(
+
+
+def _ndcg_disagreement(args: argparse.Namespace) -> int:
+    reproduction = _reproduction(
+        "ndcg_disagreement", "ndcg-disagreement", "runs a RecPack pipeline",
+        "'recpack-ope[recpack]'",
+    )
+    config = reproduction.DisagreementConfig(
         dataset=args.dataset,
         n_models=args.models,
         K=args.cutoff,
@@ -59,8 +67,8 @@ def _ndcg_disagreement(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         # EASE warns about items without neighbours on every small or sparse split.
         warnings.filterwarnings("ignore", message=".*missing similar items")
-        result = run_disagreement(config)
-    folder = write_report(result, args.output, plots=not args.no_plots)
+        result = reproduction.run_disagreement(config)
+    folder = reproduction.write_report(result, args.output, plots=not args.no_plots)
     print(
         f"\n{len(result.values)} models on {config.dataset} ({result.n_users} users × "
         f"{result.n_items} items), K = {config.K}, {result.seconds:.0f} s"
@@ -71,25 +79,21 @@ def _ndcg_disagreement(args: argparse.Namespace) -> int:
 
 
 def _simpsons_paradox(args: argparse.Namespace) -> int:
-    try:
-        from .adapters.simpsons_table2 import Table2Config, run_table2, write_report
-    except ModuleNotFoundError as missing:
-        raise SystemExit(
-            f"reproduce simpsons-paradox trains Cornac's BPR and WMF and needs "
-            f"{(missing.name or 'cornac').split('.')[0]!r}: "
-            "pip install 'recpack-ope[cornac]' tensorflow-cpu"
-        ) from None
-    config = Table2Config(
+    reproduction = _reproduction(
+        "simpsons_table2", "simpsons-paradox", "trains Cornac's BPR and WMF",
+        "'recpack-ope[cornac]' tensorflow-cpu",
+    )
+    config = reproduction.Table2Config(
         dataset=args.dataset, n_strata=args.strata, binning=args.binning, seed=args.seed,
         path=args.path,
     )
     try:
-        result = run_table2(config)
+        result = reproduction.run_table2(config)
     except ModuleNotFoundError as missing:  # WMF imports TensorFlow only when it trains
         raise SystemExit(
             f"Cornac's WMF needs {missing.name!r}: pip install tensorflow-cpu"
         ) from None
-    folder = write_report(result, args.output, plots=not args.no_plots)
+    folder = reproduction.write_report(result, args.output, plots=not args.no_plots)
     print(f"\n{config.dataset}, {config.n_strata} {config.binning} strata, {result.seconds:.0f} s")
     print(result.table())
     print(f"\n{result.report.verdict()}\nreport in {folder}/")

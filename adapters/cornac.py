@@ -283,8 +283,9 @@ def _one_user_scores(model, user: int, n_items: int) -> np.ndarray:
 
 
 class _Scorer:
-    """Scores for a batch of users: one matrix product for dot-product models (checked once
-    against ``model.score``), one ``model.score`` call per user otherwise."""
+    """Scores for a batch of users: one matrix product for dot-product models (checked against
+    ``model.score`` on the first user of every batch), one ``model.score`` call per user
+    otherwise."""
 
     def __init__(self, model, n_items: int):
         self.model = getattr(model, "best_model", None) or model  # hyperopt searches wrap it

@@ -1,9 +1,11 @@
-"""Command line: ``recpack-ope demo`` and ``recpack-ope reproduce …`` (also ``python -m recpack_ope``)."""
+"""Command line: ``recpack-ope demo``, ``recpack-ope rpp`` and ``recpack-ope reproduce …``
+(also ``python -m recpack_ope``)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 import warnings
@@ -100,6 +102,54 @@ def _simpsons_paradox(args: argparse.Namespace) -> int:
     return 0
 
 
+_RPP_MEASURES = {"rpp": "uniform", "dcgrpp": "dcg", "invrpp": "inverse"}
+
+
+def _rpp(args: argparse.Namespace) -> int:
+    from .rpp import RecallLevels, preference_matrix
+    from .significance import paired_t_tests, randomised_tukey_hsd
+    from .trec import read_trec
+
+    if len(args.runs) < 2:
+        raise SystemExit("recpack-ope rpp needs at least two run files to compare")
+    try:
+        collection = read_trec(args.qrels, args.runs, relevance_threshold=args.binary_relevance,
+                               depth=args.depth)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"recpack-ope rpp: {error}") from None
+    report = {
+        "qrels": args.qrels, "runs": list(collection.runs), "queries": int(collection.qrels.shape[0]),
+        "graded": not args.binary, "depth": args.depth, "test": args.test, "measures": {},
+    }
+    for measure in args.measure or list(_RPP_MEASURES):
+        levels = RecallLevels.from_y_true(collection.qrels, weighting=_RPP_MEASURES[measure],
+                                          graded=not args.binary)
+        matrix = preference_matrix(levels, collection.runs)
+        wins = matrix.win_rates()
+        tests = (paired_t_tests(matrix) if args.test == "bonferroni"
+                 else randomised_tukey_hsd(matrix, args.resamples, args.seed))
+        names = list(matrix.names)
+        report["measures"][matrix.name] = {
+            "preferences": {a: dict(zip(names, map(float, row))) for a, row in zip(names, matrix.mean)},
+            "p_values": {a: dict(zip(names, map(float, row))) for a, row in zip(names, tests.p_value)},
+            "win_rate": dict(zip(names, map(float, wins.means))),
+            "ordering": {method: wins.ordering(method) for method in ("mc4", "borda", "mean")},
+            "separated_pairs": tests.power(args.alpha),
+        }
+        print(f"\n## {matrix.name} over {matrix.per_user.shape[0]} queries "
+              f"({'graded' if not args.binary else 'binary'} relevance), MC4 order\n")
+        print(wins.table("mc4"))
+        if len(names) <= 12:
+            print()
+            print(matrix.table())
+        test_name = "t-test, Bonferroni" if args.test == "bonferroni" else "randomised Tukey HSD"
+        print(f"\n{tests.power(args.alpha):.1%} of {tests.n_pairs} pairs differ at p < {args.alpha} ({test_name})")
+    with open(args.output, "w") as handle:
+        json.dump(report, handle, indent=1)
+    print(f"\nJSON in {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``recpack-ope`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -132,6 +182,33 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-plots", action="store_true", help="skip the PNG scatter plots")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(run=_demo)
+
+    rp = sub.add_parser(
+        "rpp",
+        help="recall-paired preference between trec_eval-format runs (Diaz & Ferraro, SIGIR'22)",
+        description=(
+            "Compare runs directly with RPP, dcgRPP and invRPP: the pairwise preference matrix, "
+            "each run's win rate, the MC4 and Borda orderings over queries and pairwise "
+            "significance. Qrels: 'query subtopic doc grade'; runs: 'query iter doc rank score "
+            "[run]', ranked by score (ties by doc id, descending)."
+        ),
+    )
+    rp.add_argument("runs", nargs="+", metavar="RUN", help="run files (one system each; .gz allowed)")
+    rp.add_argument("--qrels", required=True, help="relevance judgements in trec_eval format")
+    rp.add_argument("--measure", action="append", choices=tuple(_RPP_MEASURES),
+                    help="rpp, dcgrpp or invrpp; repeat for several (default: all three)")
+    rp.add_argument("--binary", action="store_true",
+                    help="binary RPP (Eq. 4: any grade > 0 relevant) instead of graded (Eq. 5)")
+    rp.add_argument("--binary-relevance", type=float, default=None, metavar="GRADE",
+                    help="grade ≥ GRADE is relevant, below is not (the reference's -b)")
+    rp.add_argument("--depth", type=int, default=None, help="keep each run's top DEPTH documents")
+    rp.add_argument("--test", choices=("bonferroni", "tukey"), default="bonferroni",
+                    help="pairwise test: t-test with Bonferroni correction or randomised Tukey HSD")
+    rp.add_argument("--resamples", type=int, default=1000, help="Tukey HSD relabellings (%(default)s)")
+    rp.add_argument("--alpha", type=float, default=0.05, help="significance level (%(default)s)")
+    rp.add_argument("--seed", type=int, default=0, help="Tukey HSD seed (%(default)s)")
+    rp.add_argument("--output", default="rpp.json", help="JSON report (%(default)s)")
+    rp.set_defaults(run=_rpp)
 
     reproduce = sub.add_parser("reproduce", help="reproduce a paper's MovieLens result")
     papers = reproduce.add_subparsers(dest="experiment", required=True)

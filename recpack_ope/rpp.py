@@ -12,10 +12,12 @@ with the pseudo-population weights ``p(i)`` uniform (RPP), ∝ 1/log2(i+1) (dcgR
 
     RPP(π, π′) = Σ_λ p(λ) Σ_{i=1..m_λ} p(i | λ) · sgn(f′_{i,λ} − f_{i,λ}),  p(λ) ∝ m_λ.
 
-A relevant item a top-k list omits is placed at the bottom of the catalogue, in increasing
-grade order (§3, worst case). For any threshold λ the omitted λ-relevant items then occupy the
-catalogue's last positions, so an item both rankings omit is a tie and an item only one omits
-is a win for the other: omitted items get one sentinel rank past the catalogue.
+A relevant item a top-k list omits is placed at the bottom of the corpus, in increasing grade
+order (§3, worst case), below everything either ranking lists (the corpus is taken larger than
+any list, as in the reference). For any threshold λ the omitted λ-relevant items then occupy
+the corpus's last positions, so an item both rankings omit is a tie and an item only one omits
+is a win for the other: omitted items get one sentinel rank past the catalogue. An item a
+score matrix excludes (``-inf`` or unstored) counts as omitted.
 
 RPP is antisymmetric, lies in [−1, 1] and is 0 for identical rankings. For M systems the win
 rate of π (Eq. 7) is ``Σ_{π′} RPP(π, π′)``; :func:`win_rates` reports it divided by M − 1 (the
@@ -234,7 +236,8 @@ class RecallLevels:
     def user_blocks(self, max_levels: int):
         """Consecutive slices of evaluated users holding about ``max_levels`` levels each
         (a user is never split), with the slice of their levels."""
-        cuts = np.unique(np.searchsorted(self.user_starts, np.arange(0, self.n_levels, max_levels)))
+        # The user holding every max_levels-th level starts a block.
+        cuts = np.unique(np.searchsorted(self.user_starts, np.arange(0, self.n_levels, max_levels), "right") - 1)
         bounds = np.append(cuts, self.user_ids.size)
         for a, b in zip(bounds[:-1], bounds[1:]):
             end = self.user_starts[b] if b < self.user_ids.size else self.n_levels
@@ -359,6 +362,13 @@ class PreferenceMatrix:
             user_ids=self.user_ids, name=f"{self.name} win rate",
             n_excluded_users=self.n_excluded_users,
         )
+
+    def table(self) -> str:
+        """Markdown table of mean RPP(row, column) over users."""
+        lines = ["| RPP(row, col) | " + " | ".join(self.names) + " |", "|---|" + "---|" * len(self.names)]
+        for name, row in zip(self.names, self.mean):
+            lines.append(f"| {name} | " + " | ".join(f"{v:+.3f}" for v in row) + " |")
+        return "\n".join(lines)
 
     def p_values(self) -> np.ndarray:
         """Two-sided one-sample t-test of each RPP(s, t) against 0 over users (M × M),

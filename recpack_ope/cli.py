@@ -130,9 +130,9 @@ def _rpp(args: argparse.Namespace) -> int:
                  else randomised_tukey_hsd(matrix, args.resamples, args.seed))
         names = list(matrix.names)
         report["measures"][matrix.name] = {
-            "preferences": {a: dict(zip(names, map(float, row))) for a, row in zip(names, matrix.mean)},
-            "p_values": {a: dict(zip(names, map(float, row))) for a, row in zip(names, tests.p_value)},
-            "win_rate": dict(zip(names, map(float, wins.means))),
+            "preferences": {a: dict(zip(names, map(float, row), strict=False)) for a, row in zip(names, matrix.mean, strict=False)},
+            "p_values": {a: dict(zip(names, map(float, row), strict=False)) for a, row in zip(names, tests.p_value, strict=False)},
+            "win_rate": dict(zip(names, map(float, wins.means), strict=False)),
             "ordering": {method: wins.ordering(method) for method in ("mc4", "borda", "mean")},
             "separated_pairs": tests.power(args.alpha),
         }

@@ -239,7 +239,7 @@ class RecallLevels:
         # The user holding every max_levels-th level starts a block.
         cuts = np.unique(np.searchsorted(self.user_starts, np.arange(0, self.n_levels, max_levels), "right") - 1)
         bounds = np.append(cuts, self.user_ids.size)
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in zip(bounds[:-1], bounds[1:], strict=False):
             end = self.user_starts[b] if b < self.user_ids.size else self.n_levels
             yield slice(a, b), slice(self.user_starts[a], end)
 
@@ -366,7 +366,7 @@ class PreferenceMatrix:
     def table(self) -> str:
         """Markdown table of mean RPP(row, column) over users."""
         lines = ["| RPP(row, col) | " + " | ".join(self.names) + " |", "|---|" + "---|" * len(self.names)]
-        for name, row in zip(self.names, self.mean):
+        for name, row in zip(self.names, self.mean, strict=False):
             lines.append(f"| {name} | " + " | ".join(f"{v:+.3f}" for v in row) + " |")
         return "\n".join(lines)
 

@@ -84,7 +84,7 @@ class PairwiseTests:
         """Significant pairs ``(better, worse, difference, p)``, most significant first."""
         s, t = np.nonzero((self.p_value < alpha) & (self.difference > 0))
         rows = [(self.names[i], self.names[j], float(self.difference[i, j]), float(self.p_value[i, j]))
-                for i, j in zip(s, t)]
+                for i, j in zip(s, t, strict=False)]
         return sorted(rows, key=lambda row: (row[3], -row[2]))
 
 

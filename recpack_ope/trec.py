@@ -144,7 +144,7 @@ def read_trec(
         (judged["grade"].to_numpy(), (query_codes, doc_codes[: len(judged)])), shape=(n_queries, n_docs)
     )
     rankings, offset = {}, len(judged)
-    for name, frame in zip(names, frames):
+    for name, frame in zip(names, frames, strict=False):
         codes = doc_codes[offset : offset + len(frame)]
         offset += len(frame)
         ranked = frame.assign(code=codes).sort_values(["q", "score", "doc"], ascending=[True, False, False])

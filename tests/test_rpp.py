@@ -45,7 +45,7 @@ def brute_force_rpp(grades, order_a, order_b, weighting="uniform", graded=True):
         fa = [r + 1 for r, i in enumerate(a) if i >= 0 and grades[i] >= lam]
         fb = [r + 1 for r, i in enumerate(b) if i >= 0 and grades[i] >= lam]
         m = len(fa)
-        total += m * sum(w * np.sign(y - x) for w, x, y in zip(weights(m), fa, fb))
+        total += m * sum(w * np.sign(y - x) for w, x, y in zip(weights(m), fa, fb, strict=False))
         mass += m
     return total / mass
 

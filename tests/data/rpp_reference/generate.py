@@ -44,7 +44,7 @@ def write_inputs(rng: np.random.Generator) -> list[Path]:
                 ranked = rng.choice(docs, size=depth, replace=False)
                 # Scores on a coarse grid, so ties (broken by doc id) are common.
                 scores = np.round(rng.random(depth) * 4) / 4
-                for rank, (d, s) in enumerate(zip(ranked, scores), 1):
+                for rank, (d, s) in enumerate(zip(ranked, scores, strict=False), 1):
                     out.write(f"{q} Q0 {d} {rank} {s} run{r}\n")
             out.write("q0 Q0 d999 1 nan run\n")
             out.write("q_not_judged Q0 d001 1 1.0 run\n")

@@ -31,6 +31,10 @@ share one pipeline):
 ``StratifiedNDCGK``       propensity-stratified nDCG@K, Σ_s P(s)·nDCG_s (Jadidinejad et al.
                           TOIS'21 Eq. 4), strata from the adapter's propensities; registered
                           only when the adapter has propensities
+``RPPK``, ``dcgRPPK``,    recall-paired preference on the top-K lists (Diaz & Ferraro SIGIR'22):
+``invRPPK``               the algorithm's win rate against every other algorithm of the same
+                          pipeline (Eq. 7 / (M − 1)), computed when ``get_metrics()`` reads it;
+                          :func:`preferences` gives the pairwise matrix and the MC4 ordering
 ========================  =================================================================
 
 Translation only: the formulas are the core's :func:`recpack_ope.dcg`. What this module
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import sys
 import weakref
 from collections.abc import Mapping
 from dataclasses import replace
@@ -60,10 +65,14 @@ from ..dcg import dcg
 from ..discount import Discount, LogDiscount
 from ..propensity import FixedPropensity
 from ..ranking import TopK
-from ..result import Comparison, PairedEstimate
+from ..result import Comparison, EstimateResult, PairedEstimate
+from ..rpp import PreferenceMatrix, RecallLevels
 from ..stratified import stratified
 
-__all__ = ["RecPackAdapter", "OPEMetricK", "recpack_ranking", "metric_results", "compare", "summary"]
+__all__ = [
+    "RecPackAdapter", "OPEMetricK", "RPPMetricK", "recpack_ranking", "metric_results", "compare",
+    "summary", "preferences",
+]
 
 logger = logging.getLogger("recpack_ope")
 
@@ -75,6 +84,9 @@ _ESTIMATORS: dict[str, tuple[dict, tuple[str, ...]]] = {
     "PostNormalisedDCGK": ({"normalise": "post"}, ("dcg", "idcg")),
     "StratifiedNDCGK": ({"normalise": "per_user", "stratify": True}, ("stratified_ndcg",)),
 }
+
+# Registered name -> p(i) of recall-paired preference.
+_PREFERENCES = {"RPPK": "uniform", "dcgRPPK": "dcg", "invRPPK": "inverse"}
 
 
 def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
@@ -167,6 +179,108 @@ class OPEMetricK(ListwiseMetricK):
         if len(names) > 1:
             columns.update(zip(names, self.result_.terms.T, strict=True))
         return pd.DataFrame(columns)
+
+
+class _Pool:
+    """The RPP metrics of one column (name and K) of one pipeline, in evaluation order.
+
+    Held weakly, so a pipeline's metrics leave the pool when the pipeline is discarded. The
+    members' win rates are computed once per membership.
+    """
+
+    def __init__(self) -> None:
+        self._members: list[weakref.ref] = []
+        self._cache: tuple[tuple[int, ...], object] | None = None
+
+    def add(self, metric: "RPPMetricK") -> None:
+        self._members.append(weakref.ref(metric))
+
+    def members(self) -> list["RPPMetricK"]:
+        alive = [m for m in (ref() for ref in self._members) if m is not None]
+        self._members = [weakref.ref(m) for m in alive]
+        return alive
+
+    def win_rates(self, metric: "RPPMetricK") -> EstimateResult:
+        members = self.members()
+        if len(members) < 2:
+            raise ValueError(
+                f"{metric.name} is a win rate against the other algorithms of the pipeline, but "
+                "only one algorithm was evaluated: add at least one more algorithm"
+            )
+        key = tuple(id(m) for m in members)
+        if self._cache is None or self._cache[0] != key:
+            names = [f"#{i}" for i in range(len(members))]
+            lengths = np.vstack([m.search_lengths_ for m in members])
+            self._cache = (key, metric.levels_.win_rates(names, lengths))
+        return self._cache[1].estimate(f"#{members.index(metric)}")
+
+
+# Pools of metrics computed by a Pipeline, keyed by the pipeline (held weakly), and of metrics
+# computed outside any pipeline, keyed by their held-out data.
+_PIPELINE_POOLS: "weakref.WeakKeyDictionary[Pipeline, dict]" = weakref.WeakKeyDictionary()
+_LOOSE_POOLS: dict = {}
+
+
+def _fingerprint(y_true: sp.csr_matrix) -> tuple:
+    csr = sp.csr_matrix(y_true)
+    return (csr.shape, csr.nnz, hash(csr.indptr.tobytes()), hash(csr.indices.tobytes()))
+
+
+class RPPMetricK(ListwiseMetricK):
+    """Base of the recall-paired preference metrics (``RPPK``, ``dcgRPPK``, ``invRPPK``).
+
+    ``calculate`` stores the algorithm's search lengths (the rank of each held-out item in its
+    top-K list; omitted items rank below the list). ``value`` is its mean per-user win rate
+    against every other algorithm that the same pipeline evaluated with the same metric and K,
+    so it is only final once the pipeline has run, which is when ``get_metrics()`` reads it.
+    ``results`` has the per-user win rates, ``result_`` the :class:`~recpack_ope.EstimateResult`
+    (so :func:`summary` and :func:`compare` work on win rates).
+
+    A win rate depends on the pool it is computed in, so these metrics cannot be a pipeline's
+    optimisation metric.
+    """
+
+    weighting: str
+
+    def __init__(self, K: int):
+        super().__init__(check_positive_int(K, "K"))
+
+    def calculate(self, y_true: sp.csr_matrix, y_pred: sp.csr_matrix) -> None:
+        """Store the search lengths of ``y_pred``'s top-K lists on the held-out ``y_true``."""
+        self._verify_shape(y_true, y_pred)
+        # RecPack hands the metric neither the pipeline nor the algorithm: the calling frame
+        # (Pipeline.run) tells which pipeline's pool this algorithm joins.
+        caller = sys._getframe(1)
+        owner = caller.f_locals.get("self")
+        if caller.f_code.co_name == "optimise" or (isinstance(owner, Pipeline) and caller.f_code.co_name != "run"):
+            raise ValueError(
+                f"{self.name} cannot be an optimisation metric: a win rate depends on which other "
+                "models are in the pool; optimise e.g. NDCGK and add the RPP metric with add_metric"
+            )
+        self.levels_ = RecallLevels.from_y_true(y_true, weighting=self.weighting)
+        self.search_lengths_ = self.levels_.search_lengths(_LAST.get(y_pred, self.K), self.K)
+        self.num_users_, self.num_items_ = self.levels_.user_ids.size, y_true.shape[1]
+        self.user_id_map_ = self.levels_.user_ids
+        key = (self.name, self.K, _fingerprint(y_true))
+        pools = _PIPELINE_POOLS.setdefault(owner, {}) if isinstance(owner, Pipeline) else _LOOSE_POOLS
+        self._pool = pools.setdefault(key, _Pool())
+        self._pool.add(self)
+
+    @property
+    def result_(self) -> EstimateResult:
+        """Per-user win rates against the pool's other algorithms."""
+        return replace(self._pool.win_rates(self), name=self.name)
+
+    @property
+    def value(self) -> float:
+        """Mean win rate against the other algorithms, in [−1, 1]."""
+        return self.result_.value
+
+    @property
+    def results(self) -> pd.DataFrame:
+        """Per-user rows: ``user_id`` and ``score`` (the user's win rate)."""
+        result = self.result_
+        return pd.DataFrame({"user_id": result.user_ids, "score": result.per_user})
 
 
 def _propensity_by_index(propensity: Mapping | pd.Series, item_id_mapping: pd.DataFrame) -> np.ndarray:
@@ -292,25 +406,26 @@ class RecPackAdapter:
             raise ValueError(f"prefix must be a valid Python identifier or '', got {prefix!r}")
         self._require_fitted("register()")
         classes = {}
-        for name, (options, _) in _ESTIMATORS.items():
-            if options.get("stratify") and self.propensity is None:
-                continue
+        made = [
+            (name, OPEMetricK, {"adapter": self, "estimator": name})
+            for name, (options, _) in _ESTIMATORS.items()
+            if not (options.get("stratify") and self.propensity is None)
+        ] + [(name, RPPMetricK, {"weighting": weighting}) for name, weighting in _PREFERENCES.items()]
+        for name, base, attributes in made:
             key = prefix + name
             if key in METRIC_REGISTRY:
                 existing = METRIC_REGISTRY.get(key)
                 if not _is_ours(existing):
                     raise ValueError(f"METRIC_REGISTRY already has a metric {key!r} that is not recpack-ope's")
                 logger.info("re-registering %s with a new configuration", key)
-            cls = type(key, (OPEMetricK,), {"adapter": self, "estimator": name, "__module__": __name__})
+            cls = type(key, (base,), {**attributes, "__module__": __name__})
             METRIC_REGISTRY.registered[key] = cls
             classes[key] = cls
         return classes
 
 
-def metric_results(pipeline: Pipeline, metric: str) -> dict[str, PairedEstimate]:
-    """Algorithm identifier → :class:`~recpack_ope.EstimateResult` (``StratifiedResult`` for
-    ``StratifiedNDCGK``) of one of our metrics
-    (by its column name in ``get_metrics()``, e.g. ``"UnbiasedDCGK_100"``) in a run pipeline."""
+def _metric_objects(pipeline: Pipeline, metric: str) -> dict:
+    """Algorithm identifier → metric object of one ``get_metrics()`` column of a run pipeline."""
     # RecPack keeps the metric objects (not only their values) in this accumulator alone.
     accumulated = pipeline._metric_acc.acc
     if not accumulated:
@@ -320,7 +435,42 @@ def metric_results(pipeline: Pipeline, metric: str) -> dict[str, PairedEstimate]
         if metric not in metrics:
             available = sorted({m for ms in accumulated.values() for m in ms})
             raise ValueError(f"metric {metric!r} is not in the pipeline; it has {available}")
-        found = metrics[metric]
+        out[identifier] = metrics[metric]
+    return out
+
+
+def preferences(pipeline: Pipeline, metric: str = "RPPK_10") -> PreferenceMatrix:
+    """Per-user recall-paired preferences between every pair of algorithms of a run pipeline.
+
+    Parameters
+    ----------
+    pipeline : recpack.pipelines.Pipeline
+        A pipeline after ``run()`` with one of the RPP metrics added (e.g.
+        ``builder.add_metric("RPPK", 100)``).
+    metric : str
+        Its column in ``get_metrics()``, e.g. ``"RPPK_100"``.
+
+    Returns
+    -------
+    PreferenceMatrix
+        Axes named by algorithm identifier; ``.win_rates().ordering("mc4")`` is the MC4
+        ordering, :func:`recpack_ope.significance.paired_t_tests` and
+        :func:`~recpack_ope.significance.randomised_tukey_hsd` test every pair.
+    """
+    found = _metric_objects(pipeline, metric)
+    if not all(_is_ours(type(m)) and hasattr(m, "search_lengths_") for m in found.values()):
+        raise ValueError(f"{metric!r} is not an RPP metric; add RPPK, dcgRPPK or invRPPK to the pipeline")
+    metrics = list(found.values())
+    lengths = np.vstack([m.search_lengths_ for m in metrics])
+    return metrics[0].levels_.preference_matrix(list(found), lengths)
+
+
+def metric_results(pipeline: Pipeline, metric: str) -> dict[str, PairedEstimate]:
+    """Algorithm identifier → :class:`~recpack_ope.EstimateResult` (``StratifiedResult`` for
+    ``StratifiedNDCGK``) of one of our metrics
+    (by its column name in ``get_metrics()``, e.g. ``"UnbiasedDCGK_100"``) in a run pipeline."""
+    out = {}
+    for identifier, found in _metric_objects(pipeline, metric).items():
         if not _is_ours(type(found)):
             raise ValueError(
                 f"{metric!r} is not a recpack-ope metric, so it keeps no per-user terms for "

@@ -243,6 +243,35 @@ class RecallLevels:
             end = self.user_starts[b] if b < self.user_ids.size else self.n_levels
             yield slice(a, b), slice(self.user_starts[a], end)
 
+    def preference_matrix(self, names, lengths: np.ndarray) -> "PreferenceMatrix":
+        """Per-user RPP between every pair of systems given their search lengths
+        (``lengths[s]`` = :meth:`search_lengths` of system ``names[s]``)."""
+        m = len(names)
+        out = np.zeros((self.user_ids.size, m, m))
+        for s in range(m - 1):
+            # RPP(s, t) for every t > s at once; the lower triangle follows by antisymmetry.
+            prefs = self.per_user(np.sign(lengths[s + 1 :] - lengths[s]).astype(np.float64))
+            out[:, s, s + 1 :] = prefs.T
+            out[:, s + 1 :, s] = -prefs.T
+        return PreferenceMatrix(
+            names=tuple(names), per_user=out, user_ids=self.user_ids, name=self.name,
+            n_excluded_users=self.n_excluded_users,
+        )
+
+    def win_rates(self, names, lengths: np.ndarray) -> SystemScores:
+        """Per-user win rates of systems given their search lengths (see :func:`win_rates`)."""
+        m = len(names)
+        if m < 2:
+            raise ValueError(f"a win rate needs at least two systems, got {m}")
+        per_user = np.empty((self.user_ids.size, m))
+        for users, block in self.user_blocks(max(1, CHUNK_ELEMENTS // m)):
+            signed = m + 1 - 2 * stats.rankdata(lengths[:, block], axis=0)
+            per_user[users] = self.per_user(signed, users).T / (m - 1)
+        return SystemScores(
+            names=tuple(names), per_user=per_user, user_ids=self.user_ids,
+            name=f"{self.name} win rate", n_excluded_users=self.n_excluded_users,
+        )
+
 
 def _levels(y_true, weighting: str, graded: bool) -> RecallLevels:
     if isinstance(y_true, RecallLevels):
@@ -407,18 +436,7 @@ def preference_matrix(
         For hundreds of systems use :func:`win_rates`, which never forms the pairs.
     """
     levels = _levels(y_true, weighting, graded)
-    names, lengths = _search_lengths(levels, rankings, k)
-    m = len(names)
-    out = np.zeros((levels.user_ids.size, m, m))
-    for s in range(m - 1):
-        # RPP(s, t) for every t > s at once; the lower triangle follows by antisymmetry.
-        prefs = levels.per_user(np.sign(lengths[s + 1 :] - lengths[s]).astype(np.float64))
-        out[:, s, s + 1 :] = prefs.T
-        out[:, s + 1 :, s] = -prefs.T
-    return PreferenceMatrix(
-        names=tuple(names), per_user=out, user_ids=levels.user_ids, name=levels.name,
-        n_excluded_users=levels.n_excluded_users,
-    )
+    return levels.preference_matrix(*_search_lengths(levels, rankings, k))
 
 
 def win_rates(
@@ -447,14 +465,4 @@ def win_rates(
         ``.ordering()`` aggregates the per-user orders (MC4, Borda or mean).
     """
     levels = _levels(y_true, weighting, graded)
-    names, lengths = _search_lengths(levels, rankings, k)
-    m = len(names)
-    per_user = np.empty((levels.user_ids.size, m))
-    for users, block in levels.user_blocks(max(1, CHUNK_ELEMENTS // m)):
-        signed = m + 1 - 2 * stats.rankdata(lengths[:, block], axis=0)
-        per_user[users] = levels.per_user(signed, users).T / (m - 1)
-    return SystemScores(
-        names=tuple(names), per_user=per_user,
-        user_ids=levels.user_ids, name=f"{levels.name} win rate",
-        n_excluded_users=levels.n_excluded_users,
-    )
+    return levels.win_rates(*_search_lengths(levels, rankings, k))

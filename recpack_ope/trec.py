@@ -32,27 +32,35 @@ def _compression(path: str) -> str | None:
 
 
 def _read_columns(path: str, columns: list[int], names: list[str], what: str) -> pd.DataFrame:
+    """The given columns of a whitespace-separated file; the last one parsed as a number."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{what} file {path!r} does not exist")
+    options = dict(sep=r"\s+", header=None, usecols=columns, na_filter=False,
+                   compression=_compression(path), engine="c")
     try:
-        frame = pd.read_csv(
-            path, sep=r"\s+", header=None, usecols=columns, dtype=str, na_filter=False,
-            compression=_compression(path), engine="c",
-        )
+        try:
+            frame = pd.read_csv(path, dtype={c: str for c in columns[:-1]} | {columns[-1]: np.float64}, **options)
+        except ValueError:
+            # Not plain floats (a decimal comma, a typo): read as text for a precise message.
+            frame = pd.read_csv(path, dtype=str, **options)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{what} file {path!r} is empty") from None
     except ValueError as exc:
         raise ValueError(f"{what} file {path!r} is not in trec format ({exc})") from None
     frame.columns = names
-    missing = (frame == "").to_numpy().any(axis=1) | frame.isna().to_numpy().any(axis=1)
+    missing = np.zeros(len(frame), dtype=bool)
+    for name in names[:-1]:
+        missing |= (frame[name] == "").to_numpy(dtype=bool, na_value=True)
     if missing.any():
         line = int(np.flatnonzero(missing)[0]) + 1
         raise ValueError(f"{what} file {path!r} has too few columns on line {line}")
+    if frame[names[-1]].dtype != np.float64:
+        frame[names[-1]] = _numbers(frame[names[-1]], path, what)
     return frame
 
 
 def _numbers(values: pd.Series, path: str, what: str) -> np.ndarray:
-    text = values.str.replace(",", ".", regex=False)
+    text = values.astype(str).str.replace(",", ".", regex=False)
     numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.isnan(numbers) & (text.str.lower() != "nan").to_numpy()
     if bad.any():
@@ -112,10 +120,8 @@ def read_trec(
     if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
         raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
     judged = _read_columns(qrels, [0, 2, 3], ["query", "doc", "grade"], "qrels")
-    grade = _numbers(judged["grade"], qrels, "qrels")
     if relevance_threshold is not None:
-        grade = (grade >= relevance_threshold).astype(np.float64)
-    judged = judged.assign(grade=grade)
+        judged["grade"] = (judged["grade"].to_numpy() >= relevance_threshold).astype(np.float64)
     judged = judged[judged["grade"] > 0].groupby(["query", "doc"], sort=False, as_index=False)["grade"].max()
     if judged.empty:
         raise ValueError(f"qrels file {qrels!r} has no relevant (grade > 0) judgement")
@@ -127,32 +133,36 @@ def read_trec(
         if name in names:
             raise ValueError(f"two run files are both named {name!r}: rename one ({path!r})")
         frame = _read_columns(path, [0, 2, 4], ["query", "doc", "score"], "run")
-        frame = frame.assign(score=_numbers(frame["score"], path, "run"))
-        frame = frame[~np.isnan(frame["score"].to_numpy())]
-        frame = frame.assign(q=query_ids.get_indexer(frame["query"]))
-        frame = frame[frame["q"].to_numpy() >= 0]
-        duplicated = frame.duplicated(["q", "doc"])
-        if duplicated.any():
-            row = frame[duplicated].iloc[0]
-            raise ValueError(f"run {name!r} ({path}) lists document {row['doc']!r} twice for query {row['query']!r}")
+        q = query_ids.get_indexer(frame["query"])
+        frame = frame.assign(q=q)[(q >= 0) & ~np.isnan(frame["score"].to_numpy())]
         names.append(name)
         frames.append(frame)
 
-    doc_codes, doc_ids = pd.factorize(pd.concat([judged["doc"], *[f["doc"] for f in frames]], ignore_index=True))
+    # Sorted codes: ordering by code is ordering by document id, for trec_eval's tie rule.
+    doc_codes, doc_ids = pd.factorize(
+        pd.concat([judged["doc"], *[f["doc"] for f in frames]], ignore_index=True), sort=True
+    )
     n_queries, n_docs = len(query_ids), len(doc_ids)
     matrix = sp.csr_matrix(
         (judged["grade"].to_numpy(), (query_codes, doc_codes[: len(judged)])), shape=(n_queries, n_docs)
     )
     rankings, offset = {}, len(judged)
-    for name, frame in zip(names, frames, strict=False):
-        codes = doc_codes[offset : offset + len(frame)]
+    for name, frame, path in zip(names, frames, runs, strict=True):
+        code = doc_codes[offset : offset + len(frame)]
         offset += len(frame)
-        ranked = frame.assign(code=codes).sort_values(["q", "score", "doc"], ascending=[True, False, False])
-        position = ranked.groupby("q", sort=False).cumcount().to_numpy()
+        q = frame["q"].to_numpy()
+        key = np.sort(q.astype(np.int64) * n_docs + code)
+        if (key[1:] == key[:-1]).any():
+            dup = key[1:][key[1:] == key[:-1]][0]
+            raise ValueError(f"run {name!r} ({path}) lists document {doc_ids[dup % n_docs]!r} twice "
+                             f"for query {query_ids[dup // n_docs]!r}")
+        order = np.lexsort((-code, -frame["score"].to_numpy(), q))
+        q, code = q[order], code[order]
+        position = np.arange(q.size) - np.searchsorted(q, q)
         keep = position < (depth or np.inf)
         width = int(position[keep].max()) + 1 if keep.any() else 1
         items = np.full((n_queries, width), -1, dtype=np.int64)
-        items[ranked["q"].to_numpy()[keep], position[keep]] = ranked["code"].to_numpy()[keep]
+        items[q[keep], position[keep]] = code[keep]
         rankings[name] = TopK(items)
     return TrecCollection(query_ids=np.asarray(query_ids, dtype=str), doc_ids=np.asarray(doc_ids, dtype=str),
                           qrels=matrix, runs=rankings)

@@ -58,7 +58,7 @@ def recpack_top_k(scenario):
     """Each algorithm's top-K lists as RecPack's own get_top_K_ranks ranks them."""
     test_in = scenario.test_data_in
     out = {}
-    for name, (params, cls) in ALGORITHMS.items():
+    for params, cls in ALGORITHMS.values():
         algorithm = cls(**params)
         algorithm.fit(scenario.full_training_data)
         x_pred = algorithm.predict(test_in)

@@ -22,7 +22,12 @@ patched)::
 
 which prints, per model, the Closed (holdout) / IPS / Q1…QS / Stratified table of Jadidinejad
 et al. (TOIS 2021) and keeps every estimate for paired comparisons
-(:func:`simpsons_paradox`).
+(:func:`simpsons_paradox`); and recall-paired preference between an experiment's models::
+
+    experiment = cornac.Experiment(split, [BPR(k=10), WMF(k=10), MostPop()], metrics=[Recall(10)])
+    experiment.run()
+    matrix = add_rpp(experiment, k=10)   # adds an "RPP@10 win" column to experiment.result
+    print(experiment.result, matrix.win_rates().ordering("mc4"))
 
 Translation only: every value comes from the core (:func:`recpack_ope.dcg`,
 :func:`recpack_ope.recall`, :func:`recpack_ope.stratified`). This module adds Cornac's
@@ -45,7 +50,7 @@ from cornac.eval_methods import PropensityStratifiedEvaluation as _CornacPSE
 from cornac.eval_methods import RatioSplit
 from cornac.eval_methods.base_method import BaseMethod
 from cornac.exception import ScoreException
-from cornac.experiment.result import Result
+from cornac.experiment.result import CVExperimentResult, Result
 from cornac.metrics import NDCG, RankingMetric, Recall
 from tqdm.auto import tqdm
 
@@ -55,6 +60,7 @@ from ..propensity import FixedPropensity, PowerLawPropensity
 from ..ranking import TopK
 from ..recall import recall
 from ..result import EstimateResult
+from ..rpp import PreferenceMatrix, RecallLevels
 from ..simpsons_paradox import SimpsonsParadoxReport
 from ..simpsons_paradox import simpsons_paradox as _report
 from ..stratified import BINNINGS, StratifiedResult, stratified
@@ -68,6 +74,8 @@ __all__ = [
     "StratifiedModelResult",
     "simpsons_paradox",
     "item_counts",
+    "rank_test_users",
+    "add_rpp",
 ]
 
 
@@ -309,6 +317,44 @@ class _Scorer:
         return np.vstack([_one_user_scores(self.model, int(u), self.n_items) for u in users])
 
 
+def _known_items(eval_method: BaseMethod) -> int:
+    """Items Cornac ranks: the training items, or every item when unknowns are kept."""
+    return eval_method.train_set.num_items if eval_method.exclude_unknowns else eval_method.total_items
+
+
+def _positives(eval_method: BaseMethod, dataset, n_items: int) -> sp.csr_matrix:
+    """users × known items matrix of a dataset's ratings ≥ the eval method's rating_threshold."""
+    users, items, ratings = (np.asarray(a) for a in dataset.uir_tuple)
+    keep = (ratings >= eval_method.rating_threshold) & (items < n_items)
+    return sp.csr_matrix((np.ones(keep.sum()), (users[keep], items[keep])),
+                         shape=(eval_method.total_users, n_items))
+
+
+def rank_test_users(eval_method: BaseMethod, model, users: np.ndarray, cutoff: int | None,
+                    batch_users: int = 1024, verbose: bool = False) -> TopK:
+    """Top-``cutoff`` items of ``users`` among Cornac's candidates, scored in batches.
+
+    Cornac's candidates: all known items but the user's positive training and validation
+    items, which stay candidates when they are also held out. Rows follow ``users``.
+    """
+    n_items = _known_items(eval_method)
+    held = _positives(eval_method, eval_method.test_set, n_items)[users]
+    seen = _positives(eval_method, eval_method.train_set, n_items)
+    if eval_method.val_set is not None:
+        seen = seen + _positives(eval_method, eval_method.val_set, n_items)
+    seen = seen[users]
+    k = cutoff or n_items
+    scorer = _Scorer(model, n_items)
+    items = np.full((users.size, min(k, n_items)), -1, dtype=np.int64)
+    steps = range(0, users.size, batch_users)
+    for start in tqdm(steps, desc=f"Ranking [{model.name}]", disable=not verbose):
+        rows = slice(start, start + batch_users)
+        scores = scorer(users[rows])
+        scores[(seen[rows].toarray() > 0) & ~(held[rows].toarray() > 0)] = -np.inf
+        items[rows] = TopK.from_scores(scores, k).items
+    return TopK(items)
+
+
 class StratifiedModelResult(Result):
     """One model's stratified evaluation: a Cornac ``Result`` whose ``metric_avg_results``
     hold the stratified values, printed as the Closed / IPS / Q1…QS / Stratified table.
@@ -413,35 +459,14 @@ class PropensityStratifiedEvaluation(_CornacPSE):
         RatioSplit._split(self)
         self.propensity = PowerLawPropensity(variant="cornac") if propensity is None else propensity
         self.propensity_ = self.propensity.fit(item_counts(self, fit_on)).propensity_
-        self.n_items_ = self.train_set.num_items if exclude_unknowns else self.total_items
+        self.n_items_ = _known_items(self)
 
     def _positives(self, dataset) -> sp.csr_matrix:
-        """users × known items matrix of a dataset's ratings ≥ rating_threshold."""
-        users, items, ratings = (np.asarray(a) for a in dataset.uir_tuple)
-        keep = (ratings >= self.rating_threshold) & (items < self.n_items_)
-        return sp.csr_matrix((np.ones(keep.sum()), (users[keep], items[keep])),
-                             shape=(self.total_users, self.n_items_))
+        return _positives(self, dataset, self.n_items_)
 
     def rank(self, model, users: np.ndarray, cutoff: int | None) -> TopK:
         """Top-``cutoff`` candidates of ``users`` (rows of the result), batched."""
-        held = self._positives(self.test_set)[users]
-        seen = self._positives(self.train_set)
-        if self.val_set is not None:
-            seen = seen + self._positives(self.val_set)
-        seen = seen[users]
-        k = cutoff or self.n_items_
-        scorer = _Scorer(model, self.n_items_)
-        items = np.full((users.size, min(k, self.n_items_)), -1, dtype=np.int64)
-        steps = range(0, users.size, self.batch_users)
-        for start in tqdm(steps, desc=f"Ranking [{model.name}]", disable=not self.verbose):
-            rows = slice(start, start + self.batch_users)
-            scores = scorer(users[rows])
-            # Cornac's candidates: all known items but the user's positive training and
-            # validation items, which stay candidates when they are also held out.
-            mask = (seen[rows].toarray() > 0) & ~(held[rows].toarray() > 0)
-            scores[mask] = -np.inf
-            items[rows] = TopK.from_scores(scores, k).items
-        return TopK(items)
+        return rank_test_users(self, model, users, cutoff, self.batch_users, self.verbose)
 
     def evaluate(self, model, metrics, user_based, show_validation=True):
         """Fit ``model``, then evaluate ``metrics`` Closed / IPS / per stratum / Stratified.
@@ -493,3 +518,51 @@ def simpsons_paradox(a: StratifiedModelResult, b: StratifiedModelResult,
         raise ValueError(f"no metric {metric!r}; the results have {names}")
     return _report(a.estimates[metric], b.estimates[metric], names=(a.model_name, b.model_name),
                    ips=(a.ips[metric], b.ips[metric]), alpha=alpha)
+
+
+def add_rpp(experiment, k: int | None = 10, weighting: str = "uniform",
+            column: str | None = None) -> PreferenceMatrix:
+    """Recall-paired preference between the models of a run ``cornac.Experiment``.
+
+    Ranks every test user's candidates with each (already fitted) model, as Cornac's own
+    evaluation does, computes RPP between every pair of models on the test positives (rating
+    ≥ the eval method's ``rating_threshold``) and adds each model's win rate (Eq. 7 divided by
+    M − 1) as a column of ``experiment.result``, so ``print(experiment.result)`` shows it.
+
+    Parameters
+    ----------
+    experiment : cornac.Experiment
+        After ``run()``, with at least two models and a single train/test split.
+    k : int or None
+        Depth of the compared lists (``RPP@k``); relevant items below it count as omitted.
+        None compares the whole rankings.
+    weighting : {"uniform", "dcg", "inverse"}
+        RPP, dcgRPP or invRPP.
+    column : str or None
+        Name of the added column (default e.g. ``"RPP@10 win"``).
+
+    Returns
+    -------
+    PreferenceMatrix
+        Per-user preferences, axes named by model; ``.win_rates().ordering("mc4")`` orders the
+        models, :mod:`recpack_ope.significance` tests every pair.
+    """
+    if experiment.result is None:
+        raise ValueError("the experiment has no results yet: call experiment.run() first")
+    if isinstance(experiment.result, CVExperimentResult) or not hasattr(experiment.eval_method, "test_set"):
+        raise ValueError("add_rpp needs a single train/test split (e.g. RatioSplit), not cross-validation")
+    models = list(experiment.models)
+    if len(models) < 2:
+        raise ValueError(f"RPP compares models: the experiment has {len(models)}, add at least one more")
+    method = experiment.eval_method
+    positives = _positives(method, method.test_set, _known_items(method))
+    users = np.flatnonzero(np.diff(positives.indptr) > 0)
+    levels = RecallLevels.from_y_true(positives[users], weighting=weighting, graded=False)
+    lengths = np.vstack([levels.search_lengths(rank_test_users(method, m, users, k), k) for m in models])
+    names = [m.name for m in models]
+    names = [f"{n} ({names[:i].count(n) + 1})" if names.count(n) > 1 else n for i, n in enumerate(names)]
+    matrix = levels.preference_matrix(names, lengths)
+    column = column or f"{matrix.name}{'' if k is None else f'@{k}'} win"
+    for result, value in zip(experiment.result, matrix.win_rates().means, strict=True):
+        result.metric_avg_results[column] = float(value)
+    return matrix

@@ -12,6 +12,7 @@ import pandas as pd
 import powerlaw
 import cornac
 import pytest
+import scipy.sparse as sp
 from conftest import hide_package
 from cornac.data import Dataset
 from cornac.eval_methods import RatioSplit
@@ -20,8 +21,9 @@ from cornac.hyperopt import Discrete, GridSearch
 from cornac.metrics import MAE, NDCG, Precision, Recall
 from cornac.models import BPR, MostPop
 
-from recpack_ope import PowerLawPropensity
+from recpack_ope import PowerLawPropensity, TopK
 from recpack_ope.adapters import cornac as adapter
+from recpack_ope.rpp import rpp
 from recpack_ope.cli import main
 
 
@@ -149,11 +151,12 @@ def test_cornac_ndcg_of_the_whole_ranking_is_wrong_beside_a_cutoff_metric(pse, b
 def _cornac_top(method, model, users, k):
     """Each user's top k by Cornac's own ``rank`` over Cornac's candidate items."""
     test, train = method.test_set.csr_matrix, method.train_set.csr_matrix
+    n_items = method.train_set.num_items
     rows = []
     for u in users:
         held = set(test[u].indices[test[u].data >= 4.0])
         seen = set(train[u].indices[train[u].data >= 4.0])
-        candidates = [i for i in range(method.n_items_) if i not in seen or i in held]
+        candidates = [i for i in range(n_items) if i not in seen or i in held]
         rows.append(model.rank(int(u), np.array(candidates), k=k)[0][:k])
     return np.vstack(rows)
 
@@ -240,3 +243,33 @@ def test_reproduce_without_cornac_says_what_to_install(monkeypatch):
     hide_package(monkeypatch, "cornac")
     with pytest.raises(SystemExit, match="needs 'cornac': pip install 'recpack-ope\\[cornac\\]'"):
         main(["reproduce", "simpsons-paradox"])
+
+
+def test_add_rpp_equals_core_rpp_on_cornacs_own_rankings(triplets, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # Cornac writes experiment logs to the working directory
+    split = RatioSplit(triplets, test_size=0.2, rating_threshold=4.0, seed=123, verbose=False)
+    models = [BPR(k=10, seed=123, verbose=False), BPR(k=5, seed=7, name="BPR5", verbose=False), MostPop()]
+    experiment = cornac.Experiment(split, models, metrics=[Recall(k=10)], verbose=False)
+    experiment.run()
+    with pytest.raises(ValueError, match="weighting must be one of"):
+        adapter.add_rpp(experiment, weighting="linear")
+    matrix = adapter.add_rpp(experiment, k=10)
+    assert matrix.names == ("BPR", "BPR5", "MostPop")
+    # Independent route: Cornac's model.rank per user over Cornac's candidates, then the core.
+    test = split.test_set.csr_matrix
+    y_true = sp.csr_matrix((test >= 4.0).astype(float))
+    users = np.flatnonzero(np.diff(y_true.indptr) > 0)
+    tops = [TopK(_cornac_top(split, m, users, 10)) for m in models[:2]]
+    expected = rpp(y_true[users][:, : split.train_set.num_items], *tops)
+    np.testing.assert_allclose(matrix.pair("BPR", "BPR5").per_user, expected.per_user, atol=1e-12)
+    wins = matrix.win_rates()
+    assert wins.means.sum() == pytest.approx(0.0, abs=1e-12)  # antisymmetry
+    for result, value in zip(experiment.result, wins.means, strict=True):
+        assert result.metric_avg_results["RPP@10 win"] == value
+    assert "RPP@10 win" in str(experiment.result)
+    single = cornac.Experiment(split, [MostPop()], metrics=[Recall(k=10)], verbose=False)
+    with pytest.raises(ValueError, match="no results yet"):
+        adapter.add_rpp(single)
+    single.run()
+    with pytest.raises(ValueError, match="the experiment has 1, add at least one more"):
+        adapter.add_rpp(single)

@@ -11,6 +11,12 @@ Where things are:
 * ``recall``     – recall@k
 * ``stratified`` – propensity-stratified evaluation of any metric (Jadidinejad et al. TOIS'21)
 * ``simpsons_paradox`` – the two-model holdout / IPS / stratified / per-stratum report
+* ``rpp``        – recall-paired preference: pairwise matrix, win rates (Diaz & Ferraro SIGIR'22)
+* ``systems``    – ``SystemScores``: per-user scores of several systems, ordered and tested
+* ``aggregation`` – MC4 and Borda aggregation of per-user system orders
+* ``significance`` – Bonferroni t-tests, randomised Tukey HSD, discriminative power
+* ``trec``       – trec_eval-format qrels and runs
+* ``rpp_power``  – the ``reproduce rpp-power`` experiment
 * ``ranking``    – scores → ranks (``TopK`` for precomputed rankings)
 * ``result``     – ``EstimateResult``: value, per-user values, intervals, paired comparisons
 * ``stats``      – metric agreement, disagreement probability, Steiger's test
@@ -28,9 +34,12 @@ from .propensity import FixedPropensity, PopularityPropensity, PowerLawPropensit
 from .ranking import TopK
 from .recall import recall
 from .result import Comparison, EstimateResult, PairedEstimate
+from .rpp import PreferenceMatrix, preference_matrix, rpp, win_rates
+from .significance import discriminative_power, paired_t_tests, randomised_tukey_hsd
 from .simpsons_paradox import SimpsonsParadoxReport, simpsons_paradox
 from .stats import agreement, disagreement_probability, steiger_test, steiger_z
 from .stratified import StratifiedResult, Stratum, stratified
+from .systems import SystemScores
 
 __version__ = "0.1.0"
 
@@ -46,6 +55,14 @@ __all__ = [
     "Stratum",
     "simpsons_paradox",
     "SimpsonsParadoxReport",
+    "rpp",
+    "preference_matrix",
+    "win_rates",
+    "PreferenceMatrix",
+    "SystemScores",
+    "paired_t_tests",
+    "randomised_tukey_hsd",
+    "discriminative_power",
     "Discount",
     "LogDiscount",
     "ExponentialDiscount",

@@ -1,5 +1,6 @@
 """Recall-paired preference against the reference implementation and the paper's definition."""
 
+import importlib
 import itertools
 import json
 import math
@@ -176,15 +177,26 @@ def test_preference_matrix_and_win_rates():
 
 
 def test_win_rates_chunking_does_not_change_values(monkeypatch):
-    import recpack_ope.rpp as module
+    # The package exports the function rpp, which shadows the module of the same name.
+    module = importlib.import_module("recpack_ope.rpp")
 
     rng = np.random.default_rng(5)
     grades = sp.csr_matrix(rng.choice([0, 1, 3], size=(60, 30), p=[0.7, 0.2, 0.1]).astype(float))
     grades[0, 0] = 1.0
     systems = {f"s{j}": rng.random((60, 30)) for j in range(7)}
     whole = win_rates(grades, systems).per_user
+    blocks = []
+    original = RecallLevels.user_blocks
+
+    def recording(self, max_levels):
+        for users, levels in original(self, max_levels):
+            blocks.append(users)
+            yield users, levels
+
+    monkeypatch.setattr(RecallLevels, "user_blocks", recording)
     monkeypatch.setattr(module, "CHUNK_ELEMENTS", 50)  # a handful of users per block
     np.testing.assert_array_equal(win_rates(grades, systems).per_user, whole)
+    assert len(blocks) > 10 and blocks[0].start == 0 and blocks[-1].stop == whole.shape[0]
 
 
 def test_bad_input_is_named():

@@ -236,7 +236,7 @@ def test_propensities_keyed_by_raw_item_id_are_mapped_to_recpack_indices():
 def test_register_twice_rebinds_and_refuses_foreign_names(scenario):
     first = RecPackAdapter().register(prefix="Twice")
     second = RecPackAdapter(clip=3.0).register(prefix="Twice")
-    assert set(first) == set(second) == {f"Twice{n}" for n in OURS}
+    assert set(first) == set(second) == {f"Twice{n}" for n in (*OURS, "RPPK", "dcgRPPK", "invRPPK")}
     assert METRIC_REGISTRY.get("TwiceUnbiasedDCGK") is second["TwiceUnbiasedDCGK"]
     assert METRIC_REGISTRY.get("TwiceUnbiasedDCGK").adapter.clip == 3.0
     metric = METRIC_REGISTRY.get("TwiceUnbiasedDCGK")(K=10)

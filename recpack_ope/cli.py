@@ -115,7 +115,7 @@ def _rpp(args: argparse.Namespace) -> int:
     try:
         collection = read_trec(args.qrels, args.runs, relevance_threshold=args.binary_relevance,
                                depth=args.depth)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, ModuleNotFoundError) as error:
         raise SystemExit(f"recpack-ope rpp: {error}") from None
     report = {
         "qrels": args.qrels, "runs": list(collection.runs), "queries": int(collection.qrels.shape[0]),

@@ -10,6 +10,7 @@
   document omitted (worst case). Gzipped files are read transparently.
 
 The run's name is its file name without ``input.`` and ``.gz``, as in the reference.
+Reading uses pandas' C parser (the ``trec`` extra: ``pip install 'recpack-ope[trec]'``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
 from .ranking import TopK
@@ -31,8 +31,19 @@ def _compression(path: str) -> str | None:
         return "gzip" if handle.read(2) == b"\x1f\x8b" else None
 
 
-def _read_columns(path: str, columns: list[int], names: list[str], what: str) -> pd.DataFrame:
-    """The given columns of a whitespace-separated file; the last one parsed as a number."""
+def _pandas():
+    try:
+        import pandas
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            "reading trec files needs pandas: pip install 'recpack-ope[trec]'", name="pandas"
+        ) from None
+    return pandas
+
+
+def _read_columns(path: str, columns: list[int], names: list[str], what: str):
+    """The given columns of a whitespace-separated file (a DataFrame); the last one parsed as a number."""
+    pd = _pandas()
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{what} file {path!r} does not exist")
     options = dict(sep=r"\s+", header=None, usecols=columns, na_filter=False,
@@ -59,7 +70,8 @@ def _read_columns(path: str, columns: list[int], names: list[str], what: str) ->
     return frame
 
 
-def _numbers(values: pd.Series, path: str, what: str) -> np.ndarray:
+def _numbers(values, path: str, what: str) -> np.ndarray:
+    pd = _pandas()
     text = values.astype(str).str.replace(",", ".", regex=False)
     numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.isnan(numbers) & (text.str.lower() != "nan").to_numpy()
@@ -119,6 +131,7 @@ def read_trec(
     """
     if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
         raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
+    pd = _pandas()
     judged = _read_columns(qrels, [0, 2, 3], ["query", "doc", "grade"], "qrels")
     if relevance_threshold is not None:
         judged["grade"] = (judged["grade"].to_numpy() >= relevance_threshold).astype(np.float64)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import hide_package
+
 from recpack_ope.cli import main
 from recpack_ope.rpp import preference_matrix
 from recpack_ope.trec import read_trec, run_name
@@ -82,3 +84,10 @@ def test_rpp_command_writes_matrix_orderings_and_tests(tmp_path, capsys):
         main(["rpp", "--qrels", str(REFERENCE / "qrels.txt"), runs[0]])
     with pytest.raises(SystemExit, match="does not exist"):
         main(["rpp", "--qrels", str(tmp_path / "nope"), *runs[:2], "--output", str(out)])
+
+
+def test_without_pandas_the_command_says_what_to_install(monkeypatch, tmp_path):
+    hide_package(monkeypatch, "pandas")
+    runs = sorted(str(p) for p in REFERENCE.glob("input.run*"))[:2]
+    with pytest.raises(SystemExit, match=r"needs pandas: pip install 'recpack-ope\[trec\]'"):
+        main(["rpp", "--qrels", str(REFERENCE / "qrels.txt"), *runs, "--output", str(tmp_path / "x.json")])

@@ -94,5 +94,6 @@ def order(per_user, method: str = "mc4", damping: float = 0.15) -> np.ndarray:
     scores = _scores(per_user)
     points, means = borda(scores), scores.mean(axis=0)
     primary = {"mc4": lambda: mc4(scores, damping), "borda": lambda: points, "mean": lambda: means}[method]()
-    # np.lexsort sorts by the last key first; negate for "larger is better".
+    # np.lexsort sorts by the last key first; negate for "larger is better". Stationary masses
+    # equal up to the linear solver's round-off count as ties.
     return np.lexsort((np.arange(scores.shape[1]), -means, -points, -np.round(primary, 12)))

@@ -136,12 +136,9 @@ class RecallLevels:
             # Thresholds a user has = the user's distinct grades; an entry of grade g belongs
             # to every threshold λ ≤ g, i.e. to thresholds 0..d where d is g's index.
             order = np.lexsort((rewards.data, entry_user))
-            grade = rewards.data[order]
-            new = np.ones(order.size, dtype=bool)
-            new[1:] = (entry_user[order][1:] != entry_user[order][:-1]) | (grade[1:] != grade[:-1])
-            first_of_user = np.ones(order.size, dtype=bool)
-            first_of_user[1:] = entry_user[order][1:] != entry_user[order][:-1]
-            distinct = np.cumsum(new)
+            grade, user = rewards.data[order], entry_user[order]
+            first_of_user = np.r_[True, user[1:] != user[:-1]]
+            distinct = np.cumsum(first_of_user | np.r_[True, grade[1:] != grade[:-1]])
             index = np.empty(order.size, dtype=np.int64)
             index[order] = distinct - np.maximum.accumulate(np.where(first_of_user, distinct, 0))
             repeats = index + 1

@@ -11,6 +11,7 @@ import time
 import warnings
 
 from .demo import DemoConfig, run_demo, write_report
+from .rpp import WEIGHTINGS
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -102,7 +103,8 @@ def _simpsons_paradox(args: argparse.Namespace) -> int:
     return 0
 
 
-_RPP_MEASURES = {"rpp": "uniform", "dcgrpp": "dcg", "invrpp": "inverse"}
+# The reference's measure names (rpp, dcgrpp, invrpp) → p(i) of recpack_ope.rpp.
+_RPP_MEASURES = {name.lower(): weighting for weighting, name in WEIGHTINGS.items()}
 
 
 def _rpp(args: argparse.Namespace) -> int:

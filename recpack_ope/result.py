@@ -43,6 +43,16 @@ def _half_width(se: float, n_users: int, level: float) -> float:
     return float(stats.t.ppf(0.5 + level / 2, n_users - 1) * se)
 
 
+def t_test_p_value(difference, standard_error, n_users: int):
+    """Two-sided Student-t p-value of ``difference`` / ``standard_error`` with ``n_users − 1``
+    degrees of freedom (elementwise). Without spread the test is decided by the difference
+    itself: 1 when it is 0, else 0."""
+    difference, standard_error = np.asarray(difference, float), np.asarray(standard_error, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * stats.t.sf(np.abs(difference) / standard_error, n_users - 1)
+    return np.where(standard_error > 0, p, np.where(difference == 0, 1.0, 0.0))
+
+
 class PairedEstimate(ABC):
     """Uncertainty and paired comparisons for an estimate known through per-user influence values.
 
@@ -102,10 +112,7 @@ class PairedEstimate(ABC):
         diff = self.value - other.value
         se = _standard_error(self.influence - other.influence, "a paired comparison")
         half = _half_width(se, self.n_users, level)
-        if se > 0:
-            p_value = float(2 * stats.t.sf(abs(diff) / se, self.n_users - 1))
-        else:
-            p_value = 1.0 if diff == 0 else 0.0
+        p_value = float(t_test_p_value(diff, se, self.n_users))
         return Comparison(
             name=f"{self.name} − {other.name}",
             difference=diff,

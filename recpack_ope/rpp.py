@@ -396,16 +396,6 @@ class PreferenceMatrix:
             lines.append(f"| {name} | " + " | ".join(f"{v:+.3f}" for v in row) + " |")
         return "\n".join(lines)
 
-    def p_values(self) -> np.ndarray:
-        """Two-sided one-sample t-test of each RPP(s, t) against 0 over users (M × M),
-        uncorrected; :func:`recpack_ope.significance.paired_t_tests` corrects them."""
-        n = self.per_user.shape[0]
-        mean = self.mean
-        se = self.per_user.std(axis=0, ddof=1) / np.sqrt(n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            p = 2 * stats.t.sf(np.abs(mean) / se, n - 1)
-        return np.where(se > 0, p, np.where(mean == 0, 1.0, 0.0))
-
 
 def preference_matrix(
     y_true,

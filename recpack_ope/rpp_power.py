@@ -31,7 +31,7 @@ from .dcg import dcg, ndcg
 from .discount import LogDiscount
 from .ranking import TopK
 from .recall import recall
-from .rpp import WEIGHTINGS, PreferenceMatrix, RecallLevels
+from .rpp import WEIGHTINGS, PreferenceMatrix, preference_matrix
 from .significance import DiscriminativePower, discriminative_power
 from .systems import SystemScores
 
@@ -151,10 +151,8 @@ def run_rpp_power(config: RPPPowerConfig = RPPPowerConfig(), progress: bool = Tr
         rankings[name] = TopK.from_scores(scores, config.depth)
     k = config.depth
     samples: dict[str, SystemScores | PreferenceMatrix] = {}
-    for weighting in WEIGHTINGS:
-        levels = RecallLevels.from_y_true(y_true, weighting=weighting, graded=False)
-        lengths = np.vstack([levels.search_lengths(r, k) for r in rankings.values()])
-        samples[levels.name] = levels.preference_matrix(list(rankings), lengths)
+    for weighting, name in WEIGHTINGS.items():
+        samples[name] = preference_matrix(y_true, rankings, weighting=weighting, graded=False, k=k)
     discount = LogDiscount(cutoff=k)
     for label, metric in ((f"nDCG@{k}", lambda r: ndcg(y_true, r, discount=discount)),
                           (f"DCG@{k}", lambda r: dcg(y_true, r, discount=discount)),

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from ._chunks import CHUNK_ELEMENTS
 from ._validation import check_positive_int
+from .result import t_test_p_value
 from .rpp import PreferenceMatrix
 from .systems import SystemScores
 
@@ -119,19 +119,16 @@ def paired_t_tests(sample, correction: str = "bonferroni") -> PairwiseTests:
     if correction not in ("bonferroni", "none"):
         raise ValueError(f"correction must be 'bonferroni' or 'none', got {correction!r}")
     diff = _observed(sample)
+    n = sample.per_user.shape[0]
+    if n < 2:
+        raise ValueError(f"a t-test needs at least 2 users, got {n}")
     if _kind(sample) == "preference":
-        p = sample.p_values()
+        var = sample.per_user.var(axis=0, ddof=1)
     else:
-        x = sample.per_user
-        n = x.shape[0]
-        if n < 2:
-            raise ValueError(f"a t-test needs at least 2 users, got {n}")
-        cov = np.cov(x, rowvar=False)
-        var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
-        se = np.sqrt(np.maximum(var, 0.0) / n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            p = 2 * stats.t.sf(np.abs(diff) / se, n - 1)
-        p = np.where(se > 0, p, np.where(diff == 0, 1.0, 0.0))
+        # Var(x_s − x_t) for every pair from one covariance matrix.
+        cov = np.cov(sample.per_user, rowvar=False)
+        var = np.maximum(np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov, 0.0)
+    p = t_test_p_value(diff, np.sqrt(var / n), n)
     m = len(sample.names)
     if correction == "bonferroni":
         p = np.minimum(p * (m * (m - 1) / 2), 1.0)

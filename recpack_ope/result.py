@@ -208,6 +208,14 @@ class Comparison:
     level: float
     n_users: int
 
+    @property
+    def p_value_greater(self) -> float:
+        """One-sided p-value of H0 "difference ≤ 0" against "difference > 0" (the test of an
+        improvement, Jeunen et al. §6.2), Student-t with ``n_users − 1`` degrees of freedom."""
+        if self.standard_error > 0:
+            return float(stats.t.sf(self.difference / self.standard_error, self.n_users - 1))
+        return 0.0 if self.difference > 0 else 1.0
+
     def __repr__(self) -> str:
         lo, hi = self.confidence_interval
         return (

@@ -33,6 +33,7 @@ import scipy.sparse as sp
 from ._chunks import rows_per_chunk
 from ._validation import check_positive_int
 from .discount import Discount, LogDiscount
+from .feed_log import FeedLog
 from .plackett_luce import exposure, sample_rankings
 from .propensity import FixedPropensity
 from .ranking import ScoreSource
@@ -89,6 +90,8 @@ class LoggedFeedback:
         shows *and* the user views the item (Eq. 8).
     exposure : numpy.ndarray, shape (n_items,)
         ``ε0(i)`` of every item, the same for every user (the logging score is not personal).
+    logging_weights : numpy.ndarray, shape (n_items,)
+        The logging policy's Plackett–Luce weights, normalised to sum to 1.
     discount : Discount
         The position-based view model of the log.
     feed_length, n_feeds : int
@@ -106,6 +109,7 @@ class LoggedFeedback:
     discount: Discount
     feed_length: int
     n_feeds: int
+    logging_weights: np.ndarray
 
     def propensity_model(self) -> FixedPropensity:
         """The true per-feed logging exposure as a fitted propensity model for the estimators.
@@ -114,6 +118,22 @@ class LoggedFeedback:
         so IPS-DCG with these propensities is unbiased for the online reward per user.
         """
         return FixedPropensity(self.exposure).fit()
+
+    def feed_log(self) -> FeedLog:
+        """The log as a :class:`~recpack_ope.feed_log.FeedLog`: one session per (user, feed),
+        the user as context, clicks as rewards, the exact ``ε0`` as propensities and the
+        logging Plackett–Luce weights (every item is a candidate)."""
+        return FeedLog.from_arrays(
+            self.user * self.n_feeds + self.feed,
+            self.item,
+            self.rank,
+            self.click,
+            context=self.user,
+            propensity=self.propensity,
+            logging_weight=self.logging_weights[self.item],
+            n_items=self.exposure.size,
+            n_contexts=int(self.clicks.shape[0]),
+        )
 
     def to_pandas(self):
         """The long table as a pandas DataFrame (needs pandas)."""
@@ -284,6 +304,7 @@ class SimulatedWorld:
             discount=discount,
             feed_length=n,
             n_feeds=n_feeds,
+            logging_weights=weights / weights.sum(),
         )
 
     def online_reward(self, rankings, discount: Discount) -> EstimateResult:
@@ -319,6 +340,27 @@ class SimulatedWorld:
             reward[users] = np.bincount(local, weights=gain, minlength=users.size)
         return EstimateResult(
             name=f"online reward{discount.label}",
+            terms=reward,
+            exponents=(1,),
+            user_ids=np.arange(self.n_users),
+            n_excluded_users=0,
+        )
+
+
+    def policy_reward(
+        self, policy: PopularityPolicy | UniformPolicy, discount: Discount, feed_length: int
+    ) -> EstimateResult:
+        """Exact expected clicks per user when a stochastic logging policy is deployed:
+        ``Σ_i ε(i) · P(Q=1 | u, i)`` with ``ε`` its exposure (Eq. 8), the truth behind the
+        on-policy average reward of its logs."""
+        eps = exposure(policy.weights(self), discount, check_positive_int(feed_length, "feed_length"))
+        reward = np.empty(self.n_users)
+        step = rows_per_chunk(self.n_items)
+        for start in range(0, self.n_users, step):
+            users = np.arange(start, min(start + step, self.n_users))
+            reward[users] = self.relevance(users) @ eps
+        return EstimateResult(
+            name=f"online reward of {type(policy).__name__}",
             terms=reward,
             exponents=(1,),
             user_ids=np.arange(self.n_users),

@@ -22,8 +22,6 @@ is the one-sided p-value of §6.2.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -32,35 +30,11 @@ from .dcg import ideal_dcg
 from .discount import Discount
 from .feed_log import FeedLog
 from .policies import Exposure
-from .result import EstimateResult
+from .result import LoggedEstimate
 
-__all__ = ["logged_dcg", "LoggedEstimate"]
+__all__ = ["logged_dcg"]
 
 _NORMALISE = (None, "per_user", "post")
-
-
-@dataclass(frozen=True, eq=False)
-class LoggedEstimate(EstimateResult):
-    """An :class:`EstimateResult` over trajectories, plus the Monte Carlo error of exposures.
-
-    Attributes
-    ----------
-    exposure_error : float
-        Upper bound on the standard deviation that Monte Carlo exposures (of a
-        :class:`~recpack_ope.policies.PlackettLuceRanker` with ``method="monte_carlo"``) add
-        to :attr:`value`; 0 when every exposure is exact. It is not part of
-        :attr:`standard_error`, which reflects the sampling of trajectories only.
-    """
-
-    exposure_error: float = 0.0
-
-    def __repr__(self) -> str:
-        text = super().__repr__().replace(" users", " sessions").replace(
-            "without held-out interactions", "without reward"
-        )
-        if self.exposure_error:
-            text += f"; Monte Carlo exposure error ≤ {self.exposure_error:.2g}"
-        return text
 
 
 def _exposure(policy, log: FeedLog, discount: Discount, role: str) -> Exposure:
@@ -166,7 +140,7 @@ def logged_dcg(
     if normalise is None:
         return LoggedEstimate(
             name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,
-            n_excluded_users=0, exposure_error=mc_error(gains, log.n_sessions),
+            n_excluded_users=0, approximation_error=mc_error(gains, log.n_sessions),
         )
     positions = np.arange(log.n_rows) - log.indptr[log.session]
     idcg_s = ideal_dcg(
@@ -186,5 +160,5 @@ def logged_dcg(
         error = mc_error(gains, float(idcg_s.sum()))
     return LoggedEstimate(
         name=f"logged {name}{label}", terms=terms, exponents=exponents,
-        user_ids=sessions[kept], n_excluded_users=int((~kept).sum()), exposure_error=error,
+        user_ids=sessions[kept], n_excluded_users=int((~kept).sum()), approximation_error=error,
     )

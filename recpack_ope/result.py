@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["PairedEstimate", "EstimateResult", "Comparison"]
+__all__ = ["PairedEstimate", "EstimateResult", "LoggedEstimate", "Comparison"]
 
 
 def _standard_error(influence: np.ndarray, what: str) -> float:
@@ -194,6 +194,32 @@ class EstimateResult(PairedEstimate):
             f"{self.name} = {self.value:.6g} [95% CI {lo:.6g}, {hi:.6g}] over {self.n_users} users"
             f" ({self.n_excluded_users} without held-out interactions excluded)"
         )
+
+
+@dataclass(frozen=True, eq=False)
+class LoggedEstimate(EstimateResult):
+    """An :class:`EstimateResult` over sessions (trajectories or banners), plus the error of
+    Monte Carlo approximations inside it.
+
+    Attributes
+    ----------
+    approximation_error : float
+        Upper bound on the standard deviation that Monte Carlo approximations (exposures of a
+        :class:`~recpack_ope.policies.PlackettLuceRanker` with ``method="monte_carlo"``,
+        sampled rank marginals of large banners) add to :attr:`value`; 0 when everything is
+        exact. It is not part of :attr:`standard_error`, which reflects the sampling of
+        sessions only.
+    """
+
+    approximation_error: float = 0.0
+
+    def __repr__(self) -> str:
+        text = super().__repr__().replace(" users", " sessions").replace(
+            "without held-out interactions", "without reward"
+        )
+        if self.approximation_error:
+            text += f"; Monte Carlo approximation error ≤ {self.approximation_error:.2g}"
+        return text
 
 
 @dataclass(frozen=True)

@@ -131,9 +131,9 @@ def test_monte_carlo_exposure_agrees_with_exact_within_its_error():
     assert z.size >= 20
     a = logged_dcg(log, PlackettLuceRanker(scores, method="exact"), discount=d)
     b = logged_dcg(log, PlackettLuceRanker(scores, method="monte_carlo", n_samples=4000, seed=1), discount=d)
-    assert a.exposure_error == 0 and b.exposure_error > 0
-    assert abs(a.value - b.value) < 3 * b.exposure_error
-    assert "Monte Carlo exposure error" in repr(b)
+    assert a.approximation_error == 0 and b.approximation_error > 0
+    assert abs(a.value - b.value) < 3 * b.approximation_error
+    assert "Monte Carlo approximation error" in repr(b)
 
 
 def test_paired_difference_one_sided_p_equals_scipy():

@@ -38,10 +38,18 @@ _NORMALISE = (None, "per_user", "post")
 
 
 def _exposure(policy, log: FeedLog, discount: Discount, role: str) -> Exposure:
+    """A policy's exposure of the log's rows; an ``Exposure`` computed earlier is reused, so
+    sweeps over the clipping m rank each policy once."""
+    if isinstance(policy, Exposure):
+        if policy.values.shape != (log.n_rows,):
+            raise ValueError(
+                f"{role} exposure has shape {policy.values.shape}; the log has {log.n_rows} rows"
+            )
+        return policy
     if not hasattr(policy, "exposure"):
         raise TypeError(
             f"{role} must be a policy with an exposure(log, discount) method (LoggedRanking, "
-            f"DeterministicRanker, PlackettLuceRanker), got {type(policy).__name__}"
+            f"DeterministicRanker, PlackettLuceRanker) or an Exposure, got {type(policy).__name__}"
         )
     return policy.exposure(log, discount)
 
@@ -62,10 +70,12 @@ def logged_dcg(
     ----------
     log : FeedLog
         The logged trajectories.
-    target : policy
+    target : policy or Exposure
         :class:`~recpack_ope.policies.DeterministicRanker`,
         :class:`~recpack_ope.policies.PlackettLuceRanker` or
-        :class:`~recpack_ope.policies.LoggedRanking` (the logging policy itself).
+        :class:`~recpack_ope.policies.LoggedRanking` (the logging policy itself), or the
+        :class:`~recpack_ope.policies.Exposure` one of them returned for this log and
+        ``discount`` (to evaluate many clippings without re-ranking).
     discount : Discount
         View model ``δ(r) = P(V=1 | R=r)`` of the target's feed, with its cutoff (the number of
         items the target shows), e.g. ``LogDiscount(cutoff=10)`` or a learnt

@@ -11,7 +11,9 @@ import time
 import warnings
 
 from .demo import DemoConfig, run_demo, write_report
+from .disagreement_study import BannerStudyConfig
 from .rpp import WEIGHTINGS
+from .sensitivity import SensitivityConfig
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -166,6 +168,34 @@ def _rpp_power(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sensitivity(args: argparse.Namespace) -> int:
+    from .sensitivity import SensitivityConfig, run_sensitivity, write_report
+
+    config = SensitivityConfig(n_users=args.users, n_items=args.items, feed_length=args.feed_length,
+                               alpha=args.alpha, seed=args.seed)
+    result = run_sensitivity(config, progress=not args.quiet)
+    folder = write_report(result, args.output, plots=not args.no_plots)
+    print(f"\n{len(result.settings)} (logging, target) settings with exact online improvements, "
+          f"{result.seconds:.0f} s")
+    print(result.table())
+    print(f"\n{result.findings()}\nreport in {folder}/")
+    return 0
+
+
+def _disagreement(args: argparse.Namespace) -> int:
+    from .disagreement_study import BannerStudyConfig, run_banner_study, write_report
+
+    config = BannerStudyConfig(n_banners=args.banners, n_shuffled=args.shuffled, max_size=args.max_size,
+                               n_models=args.models, seed=args.seed)
+    result = run_banner_study(config, progress=not args.quiet)
+    folder = write_report(result, args.output, plots=not args.no_plots)
+    print(f"\n{config.n_models} models, {result.n_clicked['non-shuffled']} clicked non-shuffled and "
+          f"{result.n_clicked['shuffled']} clicked shuffled banners, {result.seconds:.0f} s")
+    print(result.table())
+    print(f"\nreport in {folder}/")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``recpack-ope`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -288,6 +318,47 @@ def build_parser() -> argparse.ArgumentParser:
     rpw.add_argument("--no-plots", action="store_true", help="skip power.png")
     rpw.add_argument("--quiet", action="store_true", help="no progress bar")
     rpw.set_defaults(run=_rpp_power)
+
+    se = papers.add_parser(
+        "sensitivity",
+        help="Jeunen et al. (KDD'24) Figure 1: TPR and mean p of clipped (n)DCG on logs vs clipping m",
+        description=(
+            "On the simulator, take every (logging, target) pair whose exact online reward improves, "
+            "log feeds, and report how often clipped DCG and nDCG call the improvement significant "
+            "(one-sided paired test, p < --alpha) for m = 1, 2, 4, …, 1024, ∞."
+        ),
+    )
+    s = SensitivityConfig()
+    se.add_argument("--users", type=int, default=s.n_users, help="sessions per log (%(default)s)")
+    se.add_argument("--items", type=int, default=s.n_items, help="catalogue size (%(default)s)")
+    se.add_argument("--feed-length", type=int, default=s.feed_length, help="items per feed (%(default)s)")
+    se.add_argument("--alpha", type=float, default=s.alpha, help="significance level (%(default)s)")
+    se.add_argument("--seed", type=int, default=s.seed, help="world seed (%(default)s)")
+    se.add_argument("--output", default="recpack-ope-sensitivity", help="report folder")
+    se.add_argument("--no-plots", action="store_true", help="skip sensitivity.png")
+    se.add_argument("--quiet", action="store_true", help="no progress bar")
+    se.set_defaults(run=_sensitivity)
+
+    di = papers.add_parser(
+        "disagreement",
+        help="Gilotte (2019) Figure 3: classic vs counterfactual pairwise disagreement on non-shuffled banners",
+        description=(
+            "Simulate Plackett–Luce banners with position-biased clicks and a shuffled share, score "
+            "--models models, and correlate each disagreement on non-shuffled banners with the "
+            "pairwise disagreement on shuffled ones."
+        ),
+    )
+    b = BannerStudyConfig()
+    di.add_argument("--banners", type=int, default=b.n_banners, help="non-shuffled banners (%(default)s)")
+    di.add_argument("--shuffled", type=int, default=b.n_shuffled, help="shuffled banners (%(default)s)")
+    di.add_argument("--max-size", type=int, default=b.max_size,
+                    help="largest banner (%(default)s; up to 16 stays exact, more is sampled)")
+    di.add_argument("--models", type=int, default=b.n_models, help="models to score (%(default)s)")
+    di.add_argument("--seed", type=int, default=b.seed, help="seed (%(default)s)")
+    di.add_argument("--output", default="recpack-ope-disagreement", help="report folder")
+    di.add_argument("--no-plots", action="store_true", help="skip disagreement.png")
+    di.add_argument("--quiet", action="store_true", help="no progress bar")
+    di.set_defaults(run=_disagreement)
     return parser
 
 

@@ -61,3 +61,12 @@ def test_values_equal_the_metric_functions_and_figure_3s_message(result, tmp_pat
     data = json.loads((folder / "disagreement.json").read_text())
     assert data["pearson"]["counterfactual"][0] == pytest.approx(r_counterfactual)
     assert (folder / "disagreement.png").stat().st_size > 10_000
+
+
+def test_command_prints_the_correlations_and_writes_the_report(capsys, tmp_path):
+    from recpack_ope.cli import main
+
+    assert main(["reproduce", "disagreement", "--banners", "2000", "--shuffled", "2000", "--models", "5",
+                 "--quiet", "--no-plots", "--output", str(tmp_path)]) == 0
+    assert "| counterfactual disagreement |" in capsys.readouterr().out
+    assert len(json.loads((tmp_path / "disagreement.json").read_text())["counterfactual"]) == 5

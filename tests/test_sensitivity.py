@@ -65,3 +65,13 @@ def test_reproduces_figure_1s_message_and_writes_the_report(result, tmp_path):
     assert data["DCG"]["tpr"] == result.tpr("DCG").tolist()
     assert (folder / "sensitivity.png").stat().st_size > 10_000
     assert "| ∞ |" in (folder / "sensitivity.md").read_text()
+
+
+def test_command_prints_the_table_and_writes_the_report(capsys, tmp_path):
+    from recpack_ope.cli import main
+
+    assert main(["reproduce", "sensitivity", "--users", "300", "--items", "40", "--quiet",
+                 "--no-plots", "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| m | TPR DCG" in out and "IPS helps" in out
+    assert json.loads((tmp_path / "sensitivity.json").read_text())["config"]["n_users"] == 300

@@ -37,21 +37,22 @@ __all__ = ["logged_dcg"]
 _NORMALISE = (None, "per_user", "post")
 
 
-def _exposure(policy, log: FeedLog, discount: Discount, role: str) -> Exposure:
-    """A policy's exposure of the log's rows; an ``Exposure`` computed earlier is reused, so
-    sweeps over the clipping m rank each policy once."""
+def _exposure(policy, log: FeedLog, discount: Discount, role: str, rows: np.ndarray) -> Exposure:
+    """A policy's exposure of the log's ``rows``; an ``Exposure`` computed earlier for the
+    whole log is reused, so sweeps over the clipping m rank each policy once."""
     if isinstance(policy, Exposure):
         if policy.values.shape != (log.n_rows,):
             raise ValueError(
                 f"{role} exposure has shape {policy.values.shape}; the log has {log.n_rows} rows"
             )
-        return policy
+        se = None if policy.standard_error is None else policy.standard_error[rows]
+        return Exposure(policy.values[rows], se)
     if not hasattr(policy, "exposure"):
         raise TypeError(
             f"{role} must be a policy with an exposure(log, discount) method (LoggedRanking, "
             f"DeterministicRanker, PlackettLuceRanker) or an Exposure, got {type(policy).__name__}"
         )
-    return policy.exposure(log, discount)
+    return policy.exposure(log, discount, rows)
 
 
 def logged_dcg(
@@ -120,8 +121,7 @@ def logged_dcg(
     else:
         if logging_discount is None:
             logging_discount = discount.with_cutoff(int(log.rank.max()))
-        logged = _exposure(logging, log, logging_discount, "logging")
-        eps0 = logged.values
+        eps0 = _exposure(logging, log, logging_discount, "logging", np.arange(log.n_rows)).values
     unseen = np.flatnonzero((eps0 <= 0) & (log.reward > 0))
     if unseen.size:
         k = unseen[0]
@@ -133,16 +133,21 @@ def logged_dcg(
     with np.errstate(divide="ignore"):
         inverse = np.minimum(m, np.where(eps0 > 0, 1.0 / eps0, 0.0))
     gains = log.reward * inverse
-    target_exposure = _exposure(target, log, discount, "target")
-    dcg_s = log.per_session(gains * target_exposure.values)
+    # Only rows with a reward contribute (Eq. 10): the target ranks just those.
+    active = np.flatnonzero(gains > 0)
+    target_exposure = _exposure(target, log, discount, "target", active)
+    dcg_s = np.bincount(
+        log.session[active], weights=gains[active] * target_exposure.values, minlength=log.n_sessions
+    )
     se = target_exposure.standard_error
 
     def mc_error(row_weights: np.ndarray, scale: float) -> float:
-        """Bound on the Monte Carlo deviation of Σ_rows row_weight · ε̂ / scale: draws are
-        independent across contexts, and within one the triangle inequality bounds them."""
+        """Bound on the Monte Carlo deviation of Σ_rows row_weight · ε̂ / scale over the active
+        rows: draws are independent across contexts, and within one the triangle inequality
+        bounds them."""
         if se is None:
             return 0.0
-        per_context = np.bincount(log.context, weights=np.abs(row_weights) * se)
+        per_context = np.bincount(log.context[active], weights=np.abs(row_weights[active]) * se)
         return float(np.sqrt(np.sum(per_context**2)) / scale)
 
     sessions = np.arange(log.n_sessions)
@@ -152,9 +157,11 @@ def logged_dcg(
             name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,
             n_excluded_users=0, approximation_error=mc_error(gains, log.n_sessions),
         )
-    positions = np.arange(log.n_rows) - log.indptr[log.session]
+    # Each session's gains in a CSR row (columns: positions in the session, so unique).
+    positions = active - log.indptr[log.session[active]]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(log.session[active], minlength=log.n_sessions))])
     idcg_s = ideal_dcg(
-        sp.csr_matrix((gains, positions, log.indptr), shape=(log.n_sessions, int(positions.max()) + 1)),
+        sp.csr_matrix((gains[active], positions, indptr), shape=(log.n_sessions, int(positions.max(initial=0)) + 1)),
         discount,
     )
     kept = idcg_s > 0

@@ -3,8 +3,9 @@
 The exposure ``ε(x, a) = E[V | X = x, A = a]`` of item a in context x is the probability that
 the policy shows a *and* the user views it: ``Σ_r P(rank_a = r | x) · δ(r)`` under the
 position-based model (Asm. 2). Unbiased DCG on logs weights every logged reward by the target
-policy's exposure over the logging policy's (Eq. 10). Each policy here returns, for every row
-of a :class:`~recpack_ope.feed_log.FeedLog`, that exposure:
+policy's exposure over the logging policy's (Eq. 10). Each policy here returns, for the rows
+of a :class:`~recpack_ope.feed_log.FeedLog` (all, or those asked for: estimators only need
+the rows with a reward), that exposure:
 
 * :class:`LoggedRanking` – the logging policy was deterministic: ``ε0 = δ(logged rank)``.
 * :class:`DeterministicRanker` – a target that ranks each context's candidates by score:
@@ -48,37 +49,46 @@ class Exposure:
     standard_error: np.ndarray | None = None
 
 
-def _check(log: FeedLog, discount: Discount) -> None:
+def _check(log: FeedLog, discount: Discount, rows) -> np.ndarray:
+    """Validated inputs of ``exposure``; returns the log rows asked for (all by default)."""
     if not isinstance(log, FeedLog):
         raise TypeError(f"log must be a FeedLog, got {type(log).__name__}")
     if not isinstance(discount, Discount):
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+    if rows is None:
+        return np.arange(log.n_rows)
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer) or (
+        rows.size and (rows.min() < 0 or rows.max() >= log.n_rows)
+    ):
+        raise ValueError(f"rows must be 1-D integer indices of the log's {log.n_rows} rows")
+    return rows
 
 
-def _by_context(log: FeedLog):
-    """The log's distinct contexts; rows ``by_context[starts[k]:ends[k]]`` are context k's."""
-    by_context = np.argsort(log.context, kind="stable")
-    contexts, starts = np.unique(log.context[by_context], return_index=True)
-    return contexts, by_context, starts, np.append(starts[1:], by_context.size)
+def _by_context(log: FeedLog, rows: np.ndarray):
+    """Distinct contexts of ``rows``; positions ``order[starts[k]:ends[k]]`` of ``rows`` are
+    context k's."""
+    order = np.argsort(log.context[rows], kind="stable")
+    contexts, starts = np.unique(log.context[rows][order], return_index=True)
+    return contexts, order, starts, np.append(starts[1:], order.size)
 
 
-def _contexts_in_blocks(log: FeedLog, width: int):
-    """Yield (contexts, rows of the log in those contexts) in memory-bounded blocks."""
-    contexts, by_context, starts, ends = _by_context(log)
+def _contexts_in_blocks(log: FeedLog, rows: np.ndarray, width: int):
+    """Yield (contexts, positions in ``rows`` of those contexts) in memory-bounded blocks."""
+    contexts, order, starts, ends = _by_context(log, rows)
     step = rows_per_chunk(width)
     for lo in range(0, contexts.size, step):
         hi = min(lo + step, contexts.size)
-        yield contexts[lo:hi], by_context[starts[lo] : ends[hi - 1]]
+        yield contexts[lo:hi], order[starts[lo] : ends[hi - 1]]
 
 
 @dataclass(frozen=True)
 class LoggedRanking:
     """The deterministic logging policy that produced the log: ``ε0 = δ(logged rank)``."""
 
-    def exposure(self, log: FeedLog, discount: Discount) -> Exposure:
-        """Exposure of every logged row: the view probability of its logged rank."""
-        _check(log, discount)
-        return Exposure(discount(log.rank))
+    def exposure(self, log: FeedLog, discount: Discount, rows=None) -> Exposure:
+        """Exposure of the logged rows (all, or ``rows``): the view probability of the rank."""
+        return Exposure(discount(log.rank[_check(log, discount, rows)]))
 
 
 class DeterministicRanker:
@@ -95,25 +105,28 @@ class DeterministicRanker:
     def __init__(self, scores):
         self.scores = scores
 
-    def ranks(self, log: FeedLog, cutoff: int | None) -> np.ndarray:
-        """Target rank of every logged row's item in its context; 0 past ``cutoff`` or when
-        the item is not a candidate."""
+    def ranks(self, log: FeedLog, cutoff: int | None, rows=None) -> np.ndarray:
+        """Target rank of the logged rows' items (all rows, or ``rows``) in their contexts; 0
+        past ``cutoff`` or when the item is not a candidate."""
+        rows = np.arange(log.n_rows) if rows is None else rows
         source = ScoreSource(self.scores, (log.n_contexts, log.n_items))
-        out = np.zeros(log.n_rows, dtype=np.int64)
-        for contexts, rows in _contexts_in_blocks(log, source.width):
+        out = np.zeros(rows.size, dtype=np.int64)
+        for contexts, at in _contexts_in_blocks(log, rows, source.width):
             local, items, ranks = source.ranked(contexts, cutoff)
             keys = contexts[local] * np.int64(log.n_items) + items
             order = np.argsort(keys)
-            pos = find_keys(keys[order], log.context[rows] * np.int64(log.n_items) + log.item[rows])
+            wanted = log.context[rows[at]] * np.int64(log.n_items) + log.item[rows[at]]
+            pos = find_keys(keys[order], wanted)
             found = pos >= 0
-            out[rows[found]] = ranks[order][pos[found]]
+            out[at[found]] = ranks[order][pos[found]]
         return out
 
-    def exposure(self, log: FeedLog, discount: Discount) -> Exposure:
-        """``ε = δ(target rank)``; 0 for items the target does not show within the cutoff."""
-        _check(log, discount)
-        ranks = self.ranks(log, discount.cutoff)
-        values = np.zeros(log.n_rows)
+    def exposure(self, log: FeedLog, discount: Discount, rows=None) -> Exposure:
+        """``ε = δ(target rank)`` of the logged rows (all, or ``rows``); 0 for items the target
+        does not show within the cutoff."""
+        rows = _check(log, discount, rows)
+        ranks = self.ranks(log, discount.cutoff, rows)
+        values = np.zeros(rows.size)
         shown = ranks > 0
         values[shown] = discount(ranks[shown])
         return Exposure(values)
@@ -167,14 +180,14 @@ class PlackettLuceRanker:
         self.max_exact_contexts = check_positive_int(max_exact_contexts, "max_exact_contexts")
         self.seed = seed
 
-    def _candidates(self, log: FeedLog):
-        """Yield (rows of the log, candidate items, PL weights), one policy at a time."""
+    def _candidates(self, log: FeedLog, rows: np.ndarray):
+        """Yield (positions in ``rows``, candidate items, PL weights), one policy at a time."""
         scores = self.scores
         if not sp.issparse(scores) and np.ndim(scores) == 1:
             s = np.asarray(scores, dtype=np.float64)
             if s.size != log.n_items:
                 raise ValueError(f"scores has {s.size} items but the log needs {log.n_items}")
-            yield np.arange(log.n_rows), *_weights(np.arange(s.size), s, self.temperature, "every context")
+            yield np.arange(rows.size), *_weights(np.arange(s.size), s, self.temperature, "every context")
             return
         shape = getattr(scores, "shape", np.shape(scores))
         if shape != (log.n_contexts, log.n_items):
@@ -183,7 +196,7 @@ class PlackettLuceRanker:
                 f"({log.n_contexts} contexts, {log.n_items} items)"
             )
         matrix = sp.csr_matrix(scores, dtype=np.float64) if sp.issparse(scores) else None
-        contexts, by_context, starts, ends = _by_context(log)
+        contexts, order, starts, ends = _by_context(log, rows)
         for c, lo, hi in zip(contexts, starts, ends, strict=True):
             if matrix is not None:
                 row = matrix[c]
@@ -193,20 +206,20 @@ class PlackettLuceRanker:
                 s = np.asarray(scores[c], dtype=np.float64)
                 items = np.flatnonzero(s > -np.inf)
                 s = s[items]
-            yield by_context[lo:hi], *_weights(items, s, self.temperature, f"context {c}")
+            yield order[lo:hi], *_weights(items, s, self.temperature, f"context {c}")
 
-    def exposure(self, log: FeedLog, discount: Discount) -> Exposure:
-        """Expected exposure of every logged row (Eq. 8), exact or Monte Carlo."""
-        _check(log, discount)
+    def exposure(self, log: FeedLog, discount: Discount, rows=None) -> Exposure:
+        """Expected exposure (Eq. 8) of the logged rows (all, or ``rows``), exact or Monte Carlo."""
+        rows = _check(log, discount, rows)
         one_policy = not sp.issparse(self.scores) and np.ndim(self.scores) == 1
-        n_contexts = 1 if one_policy else np.unique(log.context).size
+        n_contexts = 1 if one_policy else np.unique(log.context[rows]).size
         exact = self.method == "exact" or (
             self.method == "auto" and n_contexts <= self.max_exact_contexts
         )
         rng = np.random.default_rng(self.seed)
-        values = np.zeros(log.n_rows)
-        se = None if exact else np.zeros(log.n_rows)
-        for rows, items, weights in self._candidates(log):
+        values = np.zeros(rows.size)
+        se = None if exact else np.zeros(rows.size)
+        for at, items, weights in self._candidates(log, rows):
             n = items.size if discount.cutoff is None else min(discount.cutoff, items.size)
             delta = discount.weights(n)
             if exact:
@@ -218,11 +231,11 @@ class PlackettLuceRanker:
                 second = np.bincount(drawn.ravel(), weights=view**2, minlength=items.size)
                 eps = first / self.n_samples
                 err = np.sqrt(np.maximum(second / self.n_samples - eps**2, 0.0) / (self.n_samples - 1))
-            pos = find_keys(items, log.item[rows])  # candidates are sorted item indices
+            pos = find_keys(items, log.item[rows[at]])  # candidates are sorted item indices
             found = pos >= 0
-            values[rows[found]] = eps[pos[found]]
+            values[at[found]] = eps[pos[found]]
             if err is not None:
-                se[rows[found]] = err[pos[found]]
+                se[at[found]] = err[pos[found]]
         return Exposure(np.clip(values, 0.0, 1.0), se)
 
 

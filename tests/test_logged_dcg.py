@@ -168,3 +168,17 @@ def test_errors_name_the_problem():
         scores = np.zeros((2, 4))
         scores[1] = -np.inf
         PlackettLuceRanker(scores).exposure(log, LogDiscount(3))
+
+
+def test_exposure_of_a_subset_of_rows_equals_the_full_computation():
+    world = SimulatedWorld(n_users=200, n_items=30, seed=4)
+    log = world.log(PopularityPolicy(1.0), feed_length=6, seed=0).feed_log()
+    rows = np.flatnonzero(log.reward > 0)
+    d = LogDiscount(cutoff=4)
+    scores = world.relevance()
+    for policy in (DeterministicRanker(scores), PlackettLuceRanker(scores[:, :], method="exact",
+                   max_exact_contexts=10**6), LoggedRanking()):
+        full = policy.exposure(log, d).values
+        np.testing.assert_array_equal(policy.exposure(log, d, rows).values, full[rows])
+    with pytest.raises(ValueError, match="rows must be 1-D integer indices"):
+        LoggedRanking().exposure(log, d, [log.n_rows])

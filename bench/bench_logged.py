@@ -52,8 +52,8 @@ def python_loop(columns: dict, target: TopK, discount, n_sessions: int) -> float
     """Eq. 10 written plainly: dict of target ranks per context, one pass over the rows."""
     ranks = {}
     total = 0.0
-    for s, c, i, r, p in zip(columns["session"], columns["context"], columns["item"], columns["reward"],
-                             columns["propensity"], strict=True):
+    for c, i, r, p in zip(columns["context"], columns["item"], columns["reward"], columns["propensity"],
+                          strict=True):
         if r == 0:
             continue
         if c not in ranks:

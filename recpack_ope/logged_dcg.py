@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from ._validation import check_clip
 from .dcg import ideal_dcg
-from .discount import Discount
+from .discount import CustomDiscount, Discount
 from .feed_log import FeedLog
 from .policies import Exposure
 from .result import LoggedEstimate
@@ -86,7 +86,9 @@ def logged_dcg(
         ``LoggedRanking()`` for a deterministic logging policy (``ε0 = δ(logged rank)``).
     logging_discount : Discount, optional
         View model of the logged feeds; default ``discount`` extended to the deepest logged
-        rank (the user's examination curve is the same, the logging feed may be longer).
+        rank (the user's examination curve is the same, the logging feed may be longer). A
+        :class:`~recpack_ope.discount.CustomDiscount` shorter than the logged feeds cannot be
+        extended: pass the full curve here.
     clip : float or None
         m of ``min(m, 1/ε0)``; None means m = ∞ (unbiased).
     normalise : {None, "per_user", "post"}
@@ -120,7 +122,13 @@ def logged_dcg(
         eps0 = log.propensity
     else:
         if logging_discount is None:
-            logging_discount = discount.with_cutoff(int(log.rank.max()))
+            deepest = int(log.rank.max())
+            if isinstance(discount, CustomDiscount) and discount.cutoff < deepest:
+                raise ValueError(
+                    f"discount is a curve of {discount.cutoff} ranks but the log shows ranks up to "
+                    f"{deepest}: pass logging_discount=, the view curve over the logged ranks"
+                )
+            logging_discount = discount.with_cutoff(deepest)
         eps0 = _exposure(logging, log, logging_discount, "logging", np.arange(log.n_rows)).values
     unseen = np.flatnonzero((eps0 <= 0) & (log.reward > 0))
     if unseen.size:

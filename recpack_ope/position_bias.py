@@ -162,7 +162,9 @@ class PositionBiasEM:
         gamma = np.full(keys.size, 0.5)
         previous = -np.inf
         eps = 1e-12
-        for iteration in range(1, self.max_iter + 1):
+        iteration = 0
+        while iteration < self.max_iter:
+            iteration += 1
             t, g = theta[rank], gamma[key]
             p_click = np.clip(t * g, eps, 1 - eps)
             unclicked = 1 - click

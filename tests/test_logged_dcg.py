@@ -158,6 +158,8 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="reward 2.0 at rank 3 of session 0, where the logging exposure is 0"):
         logged_dcg(log, target, discount=LogDiscount(3), logging=LoggedRanking(),
                    logging_discount=CustomDiscount([1.0, 0.5]))
+    with pytest.raises(ValueError, match="a curve of 2 ranks but the log shows ranks up to 3"):
+        logged_dcg(log, target, discount=CustomDiscount([1.0, 0.5]), logging=LoggedRanking())
     with pytest.raises(TypeError, match="target must be a policy"):
         logged_dcg(log, np.zeros((2, 4)), discount=LogDiscount(3), logging=LoggedRanking())
     with pytest.raises(ValueError, match=r"shape mismatch: y_score has shape \(2, 3\)"):

@@ -18,6 +18,14 @@ Where things are:
 * ``trec``       – trec_eval-format qrels and runs
 * ``rpp_power``  – the ``reproduce rpp-power`` experiment
 * ``ranking``    – scores → ranks (``TopK`` for precomputed rankings)
+* ``feed_log``   – ``FeedLog``: logged trajectories (session, item, rank, reward, propensity)
+* ``policies``   – ranking policies and their exposure of logged items (Eq. 8)
+* ``logged_dcg`` – unbiased DCG on logs, clipped, normalised (Jeunen et al. Eq. 10, §6.2)
+* ``position_bias`` – examination curves from shuffled traffic or by EM (Wang et al. 2018)
+* ``banner_marginals`` – P(P_r = p | displayed set) of a Plackett–Luce banner (Gilotte App. A)
+* ``pairwise_disagreement`` – classic and counterfactual pairwise disagreement (Gilotte 2019)
+* ``sensitivity`` – the ``reproduce sensitivity`` experiment (Jeunen et al. Figure 1)
+* ``disagreement_study`` – the ``reproduce disagreement`` experiment (Gilotte Figure 3)
 * ``result``     – ``EstimateResult``: value, per-user values, intervals, paired comparisons
 * ``stats``      – metric agreement, disagreement probability, Steiger's test
 * ``datasets``   – MovieLens-100K loading
@@ -30,10 +38,15 @@ Where things are:
 from .datasets import load_movielens_100k
 from .dcg import dcg, ideal_dcg, ndcg, pn_dcg, unbiased_dcg
 from .discount import CustomDiscount, Discount, ExponentialDiscount, LogDiscount, ReciprocalDiscount
+from .feed_log import FeedLog
+from .logged_dcg import logged_dcg
+from .pairwise_disagreement import Disagreement, counterfactual_disagreement, pairwise_disagreement
+from .policies import DeterministicRanker, Exposure, LoggedRanking, PlackettLuceRanker
+from .position_bias import PositionBiasEM, ShuffledPositionBias
 from .propensity import FixedPropensity, PopularityPropensity, PowerLawPropensity, item_counts
 from .ranking import TopK
 from .recall import recall
-from .result import Comparison, EstimateResult, PairedEstimate
+from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .rpp import PreferenceMatrix, preference_matrix, rpp, win_rates
 from .significance import discriminative_power, paired_t_tests, randomised_tukey_hsd
 from .simpsons_paradox import SimpsonsParadoxReport, simpsons_paradox
@@ -55,6 +68,18 @@ __all__ = [
     "Stratum",
     "simpsons_paradox",
     "SimpsonsParadoxReport",
+    "FeedLog",
+    "logged_dcg",
+    "LoggedRanking",
+    "DeterministicRanker",
+    "PlackettLuceRanker",
+    "Exposure",
+    "ShuffledPositionBias",
+    "PositionBiasEM",
+    "Disagreement",
+    "pairwise_disagreement",
+    "counterfactual_disagreement",
+    "LoggedEstimate",
     "rpp",
     "preference_matrix",
     "win_rates",

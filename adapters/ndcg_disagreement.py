@@ -25,6 +25,7 @@ import pandas as pd
 from recpack.pipelines import Pipeline, PipelineBuilder
 from recpack.scenarios import WeakGeneralization
 
+from .._plots import pyplot
 from .._validation import check_positive_int
 from ..propensity import PowerLawPropensity
 from ..stats import MetricAgreement, agreement
@@ -181,17 +182,13 @@ def write_report(result: DisagreementResult, folder: str | Path, *, plots: bool 
         f"power-law IPS clip = {c.clip}; {result.seconds:.0f} s.\n\n"
         f"```\n{result.table()}\n```\n"
     )
-    if plots:
-        _figure(result, folder)
+    plt = pyplot(plots)
+    if plt is not None:
+        _figure(result, folder, plt)
     return folder
 
 
-def _figure(result: DisagreementResult, folder: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _figure(result: DisagreementResult, folder: Path, plt) -> None:
     K = result.config.K
     others = list(result.agreements)
     fig, axes = plt.subplots(1, len(others), figsize=(5.2 * len(others), 4), squeeze=False)

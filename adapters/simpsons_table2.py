@@ -16,6 +16,7 @@ import numpy as np
 from cornac.metrics import NDCG
 from cornac.models import BPR, WMF
 
+from .._plots import pyplot
 from ..datasets import load_movielens_100k
 from ..simpsons_paradox import SimpsonsParadoxReport
 from .cornac import PropensityStratifiedEvaluation, StratifiedModelResult, simpsons_paradox
@@ -116,8 +117,9 @@ def write_report(result: Table2Result, folder: str | Path, plots: bool = True) -
     folder.mkdir(parents=True, exist_ok=True)
     text = f"{result.table()}\n\n{result.report.verdict()}\n"
     (folder / "table2.md").write_text(text, encoding="utf-8")
-    if plots:
-        _plot(result, folder / "table2.png")
+    plt = pyplot(plots)
+    if plt is not None:
+        _plot(result, folder / "table2.png", plt)
     return folder
 
 
@@ -129,12 +131,7 @@ def _half_width(estimate) -> float:
     return (high - low) / 2
 
 
-def _plot(result: Table2Result, target: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _plot(result: Table2Result, target: Path, plt) -> None:
     metric = next(iter(result.results[0].estimates))
     labels = [r.label for r in result.report.rows]
     fig, ax = plt.subplots(figsize=(7, 3.5))

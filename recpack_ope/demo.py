@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 from tqdm.auto import tqdm
 
+from ._plots import pyplot
 from .baselines import EASE, ItemKNN, Popularity, RandomScores
 from .dcg import dcg, ndcg, pn_dcg, unbiased_dcg
 from .discount import LogDiscount
@@ -263,9 +264,10 @@ def write_report(result: DemoResult, folder: str | Path, *, plots: bool = True) 
         writer.writeheader()
         writer.writerows(asdict(s) for s in result.summaries)
 
-    made_plots = plots and importlib.util.find_spec("matplotlib") is not None
+    plt = pyplot(plots)
+    made_plots = plt is not None
     if made_plots:
-        _scatter_plots(result, folder)
+        _scatter_plots(result, folder, plt)
     cfg = result.config
     lines = [
         "# recpack-ope demo: which offline metric tracks online reward?",
@@ -297,12 +299,7 @@ def write_report(result: DemoResult, folder: str | Path, *, plots: bool = True) 
     return folder
 
 
-def _scatter_plots(result: DemoResult, folder: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _scatter_plots(result: DemoResult, folder: Path, plt) -> None:
     names = list(result.values)
     cols = 4
     rows = -(-len(names) // cols)

@@ -17,7 +17,6 @@ because the products the logging model puts on top get the position's clicks.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from ._plots import pyplot
 from .feed_log import FeedLog
 from .pairwise_disagreement import Disagreement
 
@@ -147,12 +147,8 @@ def write_report(result: BannerStudyResult, folder: str | Path, *, plots: bool =
         "",
         result.table(),
     ]
-    if plots and importlib.util.find_spec("matplotlib") is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+    plt = pyplot(plots)
+    if plt is not None:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
         for ax, metric, title in zip(axes, ("classic", "counterfactual"),
                                      ("(a) pairwise disagreement, non-shuffled", "(b) counterfactual disagreement"),

@@ -14,7 +14,6 @@ ordering (MC4 for preferences, the mean for metrics) and nDCG's.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -25,6 +24,7 @@ import scipy.sparse as sp
 from scipy import stats
 from tqdm.auto import tqdm
 
+from ._plots import pyplot
 from .baselines import EASE, ItemKNN, Popularity, RandomScores
 from .datasets import load_movielens_100k
 from .dcg import dcg, ndcg
@@ -183,12 +183,8 @@ def write_report(result: RPPPowerResult, folder: str | Path, *, plots: bool = Tr
         "",
         f"Direction: {result.direction()}.",
     ]
-    if plots and importlib.util.find_spec("matplotlib") is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+    plt = pyplot(plots)
+    if plt is not None:
         measures = list(result.samples)
         fig, ax = plt.subplots(figsize=(8, 3.5))
         for offset, (test, row) in zip((-0.2, 0.2), result.power.power.items(), strict=True):

@@ -18,7 +18,6 @@ the same clipping).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from ._plots import pyplot
 from .discount import LogDiscount
 from .logged_dcg import logged_dcg
 from .policies import DeterministicRanker, PlackettLuceRanker
@@ -181,12 +181,8 @@ def write_report(result: SensitivityResult, folder: str | Path, *, plots: bool =
         "",
         result.findings() + ".",
     ]
-    if plots and importlib.util.find_spec("matplotlib") is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+    plt = pyplot(plots)
+    if plt is not None:
         x = np.arange(len(clips))
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         for metric in _METRICS:

@@ -338,14 +338,7 @@ class SimulatedWorld:
             local, items, ranks = source.ranked(users, discount.cutoff)
             gain = self.relevance_of(users[local], items) * discount(ranks)
             reward[users] = np.bincount(local, weights=gain, minlength=users.size)
-        return EstimateResult(
-            name=f"online reward{discount.label}",
-            terms=reward,
-            exponents=(1,),
-            user_ids=np.arange(self.n_users),
-            n_excluded_users=0,
-        )
-
+        return self._over_users(f"online reward{discount.label}", reward)
 
     def policy_reward(
         self, policy: PopularityPolicy | UniformPolicy, discount: Discount, feed_length: int
@@ -359,12 +352,12 @@ class SimulatedWorld:
         for start in range(0, self.n_users, step):
             users = np.arange(start, min(start + step, self.n_users))
             reward[users] = self.relevance(users) @ eps
+        return self._over_users(f"online reward of {type(policy).__name__}", reward)
+
+    def _over_users(self, name: str, reward: np.ndarray) -> EstimateResult:
+        """Exact per-user rewards as a mean over every user of the world."""
         return EstimateResult(
-            name=f"online reward of {type(policy).__name__}",
-            terms=reward,
-            exponents=(1,),
-            user_ids=np.arange(self.n_users),
-            n_excluded_users=0,
+            name=name, terms=reward, exponents=(1,), user_ids=np.arange(self.n_users), n_excluded_users=0
         )
 
 

@@ -1,0 +1,18 @@
+"""Headless matplotlib for the report writers (an optional dependency: the ``plot`` extra)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+
+def pyplot(plots: bool = True):
+    """``matplotlib.pyplot`` on the non-interactive Agg backend, or None when plots are off or
+    matplotlib is not installed (reports then skip their figures)."""
+    if not plots or importlib.util.find_spec("matplotlib") is None:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

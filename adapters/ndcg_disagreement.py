@@ -25,7 +25,7 @@ import pandas as pd
 from recpack.pipelines import Pipeline, PipelineBuilder
 from recpack.scenarios import WeakGeneralization
 
-from .._plots import pyplot
+from .._plots import pyplot, save
 from .._validation import check_positive_int
 from ..propensity import PowerLawPropensity
 from ..stats import MetricAgreement, agreement
@@ -207,6 +207,4 @@ def _figure(result: DisagreementResult, folder: Path, plt) -> None:
         ax.set_title(f"P(disagreement) ≈ {a.disagreement:.1%}\nr = {a.pearson:.2f}, τ = {a.kendall:.2f}", fontsize=10)
         ax.grid(True, ls="--", lw=0.5, alpha=0.4)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "figure2.png", dpi=110)
-    plt.close(fig)
+    save(fig, folder / "figure2.png", dpi=110)

@@ -16,7 +16,7 @@ import numpy as np
 from cornac.metrics import NDCG
 from cornac.models import BPR, WMF
 
-from .._plots import pyplot
+from .._plots import pyplot, save
 from ..datasets import load_movielens_100k
 from ..simpsons_paradox import SimpsonsParadoxReport
 from .cornac import PropensityStratifiedEvaluation, StratifiedModelResult, simpsons_paradox
@@ -148,6 +148,4 @@ def _plot(result: Table2Result, target: Path, plt) -> None:
     ax.set_ylabel(result.report.metric)
     ax.set_title(f"{result.config.dataset}: {result.report.verdict().split(':')[0]}")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(target, dpi=120)
-    plt.close(fig)
+    save(fig, target)

@@ -16,3 +16,12 @@ def pyplot(plots: bool = True):
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save(fig, path, dpi: int = 120) -> None:
+    """Lay out, write and close a figure (closing frees it: reports draw many)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

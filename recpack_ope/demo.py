@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 from tqdm.auto import tqdm
 
-from ._plots import pyplot
+from ._plots import pyplot, save
 from .baselines import EASE, ItemKNN, Popularity, RandomScores
 from .dcg import dcg, ndcg, pn_dcg, unbiased_dcg
 from .discount import LogDiscount
@@ -321,9 +321,5 @@ def _scatter_plots(result: DemoResult, folder: Path, plt) -> None:
             s = summaries[name]
             ax.set_title(f"{name}\nτ={s.kendall:.2f}  r={s.pearson:.2f}", fontsize=9)
         ax_single.legend(fontsize=8, loc="lower right")
-        single.tight_layout()
-        single.savefig(folder / f"scatter_{_slug(name)}.png", dpi=110)
-        plt.close(single)
-    grid.tight_layout()
-    grid.savefig(folder / "scatter_all.png", dpi=100)
-    plt.close(grid)
+        save(single, folder / f"scatter_{_slug(name)}.png", dpi=110)
+    save(grid, folder / "scatter_all.png", dpi=100)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from ._plots import pyplot
+from ._plots import pyplot, save
 from .feed_log import FeedLog
 from .pairwise_disagreement import Disagreement
 
@@ -157,9 +157,7 @@ def write_report(result: BannerStudyResult, folder: str | Path, *, plots: bool =
             ax.set_xlabel("pairwise disagreement on shuffled banners")
             ax.set_ylabel(title.split(") ")[1])
             ax.set_title(f"{title}: r = {result.correlation(metric)[0]:.2f}")
-        fig.tight_layout()
-        fig.savefig(folder / "disagreement.png", dpi=120)
-        plt.close(fig)
+        save(fig, folder / "disagreement.png")
         lines += ["", "![Figure 3](disagreement.png)"]
     (folder / "disagreement.md").write_text("\n".join(lines) + "\n")
     return folder

@@ -159,7 +159,7 @@ def logged_dcg(
         return float(np.sqrt(np.sum(per_context**2)) / scale)
 
     sessions = np.arange(log.n_sessions)
-    label = f"{discount.label}" + ("" if clip is None else f" (m={clip:g})")
+    label = discount.label + ("" if clip is None else f" (m={clip:g})")
     if normalise is None:
         return LoggedEstimate(
             name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,

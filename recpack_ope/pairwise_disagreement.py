@@ -34,16 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from ._chunks import rows_per_chunk
 from ._validation import check_positive_int
 from .banner_marginals import MAX_EXACT, exact_marginals, sampled_banner_rank_marginals
 from .feed_log import FeedLog
 from .result import LoggedEstimate
 
 __all__ = ["Disagreement", "pairwise_disagreement", "counterfactual_disagreement"]
-
-# Masks × banners floats per batch of the exact programme (~32 MB per array).
-_BATCH_ELEMENTS = 1 << 22
-
 
 @dataclass(frozen=True, eq=False)
 class Disagreement:
@@ -146,7 +143,7 @@ class Disagreement:
             r = log.rank[clicked[in_size]] - 1
             p = other[in_size] - log.indptr[session[in_size]]
             if n <= max_exact:
-                step = max(1, _BATCH_ELEMENTS >> n)
+                step = rows_per_chunk(1 << n)  # banners per batch: 2ⁿ masks each
                 for lo in range(0, group.size, step):
                     q = exact_marginals(w[lo : lo + step], outside[lo : lo + step])
                     sel = (where >= lo) & (where < lo + step)

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from scipy import stats
 from tqdm.auto import tqdm
 
-from ._plots import pyplot
+from ._plots import pyplot, save
 from .baselines import EASE, ItemKNN, Popularity, RandomScores
 from .datasets import load_movielens_100k
 from .dcg import dcg, ndcg
@@ -192,9 +192,7 @@ def write_report(result: RPPPowerResult, folder: str | Path, *, plots: bool = Tr
         ax.set_xticks(np.arange(len(measures)), measures)
         ax.set_ylabel(f"% of pairs at p < {result.power.alpha}")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(folder / "power.png", dpi=120)
-        plt.close(fig)
+        save(fig, folder / "power.png")
         lines += ["", "![discriminative power](power.png)"]
     (folder / "power.md").write_text("\n".join(lines) + "\n")
     return folder

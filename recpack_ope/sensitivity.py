@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from ._plots import pyplot
+from ._plots import pyplot, save
 from .discount import LogDiscount
 from .logged_dcg import logged_dcg
 from .policies import DeterministicRanker, PlackettLuceRanker
@@ -195,9 +195,7 @@ def write_report(result: SensitivityResult, folder: str | Path, *, plots: bool =
             ax.set_xticks(x, clips)
             ax.set_xlabel("clipping m")
             ax.legend()
-        fig.tight_layout()
-        fig.savefig(folder / "sensitivity.png", dpi=120)
-        plt.close(fig)
+        save(fig, folder / "sensitivity.png")
         lines += ["", "![sensitivity](sensitivity.png)"]
     (folder / "sensitivity.md").write_text("\n".join(lines) + "\n")
     return folder

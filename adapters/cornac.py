@@ -29,8 +29,8 @@ et al. (TOIS 2021) and keeps every estimate for paired comparisons
     matrix = add_rpp(experiment, k=10)   # adds an "RPP@10 win" column to experiment.result
     print(experiment.result, matrix.win_rates().ordering("mc4"))
 
-Translation only: every value comes from the core (:func:`recpack_ope.dcg`,
-:func:`recpack_ope.recall`, :func:`recpack_ope.stratified`). This module adds Cornac's
+Translation only: every value comes from the core (:func:`recpack_ope.metrics.dcg`,
+:func:`recpack_ope.metrics.recall`, :func:`recpack_ope.metrics.stratified`). This module adds Cornac's
 conventions: its internal item indices (raw ids mapped through the eval method's
 ``global_iid_map``), its candidate items (every known item except the user's positive
 training and validation items) and its ``rating_threshold`` for what counts as relevant.
@@ -54,16 +54,17 @@ from cornac.experiment.result import CVExperimentResult, Result
 from cornac.metrics import NDCG, RankingMetric, Recall
 from tqdm.auto import tqdm
 
-from ..dcg import dcg, ndcg
-from ..discount import Discount, LogDiscount
-from ..propensity import FixedPropensity, PowerLawPropensity
-from ..ranking import TopK
-from ..recall import recall
-from ..result import EstimateResult
-from ..rpp import PreferenceMatrix, RecallLevels
-from ..simpsons_paradox import SimpsonsParadoxReport
-from ..simpsons_paradox import simpsons_paradox as _report
-from ..stratified import BINNINGS, StratifiedResult, stratified
+from ..inference.result import EstimateResult
+from ..inference.systems import PreferenceMatrix
+from ..metrics.dcg import dcg, ndcg
+from ..metrics.ranking import TopK
+from ..metrics.recall import recall
+from ..metrics.rpp import RecallLevels
+from ..metrics.simpsons_paradox import SimpsonsParadoxReport
+from ..metrics.simpsons_paradox import simpsons_paradox as _report
+from ..metrics.stratified import BINNINGS, StratifiedResult, stratified
+from ..propensity.discount import Discount, LogDiscount
+from ..propensity.models import FixedPropensity, PowerLawPropensity
 
 __all__ = [
     "UnbiasedDCG",
@@ -545,7 +546,7 @@ def add_rpp(experiment, k: int | None = 10, weighting: str = "uniform",
     -------
     PreferenceMatrix
         Per-user preferences, axes named by model; ``.win_rates().ordering("mc4")`` orders the
-        models, :mod:`recpack_ope.significance` tests every pair.
+        models, :mod:`recpack_ope.inference.significance` tests every pair.
     """
     if experiment.result is None:
         raise ValueError("the experiment has no results yet: call experiment.run() first")

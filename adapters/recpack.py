@@ -24,7 +24,7 @@ share one pipeline):
 ========================  =================================================================
 ``UnbiasedDCGK``          unbiased (IPS) DCG@K, Jeunen et al. Eq. 11; RecPack's ``DCGK``
                           when ``propensity=None``
-``SNUnbiasedDCGK``        self-normalised unbiased DCG@K (DESIGN.md §3)
+``SNUnbiasedDCGK``        self-normalised unbiased DCG@K (docs/definitions.md)
 ``IPSNDCGK``              per-user nDCG@K with IPS gains (§5); RecPack's ``NDCGK`` when
                           ``propensity=None``
 ``PostNormalisedDCGK``    pnDCG@K = Σ DCG_u / Σ iDCG_u (§5, Lemma 5.1)
@@ -37,7 +37,7 @@ share one pipeline):
                           :func:`preferences` gives the pairwise matrix and the MC4 ordering
 ========================  =================================================================
 
-Translation only: the formulas are the core's :func:`recpack_ope.dcg`. What this module
+Translation only: the formulas are the core's :func:`recpack_ope.metrics.dcg`. What this module
 adds is RecPack's conventions: its metric contract (``calculate``, ``value``, ``results``,
 ``num_users``), its item indices, and its ranking of tied scores (see
 :func:`recpack_ranking`), so that with ``propensity=None`` the values equal RecPack's own.
@@ -61,13 +61,14 @@ from recpack.pipelines import METRIC_REGISTRY, Pipeline
 from recpack.util import get_top_K_ranks
 
 from .._validation import check_positive_int
-from ..dcg import dcg
-from ..discount import Discount, LogDiscount
-from ..propensity import FixedPropensity
-from ..ranking import TopK
-from ..result import Comparison, EstimateResult, PairedEstimate
-from ..rpp import PreferenceMatrix, RecallLevels
-from ..stratified import stratified
+from ..inference.result import Comparison, EstimateResult, PairedEstimate
+from ..inference.systems import PreferenceMatrix
+from ..metrics.dcg import dcg
+from ..metrics.ranking import TopK
+from ..metrics.rpp import RecallLevels
+from ..metrics.stratified import stratified
+from ..propensity.discount import Discount, LogDiscount
+from ..propensity.models import FixedPropensity
 
 __all__ = [
     "RecPackAdapter", "OPEMetricK", "RPPMetricK", "recpack_ranking", "metric_results", "compare",
@@ -454,8 +455,8 @@ def preferences(pipeline: Pipeline, metric: str = "RPPK_10") -> PreferenceMatrix
     -------
     PreferenceMatrix
         Axes named by algorithm identifier; ``.win_rates().ordering("mc4")`` is the MC4
-        ordering, :func:`recpack_ope.significance.paired_t_tests` and
-        :func:`~recpack_ope.significance.randomised_tukey_hsd` test every pair.
+        ordering, :func:`recpack_ope.inference.significance.paired_t_tests` and
+        :func:`~recpack_ope.inference.significance.randomised_tukey_hsd` test every pair.
     """
     found = _metric_objects(pipeline, metric)
     if not all(_is_ours(type(m)) and hasattr(m, "search_lengths_") for m in found.values()):

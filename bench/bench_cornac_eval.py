@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from bench_dcg import best_time  # run as a script: bench/ is on sys.path
 from cornac.eval_methods.base_method import ranking_eval
 from cornac.metrics import NDCG, Recall
 from cornac.models import BPR
-
-from bench_dcg import best_time  # run as a script: bench/ is on sys.path
 from recpack_ope.adapters.cornac import PropensityStratifiedEvaluation
-from recpack_ope.adapters.simpsons_table2 import load_triplets
+
+from recpack_ope.studies.simpsons_paradox import load_triplets
 
 
 def synthetic_triplets(seed: int = 0) -> list[tuple[str, str, float]]:

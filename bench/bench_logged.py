@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_dcg import best_time, peak_mib  # noqa: E402
 
 from recpack_ope import LogDiscount, TopK  # noqa: E402
-from recpack_ope.banner_marginals import banner_rank_marginals, exact_marginals  # noqa: E402
-from recpack_ope.feed_log import FeedLog  # noqa: E402
-from recpack_ope.logged_dcg import logged_dcg  # noqa: E402
-from recpack_ope.policies import DeterministicRanker  # noqa: E402
+from recpack_ope.logged.banner_marginals import banner_rank_marginals, exact_marginals  # noqa: E402
+from recpack_ope.logged.feed_log import FeedLog  # noqa: E402
+from recpack_ope.logged.logged_dcg import logged_dcg  # noqa: E402
+from recpack_ope.logged.policies import DeterministicRanker  # noqa: E402
 
 
 def make_columns(n_sessions: int, feed: int, n_contexts: int, n_items: int, seed: int = 0):

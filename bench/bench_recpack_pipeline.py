@@ -21,11 +21,11 @@ from collections import defaultdict
 from recpack.metrics import DCGK, NDCGK
 from recpack.pipelines import METRIC_REGISTRY, PipelineBuilder
 from recpack.scenarios import WeakGeneralization
+from recpack_ope.adapters.recpack import RecPackAdapter
 
 from recpack_ope import PowerLawPropensity
-from recpack_ope.adapters.ndcg_disagreement import model_grid
-from recpack_ope.adapters.recpack import RecPackAdapter
-from recpack_ope.adapters.recpack_datasets import load_interactions
+from recpack_ope.io.recpack_datasets import load_interactions
+from recpack_ope.studies.ndcg_disagreement import model_grid
 
 OURS = ("UnbiasedDCGK", "SNUnbiasedDCGK", "IPSNDCGK", "PostNormalisedDCGK")
 

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_dcg import best_time, peak_mib  # noqa: E402
 
 from recpack_ope import TopK  # noqa: E402
-from recpack_ope.rpp import preference_matrix, win_rates  # noqa: E402
-from recpack_ope.trec import read_trec  # noqa: E402
+from recpack_ope.io.trec import read_trec  # noqa: E402
+from recpack_ope.metrics.rpp import preference_matrix, win_rates  # noqa: E402
 
 
 def write_trec(folder: Path, n_queries: int, n_systems: int, depth: int, seed: int = 0) -> tuple[str, list[str]]:

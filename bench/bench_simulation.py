@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from recpack_ope import LogDiscount, TopK
-from recpack_ope.plackett_luce import exposure
+from recpack_ope.logged.plackett_luce import exposure
 from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from recpack_ope.adapters.ndcg_disagreement import DisagreementConfig, run_disagreement, write_report
 from recpack_ope.adapters.recpack import compare
+
+from recpack_ope.studies.ndcg_disagreement import DisagreementConfig, run_disagreement, write_report
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from recpack_ope.rpp_power import RPPPowerConfig, run_rpp_power, write_report
-from recpack_ope.significance import randomised_tukey_hsd
+from recpack_ope.inference.significance import randomised_tukey_hsd
+from recpack_ope.studies.rpp_power import RPPPowerConfig, run_rpp_power, write_report
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 
 from recpack_ope import LogDiscount, ndcg, simpsons_paradox, stratified
-from recpack_ope.adapters.simpsons_table2 import Table2Config, run_table2, write_report
+from recpack_ope.studies.simpsons_paradox import Table2Config, run_table2, write_report
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -10,10 +10,10 @@ import sys
 import time
 import warnings
 
-from .demo import DemoConfig, run_demo, write_report
-from .disagreement_study import BannerStudyConfig
-from .rpp import WEIGHTINGS
-from .sensitivity import SensitivityConfig
+from .metrics.rpp import WEIGHTINGS
+from .studies.demo import DemoConfig, run_demo, write_report
+from .studies.disagreement import BannerStudyConfig
+from .studies.sensitivity import SensitivityConfig
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -45,9 +45,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _reproduction(module: str, command: str, what: str, install: str):
-    """The adapter module of a reproduction, or an exit naming the missing package to install."""
+    """The study module of a reproduction, or an exit naming the missing package to install."""
     try:
-        return importlib.import_module(f".adapters.{module}", __package__)
+        return importlib.import_module(f".studies.{module}", __package__)
     except ModuleNotFoundError as missing:
         raise SystemExit(
             f"reproduce {command} {what} and needs "
@@ -85,7 +85,7 @@ def _ndcg_disagreement(args: argparse.Namespace) -> int:
 
 def _simpsons_paradox(args: argparse.Namespace) -> int:
     reproduction = _reproduction(
-        "simpsons_table2", "simpsons-paradox", "trains Cornac's BPR and WMF",
+        "simpsons_paradox", "simpsons-paradox", "trains Cornac's BPR and WMF",
         "'recpack-ope[cornac]' tensorflow-cpu",
     )
     config = reproduction.Table2Config(
@@ -105,14 +105,14 @@ def _simpsons_paradox(args: argparse.Namespace) -> int:
     return 0
 
 
-# The reference's measure names (rpp, dcgrpp, invrpp) → p(i) of recpack_ope.rpp.
+# The reference's measure names (rpp, dcgrpp, invrpp) → p(i) of recpack_ope.metrics.rpp.
 _RPP_MEASURES = {name.lower(): weighting for weighting, name in WEIGHTINGS.items()}
 
 
 def _rpp(args: argparse.Namespace) -> int:
-    from .rpp import RecallLevels, preference_matrix
-    from .significance import paired_t_tests, randomised_tukey_hsd
-    from .trec import read_trec
+    from .inference.significance import paired_t_tests, randomised_tukey_hsd
+    from .io.trec import read_trec
+    from .metrics.rpp import RecallLevels, preference_matrix
 
     if len(args.runs) < 2:
         raise SystemExit("recpack-ope rpp needs at least two run files to compare")
@@ -155,7 +155,7 @@ def _rpp(args: argparse.Namespace) -> int:
 
 
 def _rpp_power(args: argparse.Namespace) -> int:
-    from .rpp_power import RPPPowerConfig, run_rpp_power, write_report
+    from .studies.rpp_power import RPPPowerConfig, run_rpp_power, write_report
 
     config = RPPPowerConfig(dataset=args.dataset, depth=args.depth, seed=args.seed,
                             n_resamples=args.resamples, path=args.path)
@@ -169,7 +169,7 @@ def _rpp_power(args: argparse.Namespace) -> int:
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
-    from .sensitivity import SensitivityConfig, run_sensitivity, write_report
+    from .studies.sensitivity import SensitivityConfig, run_sensitivity, write_report
 
     config = SensitivityConfig(n_users=args.users, n_items=args.items, feed_length=args.feed_length,
                                alpha=args.alpha, seed=args.seed)
@@ -183,7 +183,7 @@ def _sensitivity(args: argparse.Namespace) -> int:
 
 
 def _disagreement(args: argparse.Namespace) -> int:
-    from .disagreement_study import BannerStudyConfig, run_banner_study, write_report
+    from .studies.disagreement import BannerStudyConfig, run_banner_study, write_report
 
     config = BannerStudyConfig(n_banners=args.banners, n_shuffled=args.shuffled, max_size=args.max_size,
                                n_models=args.models, seed=args.seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import sys
@@ -34,15 +35,29 @@ def quiet_recpack():
 
 def hide_package(monkeypatch, package: str) -> None:
     """Simulate a machine without ``package``: importing it (or a submodule) fails, and our
-    adapters are imported afresh so they meet the failure."""
+    modules that may import it (adapters, studies, RecPack data sets) are imported afresh so
+    they meet the failure."""
     for name in [package, *[m for m in sys.modules if m.startswith(package + ".")]]:
         monkeypatch.setitem(sys.modules, name, None)
-    for name in [m for m in sys.modules if m.startswith("recpack_ope.adapters.")]:
+    fresh = ("recpack_ope.adapters.", "recpack_ope.studies.", "recpack_ope.io.recpack_datasets")
+    for name in [m for m in sys.modules if m.startswith(fresh)]:
         monkeypatch.delitem(sys.modules, name)
 
 
+def check_importable(module: str, names) -> None:
+    """``from module import name`` works for every name, and an old module path of the flat
+    layout is the very module object of its new home."""
+    from recpack_ope._moved import MOVED
+
+    imported = importlib.import_module(module)
+    missing = [name for name in names if not hasattr(imported, name)]
+    assert not missing, f"{module} lost {missing}"
+    if module in MOVED:
+        assert sys.modules[module] is importlib.import_module(MOVED[module])
+
+
 def brute_force_dcg(y_true, scores, delta, propensity=None, clip=math.inf):
-    """Per-user (DCG, iDCG, Σw) by plain loops, straight from DESIGN.md §3.
+    """Per-user (DCG, iDCG, Σw) by plain loops, straight from docs/definitions.md ("DCG family").
 
     ``scores``: dense users×items, -inf = not a candidate. ``delta(r)`` for a 1-based rank.
     Ties go to the lower item index (Python's sort is stable).

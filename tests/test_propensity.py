@@ -55,7 +55,8 @@ def test_movielens_gamma_matches_powerlaw_fit_directly(movielens):
 
 
 def test_cornac_variant_reproduces_cornacs_estimate(movielens):
-    """Cornac's PropensityStratifiedEvaluation cannot be constructed (DESIGN.md §4), so its
+    """Cornac's PropensityStratifiedEvaluation cannot be constructed (it passes RatioSplit the data
+    list instead of its length in Cornac 2.2.2 and 3.0.1), so its
     _estimate_propensities is called unbound on the raw (user, item, rating) triples."""
     from cornac.eval_methods.propensity_stratified_evaluation import (
         PropensityStratifiedEvaluation,

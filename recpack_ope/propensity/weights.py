@@ -1,0 +1,87 @@
+"""Inverse-propensity weights of held-out interactions.
+
+Turns any propensity source (a fitted model from :mod:`recpack_ope.propensity.models`, a
+per-item vector, or a users×items sparse matrix) into one propensity ``p_ui`` and one clipped
+weight ``w_ui = min(m, 1/p_ui)`` per stored held-out entry (docs/definitions.md, "Notation").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import as_csr, check_clip, check_propensities
+
+__all__ = ["entry_propensities", "ips_weights"]
+
+
+def _resolve(propensity):
+    """The propensity values behind a model, vector or matrix."""
+    if hasattr(propensity, "fit") and not hasattr(propensity, "propensity_"):
+        raise ValueError(
+            f"{type(propensity).__name__} is not fitted: call fit(...) on the training "
+            "interactions before evaluating"
+        )
+    return getattr(propensity, "propensity_", propensity)
+
+
+def entry_propensities(propensity, y_true: sp.csr_matrix) -> np.ndarray:
+    """The validated propensity ``p_ui`` of every stored entry of ``y_true``.
+
+    Parameters
+    ----------
+    propensity : fitted model, 1-D array or sparse matrix
+        A model contributes its ``propensity_``. A 1-D array holds one propensity per item;
+        a users×items sparse matrix must store a propensity for every held-out (user, item).
+    y_true : scipy.sparse.csr_matrix
+        Canonical held-out matrix (sorted indices, no explicit zeros).
+
+    Returns
+    -------
+    numpy.ndarray
+        One propensity in (0, 1] per stored entry, aligned with ``y_true.data``.
+    """
+    p = _resolve(propensity)
+    if sp.issparse(p):
+        if p.shape != y_true.shape:
+            raise ValueError(
+                f"propensity matrix has shape {p.shape} but y_true has shape {y_true.shape}"
+            )
+        p = as_csr(p, "propensity")
+        rows = np.repeat(np.arange(y_true.shape[0]), np.diff(y_true.indptr))
+        values = np.asarray(p[rows, y_true.indices]).ravel()
+        check_propensities(values, lambda k: f"held-out (user {rows[k]}, item {y_true.indices[k]})")
+        return values
+    p = np.asarray(p, dtype=np.float64)
+    if p.ndim != 1 or p.shape[0] != y_true.shape[1]:
+        raise ValueError(
+            f"propensity has shape {p.shape} but y_true has {y_true.shape[1]} items; "
+            "give one propensity per item or a users×items matrix"
+        )
+    check_propensities(p, lambda k: f"item {k}")
+    return p[y_true.indices]
+
+
+def ips_weights(propensity, y_true: sp.csr_matrix, clip: float | None = None) -> np.ndarray:
+    """Clipped inverse-propensity weight ``w_ui = min(m, 1/p_ui)`` of every held-out entry.
+
+    Jeunen et al. (KDD'24) Eq. 10 with the clipping of §6.2.
+
+    Parameters
+    ----------
+    propensity : None, fitted model, 1-D array or sparse matrix
+        ``None`` means ``p ≡ 1`` (all weights 1); otherwise see :func:`entry_propensities`.
+    y_true : scipy.sparse.csr_matrix
+        Canonical held-out matrix (sorted indices, no explicit zeros).
+    clip : float or None
+        Clipping threshold m > 0; None means no clipping.
+
+    Returns
+    -------
+    numpy.ndarray
+        One weight per stored entry of ``y_true``, aligned with ``y_true.data``.
+    """
+    m = check_clip(clip)
+    if propensity is None:
+        return np.ones(y_true.nnz)
+    return np.minimum(1.0 / entry_propensities(propensity, y_true), m)

@@ -28,6 +28,7 @@ Every formula is written out in ``docs/definitions.md``. The modules of the earl
 
 from . import _moved
 from .inference.agreement import agreement, disagreement_probability, steiger_test, steiger_z
+from .inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from .inference.result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .inference.significance import discriminative_power, paired_t_tests, randomised_tukey_hsd
 from .inference.systems import PreferenceMatrix, SystemScores
@@ -108,6 +109,8 @@ __all__ = [
     "item_counts",
     "TopK",
     "EstimateResult",
+    "WeightDiagnostics",
+    "ReliabilityWarning",
     "PairedEstimate",
     "Comparison",
     "agreement",

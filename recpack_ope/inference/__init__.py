@@ -9,6 +9,7 @@ propensities.
 * ``significance`` – paired t-tests with Bonferroni, randomised Tukey HSD, discriminative power
 * ``aggregation``  – MC4, Borda and majority orderings of per-user system scores
 * ``agreement``    – agreement between two metrics over models, Steiger's test
+* ``diagnostics``  – weight diagnostics of IPS estimates, ``ReliabilityWarning``
 """
 
 from .agreement import (
@@ -19,6 +20,7 @@ from .agreement import (
     steiger_test,
     steiger_z,
 )
+from .diagnostics import ReliabilityWarning, WeightDiagnostics
 from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .significance import (
     DiscriminativePower,
@@ -31,6 +33,7 @@ from .systems import PreferenceMatrix, SystemScores
 
 __all__ = [
     "EstimateResult", "LoggedEstimate", "PairedEstimate", "Comparison",
+    "WeightDiagnostics", "ReliabilityWarning",
     "SystemScores", "PreferenceMatrix",
     "PairwiseTests", "paired_t_tests", "randomised_tukey_hsd", "DiscriminativePower",
     "discriminative_power",

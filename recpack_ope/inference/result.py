@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .diagnostics import WeightDiagnostics
+
 __all__ = ["PairedEstimate", "EstimateResult", "LoggedEstimate", "Comparison"]
 
 
@@ -145,6 +147,9 @@ class EstimateResult(PairedEstimate):
         held-out interaction.
     n_excluded_users : int
         Users of ``y_true`` without held-out interactions, left out of the average.
+    diagnostics : WeightDiagnostics or None
+        For IPS-weighted estimates, the diagnostics of their weights (effective sample size,
+        largest weight, share of the largest weights, clipping); None when unweighted.
     """
 
     name: str
@@ -152,6 +157,7 @@ class EstimateResult(PairedEstimate):
     exponents: tuple[int, ...]
     user_ids: np.ndarray
     n_excluded_users: int
+    diagnostics: WeightDiagnostics | None = None
 
     def __post_init__(self) -> None:
         terms = np.asarray(self.terms, dtype=np.float64).reshape(len(self.user_ids), -1)
@@ -186,17 +192,25 @@ class EstimateResult(PairedEstimate):
         """Per-user influence values ``z_u`` of the delta method (mean 0)."""
         return (self.terms - self.terms.mean(axis=0)) @ self._gradient()
 
-    def __repr__(self) -> str:
+    def _headline(self) -> str:
+        """Value, interval and the users behind them."""
         if self.n_users < 2:
             return f"{self.name} = {self.value:.6g} ({self.n_users} user)"
         lo, hi = self.confidence_interval()
         return (
-            f"{self.name} = {self.value:.6g} [95% CI {lo:.6g}, {hi:.6g}] over {self.n_users} users"
-            f" ({self.n_excluded_users} without held-out interactions excluded)"
+            f"{self.name} = {self.value:.6g} [95% CI {lo:.6g}, {hi:.6g}] over {self.n_users} "
+            f"users ({self.n_excluded_users} without held-out interactions excluded)"
         )
 
+    def __repr__(self) -> str:
+        text = self._headline()
+        if self.diagnostics is not None:
+            flag = "" if self.diagnostics.reliable else "UNRELIABLE: "
+            text += f"\n  {flag}weights: {self.diagnostics.summary()}"
+        return text
 
-@dataclass(frozen=True, eq=False)
+
+@dataclass(frozen=True, eq=False, repr=False)
 class LoggedEstimate(EstimateResult):
     """An :class:`EstimateResult` over sessions (trajectories or banners), plus the error of
     Monte Carlo approximations inside it.
@@ -213,8 +227,8 @@ class LoggedEstimate(EstimateResult):
 
     approximation_error: float = 0.0
 
-    def __repr__(self) -> str:
-        text = super().__repr__().replace(" users", " sessions").replace(
+    def _headline(self) -> str:
+        text = super()._headline().replace(" users", " sessions").replace(
             "without held-out interactions", "without reward"
         )
         if self.approximation_error:

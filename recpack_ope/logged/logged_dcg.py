@@ -26,9 +26,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_clip
+from ..inference.diagnostics import (
+    ESS_RATIO_THRESHOLD,
+    WeightDiagnostics,
+    check_ess_threshold,
+    share,
+    top_weights,
+)
 from ..inference.result import LoggedEstimate
 from ..metrics.dcg import ideal_dcg
 from ..propensity.discount import CustomDiscount, Discount
+from ..propensity.weights import clip_weights
 from .feed_log import FeedLog
 from .policies import Exposure
 
@@ -64,6 +72,7 @@ def logged_dcg(
     logging_discount: Discount | None = None,
     clip: float | None = None,
     normalise: str | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> LoggedEstimate:
     """Unbiased (clipped) DCG of a target policy on logged feedback (Eq. 10, §6.2).
 
@@ -93,12 +102,16 @@ def logged_dcg(
         m of ``min(m, 1/ε0)``; None means m = ∞ (unbiased).
     normalise : {None, "per_user", "post"}
         DCG, per-trajectory nDCG, or post-normalised DCG.
+    ess_threshold : float
+        A :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning` is issued when the
+        Kish effective sample size of the weights ``min(m, 1/ε0)`` of the rewarded rows is
+        below this share of them; in (0, 1].
 
     Returns
     -------
     LoggedEstimate
         Value, per-trajectory values (``user_ids`` are session codes), intervals, paired
-        comparisons, and the Monte Carlo exposure error.
+        comparisons, the Monte Carlo exposure error and the weight diagnostics.
 
     Raises
     ------
@@ -112,7 +125,8 @@ def logged_dcg(
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
     if normalise not in _NORMALISE:
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
-    m = check_clip(clip)
+    check_clip(clip)
+    ess_threshold = check_ess_threshold(ess_threshold)
     if logging is None:
         if log.propensity is None:
             raise ValueError(
@@ -139,14 +153,21 @@ def logged_dcg(
             "model says that position is never examined"
         )
     with np.errstate(divide="ignore"):
-        inverse = np.minimum(m, np.where(eps0 > 0, 1.0 / eps0, 0.0))
+        raw = np.where(eps0 > 0, 1.0 / eps0, 0.0)
+    inverse = clip_weights(raw, clip)
     gains = log.reward * inverse
     # Only rows with a reward contribute (Eq. 10): the target ranks just those.
     active = np.flatnonzero(gains > 0)
     target_exposure = _exposure(target, log, discount, "target", active)
-    dcg_s = np.bincount(
-        log.session[active], weights=gains[active] * target_exposure.values, minlength=log.n_sessions
-    )
+    contributions = gains[active] * target_exposure.values
+    dcg_s = np.bincount(log.session[active], weights=contributions, minlength=log.n_sessions)
+    diagnostics = None
+    if active.size:
+        top = top_weights(inverse[active])
+        diagnostics = WeightDiagnostics.from_weights(
+            raw[active], inverse[active], share(contributions[top].sum(), contributions.sum()),
+            ess_threshold,
+        )
     se = target_exposure.standard_error
 
     def mc_error(row_weights: np.ndarray, scale: float) -> float:
@@ -161,10 +182,11 @@ def logged_dcg(
     sessions = np.arange(log.n_sessions)
     label = discount.label + ("" if clip is None else f" (m={clip:g})")
     if normalise is None:
-        return LoggedEstimate(
+        return _warned(LoggedEstimate(
             name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,
             n_excluded_users=0, approximation_error=mc_error(gains, log.n_sessions),
-        )
+            diagnostics=diagnostics,
+        ))
     # Each session's gains in a CSR row (columns: positions in the session, so unique).
     positions = active - log.indptr[log.session[active]]
     indptr = np.concatenate([[0], np.cumsum(np.bincount(log.session[active], minlength=log.n_sessions))])
@@ -183,7 +205,15 @@ def logged_dcg(
     else:
         name, terms, exponents = "pnDCG", np.column_stack([dcg_s, idcg_s])[kept], (1, -1)
         error = mc_error(gains, float(idcg_s.sum()))
-    return LoggedEstimate(
+    return _warned(LoggedEstimate(
         name=f"logged {name}{label}", terms=terms, exponents=exponents,
         user_ids=sessions[kept], n_excluded_users=int((~kept).sum()), approximation_error=error,
-    )
+        diagnostics=diagnostics,
+    ))
+
+
+def _warned(result: LoggedEstimate) -> LoggedEstimate:
+    """The result, after a reliability warning to the caller of :func:`logged_dcg` if due."""
+    if result.diagnostics is not None:
+        result.diagnostics.warn(result.name, stacklevel=4)
+    return result

@@ -24,9 +24,16 @@ import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
 from .._validation import as_csr, check_positive_int, check_rewards
+from ..inference.diagnostics import (
+    ESS_RATIO_THRESHOLD,
+    WeightDiagnostics,
+    check_ess_threshold,
+    share,
+    top_weights,
+)
 from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
-from ..propensity.weights import ips_weights
+from ..propensity.weights import clip_weights, ips_weights
 from .ranking import ScoreSource, padded_rows, top_k_positions
 
 __all__ = ["dcg", "unbiased_dcg", "ndcg", "pn_dcg", "ideal_dcg"]
@@ -66,6 +73,7 @@ def dcg(
     normalise: str | None = None,
     self_normalised: bool = False,
     chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
     """Discounted cumulative gain of a model's rankings on held-out rewards.
 
@@ -95,11 +103,16 @@ def dcg(
     chunk_users : int or None
         Users per chunk; None picks a size that keeps each chunk's dense work near 4M
         elements, so memory stays bounded for any number of users.
+    ess_threshold : float
+        With propensities, a :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning`
+        is issued when the Kish effective sample size of the IPS weights is below this share
+        of the held-out interactions; in (0, 1].
 
     Returns
     -------
     EstimateResult
-        Value, per-user values, user ids, excluded-user count, intervals and comparisons.
+        Value, per-user values, user ids, excluded-user count, intervals and comparisons;
+        with propensities also the weight diagnostics (``diagnostics``).
 
     Raises
     ------
@@ -107,8 +120,23 @@ def dcg(
         On shape mismatches, NaN scores, negative or non-finite rewards, propensities outside
         (0, 1], unknown items, invalid options, or when no user has held-out interactions.
     """
+    result = _dcg(
+        y_true, y_score, discount=discount, propensity=propensity, clip=clip, normalise=normalise,
+        self_normalised=self_normalised, chunk_users=chunk_users, ess_threshold=ess_threshold,
+    )
+    if result.diagnostics is not None:
+        result.diagnostics.warn(result.name)
+    return result
+
+
+def _dcg(
+    y_true, y_score, *, discount, propensity, clip, normalise, self_normalised, chunk_users,
+    ess_threshold,
+) -> EstimateResult:
+    """:func:`dcg` without the reliability warning, for estimators built on it."""
     if normalise not in _NORMALISE:
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
+    ess_threshold = check_ess_threshold(ess_threshold)
     if self_normalised and normalise is not None:
         raise ValueError(
             f"self_normalised applies to unnormalised DCG only, got normalise={normalise!r}: "
@@ -121,8 +149,16 @@ def dcg(
     check_rewards(rewards)
     rewards.eliminate_zeros()
     scores = ScoreSource(y_score, rewards.shape)
-    weights = ips_weights(propensity, rewards, clip)
+    raw = ips_weights(propensity, rewards)
+    weights = clip_weights(raw, clip)
     gains = sp.csr_matrix((rewards.data * weights, rewards.indices, rewards.indptr), rewards.shape)
+    if propensity is not None:
+        # The held-out entries with the largest weights, to measure their share of Σ c·w·δ.
+        top = top_weights(weights)
+        top_data = np.zeros_like(gains.data)
+        top_data[top] = gains.data[top]
+        top_gains = sp.csr_matrix((top_data, rewards.indices, rewards.indptr), rewards.shape)
+        top_sum = 0.0
 
     held_out = np.diff(rewards.indptr)
     users = np.flatnonzero(held_out > 0)
@@ -146,6 +182,8 @@ def dcg(
         dcg_u[start : start + chunk.size] = np.asarray(
             chunk_gains.multiply(exposure).sum(axis=1)
         ).ravel()
+        if propensity is not None:
+            top_sum += top_gains[chunk].multiply(exposure).sum()
         if normalise:
             idcg_u[start : start + chunk.size] = ideal_dcg(chunk_gains, discount)
 
@@ -163,12 +201,18 @@ def dcg(
         terms = np.column_stack([dcg_u, held_out[users], weight_sums])
     else:
         name, terms, exponents = "DCG", dcg_u, (1,)
+    diagnostics = None
+    if propensity is not None:
+        diagnostics = WeightDiagnostics.from_weights(
+            raw, weights, share(top_sum, dcg_u.sum()), ess_threshold
+        )
     return EstimateResult(
         name=f"{prefix}{name}{discount.label}",
         terms=terms,
         exponents=exponents,
         user_ids=users,
         n_excluded_users=int(rewards.shape[0] - users.size),
+        diagnostics=diagnostics,
     )
 
 
@@ -181,6 +225,7 @@ def unbiased_dcg(
     clip: float | None = None,
     self_normalised: bool = False,
     chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
     """Unbiased (IPS) DCG, an estimator of online reward (Jeunen et al. Eq. 10–11).
 
@@ -197,6 +242,7 @@ def unbiased_dcg(
         clip=clip,
         self_normalised=self_normalised,
         chunk_users=chunk_users,
+        ess_threshold=ess_threshold,
     )
 
 
@@ -208,6 +254,7 @@ def ndcg(
     propensity=None,
     clip: float | None = None,
     chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
     """Per-user normalised DCG, ``(1/|U|) Σ_u DCG_u / iDCG_u`` (Jeunen et al. §5).
 
@@ -222,6 +269,7 @@ def ndcg(
         clip=clip,
         normalise="per_user",
         chunk_users=chunk_users,
+        ess_threshold=ess_threshold,
     )
 
 
@@ -233,6 +281,7 @@ def pn_dcg(
     propensity=None,
     clip: float | None = None,
     chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
     """Post-normalised DCG, ``Σ_u DCG_u / Σ_u iDCG_u`` (Jeunen et al. §5).
 
@@ -248,4 +297,5 @@ def pn_dcg(
         clip=clip,
         normalise="post",
         chunk_users=chunk_users,
+        ess_threshold=ess_threshold,
     )

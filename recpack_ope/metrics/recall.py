@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_csr, check_positive_int
+from ..inference.diagnostics import ESS_RATIO_THRESHOLD
 from ..inference.result import EstimateResult
 from ..propensity.discount import CustomDiscount
 from ..propensity.weights import ips_weights
-from .dcg import dcg
+from .dcg import _dcg
 
 __all__ = ["recall"]
 
@@ -27,6 +28,7 @@ def recall(
     propensity=None,
     clip: float | None = None,
     chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
     """Recall@k of a model's rankings on held-out rewards.
 
@@ -44,6 +46,10 @@ def recall(
         Clip IPS weights at ``m``; None means no clipping.
     chunk_users : int or None
         Users per chunk, as for :func:`recpack_ope.metrics.dcg`.
+    ess_threshold : float
+        Effective-sample-size ratio below which IPS-weighted recall issues a
+        :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning`, as for
+        :func:`recpack_ope.metrics.dcg`.
 
     Returns
     -------
@@ -52,22 +58,29 @@ def recall(
     """
     k = check_positive_int(k, "k")
     # A flat discount of length k turns DCG into the reward-weighted hit count in the top k.
-    hits = dcg(
+    hits = _dcg(
         y_true,
         y_score,
         discount=CustomDiscount(np.ones(k)),
         propensity=propensity,
         clip=clip,
+        normalise=None,
+        self_normalised=False,
         chunk_users=chunk_users,
+        ess_threshold=ess_threshold,
     )
     rewards = as_csr(y_true, "y_true")
     rewards.eliminate_zeros()
     rewards.data *= ips_weights(propensity, rewards, clip)
     totals = np.asarray(rewards.sum(axis=1)).ravel()[hits.user_ids]
-    return EstimateResult(
+    result = EstimateResult(
         name=f"{'' if propensity is None else 'IPS-'}Recall@{k}",
         terms=hits.terms[:, 0] / totals,
         exponents=(1,),
         user_ids=hits.user_ids,
         n_excluded_users=hits.n_excluded_users,
+        diagnostics=hits.diagnostics,
     )
+    if result.diagnostics is not None:
+        result.diagnostics.warn(result.name)
+    return result

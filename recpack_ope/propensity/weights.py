@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from .._validation import as_csr, check_clip, check_propensities
 
-__all__ = ["entry_propensities", "ips_weights"]
+__all__ = ["entry_propensities", "ips_weights", "clip_weights"]
 
 
 def _resolve(propensity):
@@ -84,4 +84,9 @@ def ips_weights(propensity, y_true: sp.csr_matrix, clip: float | None = None) ->
     m = check_clip(clip)
     if propensity is None:
         return np.ones(y_true.nnz)
-    return np.minimum(1.0 / entry_propensities(propensity, y_true), m)
+    return clip_weights(1.0 / entry_propensities(propensity, y_true), m)
+
+
+def clip_weights(raw: np.ndarray, clip: float | None) -> np.ndarray:
+    """``min(m, raw)`` for inverse propensities ``raw`` (Jeunen et al. §6.2); None means m = ∞."""
+    return np.minimum(raw, check_clip(clip))

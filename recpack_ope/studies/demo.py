@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -24,6 +26,7 @@ from tqdm.auto import tqdm
 
 from .._plots import pyplot, save
 from ..inference.agreement import agreement, steiger_test
+from ..inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
 from ..inference.result import EstimateResult
 from ..metrics.dcg import dcg, ndcg, pn_dcg, unbiased_dcg
 from ..metrics.ranking import TopK
@@ -63,7 +66,9 @@ class MetricSummary:
     """How one offline metric tracks the online reward over the model pool.
 
     ``regret`` is the online reward lost by deploying the metric's pick instead of the online
-    winner, relative to the winner's reward.
+    winner, relative to the winner's reward. ``ess_ratio`` is the smallest effective-sample-size
+    ratio of the metric's IPS weights over the pool (NaN for unweighted metrics) and
+    ``reliable`` whether it reaches the reliability threshold.
     """
 
     metric: str
@@ -73,6 +78,8 @@ class MetricSummary:
     picks_winner: bool
     picked: str
     regret: float
+    ess_ratio: float = math.nan
+    reliable: bool = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,14 +115,20 @@ class DemoResult:
         width = max(len(s.metric) for s in self.summaries)
         lines = [
             f"{'metric':<{width}}  {'Kendall τ':>9}  {'Pearson r':>9}  {'P(invert)':>9}  "
-            f"{'regret':>7}  picks online winner",
-            "-" * (width + 70),
+            f"{'regret':>7}  {'ESS/n':>7}  picks online winner",
+            "-" * (width + 79),
         ]
         for s in self.summaries:
             mark = "yes" if s.picks_winner else f"no ({s.picked})"
+            ess = "—" if math.isnan(s.ess_ratio) else f"{s.ess_ratio:.1%}" + ("" if s.reliable else "!")
             lines.append(
                 f"{s.metric:<{width}}  {s.kendall:>9.3f}  {s.pearson:>9.3f}  {s.p_inversion:>9.3f}  "
-                f"{s.regret:>7.1%}  {mark}"
+                f"{s.regret:>7.1%}  {ess:>7}  {mark}"
+            )
+        if not all(s.reliable for s in self.summaries):
+            lines.append(
+                f"! ESS/n below {ESS_RATIO_THRESHOLD:g}: a few interactions carry the weights, "
+                "do not trust that metric (ReliabilityWarning)"
             )
         return "\n".join(lines)
 
@@ -195,6 +208,8 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
     online = np.empty(len(pool))
     values = {name: np.empty(len(pool)) for name in metrics}
     half_widths = {name: np.empty(len(pool)) for name in metrics}
+    ess_ratio = {name: math.nan for name in metrics}
+    reliable = {name: True for name in metrics}
     bar = tqdm(pool, desc="train + evaluate", disable=not progress)
     for m, (name, model) in enumerate(bar):
         bar.set_postfix_str(name)
@@ -202,7 +217,13 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
         ranking = TopK.from_scores(model.predict(train), config.cutoff)
         online[m] = world.online_reward(ranking, disc).value
         for metric, evaluate in metrics.items():
-            estimate = evaluate(ranking)
+            with warnings.catch_warnings():
+                # The report shows every weighted metric's diagnostics instead of 20 warnings.
+                warnings.simplefilter("ignore", ReliabilityWarning)
+                estimate = evaluate(ranking)
+            if estimate.diagnostics is not None:
+                ess_ratio[metric] = np.fmin(ess_ratio[metric], estimate.diagnostics.ess_ratio)
+                reliable[metric] &= estimate.diagnostics.reliable
             values[metric][m] = estimate.value
             low, high = estimate.confidence_interval(0.95)
             half_widths[metric][m] = (high - low) / 2
@@ -223,6 +244,8 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
                 picks_winner=pick == best,
                 picked=picked,
                 regret=float(1.0 - online[pick] / online[best]),
+                ess_ratio=float(ess_ratio[metric]),
+                reliable=reliable[metric],
             )
         )
     steiger = steiger_test(online, values[REFERENCE], values["nDCG"], method="kendall")

@@ -12,7 +12,12 @@ import scipy.sparse as sp
 
 from .._validation import as_csr, check_clip, check_propensities
 
-__all__ = ["entry_propensities", "ips_weights", "clip_weights"]
+__all__ = ["RECOMMENDED_CLIP", "entry_propensities", "ips_weights", "clip_weights"]
+
+# The clipping that the adapters and PropensityStratifiedEvaluation use unless told otherwise;
+# chosen by the reliability study (docs/reliability.md). The core estimators default to the
+# papers' unclipped form (clip=None).
+RECOMMENDED_CLIP = "auto"
 
 
 def _resolve(propensity):

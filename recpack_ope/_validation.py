@@ -66,11 +66,20 @@ def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | N
     return int(value)
 
 
-def check_clip(clip: float | None) -> float:
-    """Clipping threshold m of ``w = min(m, 1/p)`` (Jeunen et al. §6.2); None means ∞."""
+def check_clip(clip, *, allow_auto: bool = False) -> float | str:
+    """Clipping threshold m of ``w = min(m, 1/p)`` (Jeunen et al. §6.2).
+
+    None means no clipping (m = ∞, returned as ``inf``); ``"auto"``, where the estimator can
+    select m from the data, is returned as is. Anything else must be a finite number > 0.
+    """
+    options = "a finite number > 0, None for no clipping" + (' or "auto"' if allow_auto else "")
     if clip is None:
         return np.inf
+    if isinstance(clip, str) and allow_auto and clip == "auto":
+        return clip
+    if isinstance(clip, (bool, str)) or not isinstance(clip, (int, float, np.integer, np.floating)):
+        raise ValueError(f"clip must be {options}, got {clip!r}")
     m = float(clip)
-    if not m > 0:
-        raise ValueError(f"clip must be > 0 (or None for no clipping), got {clip!r}")
+    if not (np.isfinite(m) and m > 0):
+        raise ValueError(f"clip must be {options}, got {clip!r}")
     return m

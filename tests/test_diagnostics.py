@@ -137,3 +137,26 @@ def test_logged_diagnostics_equal_hand_computation():
     assert "weights: ESS" in repr(est) and "sessions" in repr(est)
     with pytest.warns(ReliabilityWarning, match="logged DCG@3"):
         logged_dcg(log, DeterministicRanker(scores), discount=LogDiscount(3), ess_threshold=1.0)
+
+
+def test_stratified_diagnostics_are_the_holdouts_and_warn_once():
+    from recpack_ope import stratified
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = stratified(unbiased_dcg, Y, SCORES, stratify_by=P, n_strata=2,
+                            discount=LogDiscount(3), propensity=P, clip=20.0, ess_threshold=0.99)
+    expected = hand_diagnostics(held_out_entries(), lambda u, i: P[i], 20.0, 3)
+    d = result.diagnostics
+    assert d is result.holdout.diagnostics
+    assert d.ess == pytest.approx(expected["ess"], rel=1e-12)
+    assert d.n_clipped == expected["n_clipped"] == 1
+    assert d.clipped_mass == pytest.approx(expected["clipped_mass"], rel=1e-12)
+    # Width strata over p ∈ [0.02, 0.5]: Q1 = (0.02, 0.26] holds items 2, 1, 3 (weights 20, 10, 4),
+    # ESS = 34²/516 = 2.24 of 3; Q2 holds item 0 alone (ESS 1 of 1).
+    q1 = result.strata[0].result.diagnostics
+    assert q1.ess == pytest.approx(34**2 / 516, rel=1e-12)
+    assert result.unreliable_strata == ["Q1"]
+    reliability = [w for w in caught if issubclass(w.category, ReliabilityWarning)]
+    assert len(reliability) == 1 and "Q1" in str(reliability[0].message)
+    assert "UNRELIABLE: weights (holdout)" in repr(result) and "unreliable strata: Q1" in repr(result)

@@ -1,10 +1,12 @@
 """Unbiased DCG on logs (Jeunen et al. Eq. 10, §6.2) against hand formulas and the simulator."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
 
-from recpack_ope import CustomDiscount, ExponentialDiscount, LogDiscount
+from recpack_ope import CustomDiscount, ExponentialDiscount, LogDiscount, ReliabilityWarning
 from recpack_ope.feed_log import FeedLog
 from recpack_ope.logged_dcg import logged_dcg
 from recpack_ope.plackett_luce import rank_marginals
@@ -184,3 +186,26 @@ def test_exposure_of_a_subset_of_rows_equals_the_full_computation():
         np.testing.assert_array_equal(policy.exposure(log, d, rows).values, full[rows])
     with pytest.raises(ValueError, match="rows must be 1-D integer indices"):
         LoggedRanking().exposure(log, d, [log.n_rows])
+
+
+@pytest.mark.parametrize("normalise", [None, "post"])
+def test_auto_clip_on_logs_equals_the_fixed_clip_it_selects(normalise):
+    world = SimulatedWorld(n_users=400, n_items=40, seed=5)
+    log = world.log(PopularityPolicy(0.4), feed_length=10, seed=2).feed_log()
+    target = DeterministicRanker(world.relevance())
+    kw = dict(discount=LogDiscount(cutoff=5), normalise=normalise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        auto = logged_dcg(log, target, clip="auto", **kw)
+        selection = auto.clip_selection
+        for m, value in zip(selection.thresholds, selection.values):
+            fixed = logged_dcg(log, target, clip=None if np.isinf(m) else m, **kw)
+            assert value == pytest.approx(fixed.value, rel=1e-12)
+        chosen = logged_dcg(log, target, clip=selection.clip, **kw)
+    assert selection.thresholds[0] == np.inf and np.all(np.diff(selection.thresholds[1:]) < 0)
+    assert auto.value == pytest.approx(chosen.value, rel=1e-12)
+    stem = "logged DCG@5" if normalise is None else "logged pnDCG@5"
+    assert auto.name.startswith(f"{stem} (auto m=")
+    with pytest.raises(ValueError, match=r'clip must be a finite number > 0, None for no clipping or "auto", got -1'):
+        logged_dcg(log, target, clip=-1, **kw)
+

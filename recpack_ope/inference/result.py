@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .clipping import ClipSelection
 from .diagnostics import WeightDiagnostics
 
 __all__ = ["PairedEstimate", "EstimateResult", "LoggedEstimate", "Comparison"]
@@ -150,6 +151,9 @@ class EstimateResult(PairedEstimate):
     diagnostics : WeightDiagnostics or None
         For IPS-weighted estimates, the diagnostics of their weights (effective sample size,
         largest weight, share of the largest weights, clipping); None when unweighted.
+    clip_selection : ClipSelection or None
+        With ``clip="auto"``, the estimate-versus-threshold curve and the threshold SLOPE
+        selected (:mod:`recpack_ope.inference.clipping`); None otherwise.
     """
 
     name: str
@@ -158,6 +162,7 @@ class EstimateResult(PairedEstimate):
     user_ids: np.ndarray
     n_excluded_users: int
     diagnostics: WeightDiagnostics | None = None
+    clip_selection: ClipSelection | None = None
 
     def __post_init__(self) -> None:
         terms = np.asarray(self.terms, dtype=np.float64).reshape(len(self.user_ids), -1)
@@ -207,6 +212,8 @@ class EstimateResult(PairedEstimate):
         if self.diagnostics is not None:
             flag = "" if self.diagnostics.reliable else "UNRELIABLE: "
             text += f"\n  {flag}weights: {self.diagnostics.summary()}"
+        if self.clip_selection is not None:
+            text += f"\n  clipping: {self.clip_selection.summary()}"
         return text
 
 

@@ -33,6 +33,7 @@ from ..inference.diagnostics import (
     share,
     top_weights,
 )
+from ..inference.clipping import select_clip
 from ..inference.result import LoggedEstimate
 from ..metrics.dcg import ideal_dcg
 from ..propensity.discount import CustomDiscount, Discount
@@ -70,7 +71,7 @@ def logged_dcg(
     discount: Discount,
     logging=None,
     logging_discount: Discount | None = None,
-    clip: float | None = None,
+    clip: float | str | None = None,
     normalise: str | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> LoggedEstimate:
@@ -98,8 +99,10 @@ def logged_dcg(
         rank (the user's examination curve is the same, the logging feed may be longer). A
         :class:`~recpack_ope.propensity.discount.CustomDiscount` shorter than the logged feeds cannot be
         extended: pass the full curve here.
-    clip : float or None
-        m of ``min(m, 1/ε0)``; None means m = ∞ (unbiased).
+    clip : float, "auto" or None
+        m of ``min(m, 1/ε0)``; None means m = ∞ (unbiased). ``"auto"`` selects m from the
+        data by SLOPE (Su et al., ICML 2020; :mod:`recpack_ope.inference.clipping`) and keeps
+        the estimate-versus-m curve as ``clip_selection``.
     normalise : {None, "per_user", "post"}
         DCG, per-trajectory nDCG, or post-normalised DCG.
     ess_threshold : float
@@ -125,7 +128,7 @@ def logged_dcg(
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
     if normalise not in _NORMALISE:
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
-    check_clip(clip)
+    auto = check_clip(clip, allow_auto=True) == "auto"
     ess_threshold = check_ess_threshold(ess_threshold)
     if logging is None:
         if log.propensity is None:
@@ -154,20 +157,9 @@ def logged_dcg(
         )
     with np.errstate(divide="ignore"):
         raw = np.where(eps0 > 0, 1.0 / eps0, 0.0)
-    inverse = clip_weights(raw, clip)
-    gains = log.reward * inverse
-    # Only rows with a reward contribute (Eq. 10): the target ranks just those.
-    active = np.flatnonzero(gains > 0)
+    # Only rows with a reward contribute (Eq. 10): the target ranks just those, once for all m.
+    active = np.flatnonzero(log.reward * raw > 0)
     target_exposure = _exposure(target, log, discount, "target", active)
-    contributions = gains[active] * target_exposure.values
-    dcg_s = np.bincount(log.session[active], weights=contributions, minlength=log.n_sessions)
-    diagnostics = None
-    if active.size:
-        top = top_weights(inverse[active])
-        diagnostics = WeightDiagnostics.from_weights(
-            raw[active], inverse[active], share(contributions[top].sum(), contributions.sum()),
-            ess_threshold,
-        )
     se = target_exposure.standard_error
 
     def mc_error(row_weights: np.ndarray, scale: float) -> float:
@@ -179,37 +171,55 @@ def logged_dcg(
         per_context = np.bincount(log.context[active], weights=np.abs(row_weights[active]) * se)
         return float(np.sqrt(np.sum(per_context**2)) / scale)
 
-    sessions = np.arange(log.n_sessions)
-    label = discount.label + ("" if clip is None else f" (m={clip:g})")
-    if normalise is None:
-        return _warned(LoggedEstimate(
-            name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,
-            n_excluded_users=0, approximation_error=mc_error(gains, log.n_sessions),
+    def estimate(m: float | None) -> LoggedEstimate:
+        inverse = clip_weights(raw, m)
+        gains = log.reward * inverse
+        contributions = gains[active] * target_exposure.values
+        dcg_s = np.bincount(log.session[active], weights=contributions, minlength=log.n_sessions)
+        diagnostics = None
+        if active.size:
+            top = top_weights(inverse[active])
+            diagnostics = WeightDiagnostics.from_weights(
+                raw[active], inverse[active], share(contributions[top].sum(), contributions.sum()),
+                ess_threshold,
+            )
+        sessions = np.arange(log.n_sessions)
+        label = discount.label + ("" if m is None else f" (m={m:g})")
+        if normalise is None:
+            return LoggedEstimate(
+                name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,
+                n_excluded_users=0, approximation_error=mc_error(gains, log.n_sessions),
+                diagnostics=diagnostics,
+            )
+        # Each session's gains in a CSR row (columns: positions in the session, so unique).
+        positions = active - log.indptr[log.session[active]]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(log.session[active], minlength=log.n_sessions))])
+        idcg_s = ideal_dcg(
+            sp.csr_matrix((gains[active], positions, indptr), shape=(log.n_sessions, int(positions.max(initial=0)) + 1)),
+            discount,
+        )
+        kept = idcg_s > 0
+        if not kept.any():
+            raise ValueError("no session has a positive reward: normalised DCG is undefined")
+        if normalise == "per_user":
+            name, terms, exponents = "nDCG", dcg_s[kept] / idcg_s[kept], (1,)
+            # Sessions without reward have no gains, so their rows weigh 0 here.
+            scaled = gains / np.where(kept, idcg_s, 1.0)[log.session]
+            error = mc_error(scaled, int(kept.sum()))
+        else:
+            name, terms, exponents = "pnDCG", np.column_stack([dcg_s, idcg_s])[kept], (1, -1)
+            error = mc_error(gains, float(idcg_s.sum()))
+        return LoggedEstimate(
+            name=f"logged {name}{label}", terms=terms, exponents=exponents,
+            user_ids=sessions[kept], n_excluded_users=int((~kept).sum()), approximation_error=error,
             diagnostics=diagnostics,
-        ))
-    # Each session's gains in a CSR row (columns: positions in the session, so unique).
-    positions = active - log.indptr[log.session[active]]
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(log.session[active], minlength=log.n_sessions))])
-    idcg_s = ideal_dcg(
-        sp.csr_matrix((gains[active], positions, indptr), shape=(log.n_sessions, int(positions.max(initial=0)) + 1)),
-        discount,
-    )
-    kept = idcg_s > 0
-    if not kept.any():
-        raise ValueError("no session has a positive reward: normalised DCG is undefined")
-    if normalise == "per_user":
-        name, terms, exponents = "nDCG", dcg_s[kept] / idcg_s[kept], (1,)
-        # Sessions without reward have no gains, so their rows weigh 0 here.
-        scaled = gains / np.where(kept, idcg_s, 1.0)[log.session]
-        error = mc_error(scaled, int(kept.sum()))
-    else:
-        name, terms, exponents = "pnDCG", np.column_stack([dcg_s, idcg_s])[kept], (1, -1)
-        error = mc_error(gains, float(idcg_s.sum()))
-    return _warned(LoggedEstimate(
-        name=f"logged {name}{label}", terms=terms, exponents=exponents,
-        user_ids=sessions[kept], n_excluded_users=int((~kept).sum()), approximation_error=error,
-        diagnostics=diagnostics,
-    ))
+        )
+
+    if not auto:
+        return _warned(estimate(clip))
+    if not active.size:
+        raise ValueError('clip="auto" needs rewarded rows to select the clipping from; the log has none')
+    return _warned(select_clip(estimate, raw[active]))
 
 
 def _warned(result: LoggedEstimate) -> LoggedEstimate:

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
-from .._validation import as_csr, check_positive_int, check_rewards
+from .._validation import as_csr, check_clip, check_positive_int, check_rewards
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     WeightDiagnostics,
@@ -31,6 +31,7 @@ from ..inference.diagnostics import (
     share,
     top_weights,
 )
+from ..inference.clipping import select_clip
 from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
 from ..propensity.weights import clip_weights, ips_weights
@@ -69,7 +70,7 @@ def dcg(
     *,
     discount: Discount,
     propensity=None,
-    clip: float | None = None,
+    clip: float | str | None = None,
     normalise: str | None = None,
     self_normalised: bool = False,
     chunk_users: int | None = None,
@@ -93,8 +94,11 @@ def dcg(
         Examination curve ``δ(r)`` with its cutoff, e.g. ``LogDiscount(cutoff=10)``.
     propensity : None, fitted propensity model, 1-D array or sparse matrix
         Logging exposure propensities ``p_ui`` in (0, 1]; None means ``p ≡ 1`` (plain DCG).
-    clip : float or None
-        Clip IPS weights at ``m``: ``w = min(m, 1/p)``. None means no clipping (m = ∞).
+    clip : float, "auto" or None
+        Clip IPS weights at ``m``: ``w = min(m, 1/p)``. None means no clipping (m = ∞), the
+        papers' unbiased estimator. ``"auto"`` selects m from the data by SLOPE (Su et al.,
+        ICML 2020; :mod:`recpack_ope.inference.clipping`); the result then carries the
+        estimate-versus-m curve as ``clip_selection``.
     normalise : {None, "per_user", "post"}
         None: DCG. ``"per_user"``: mean of ``DCG_u / iDCG_u`` (nDCG). ``"post"``:
         ``Σ DCG_u / Σ iDCG_u`` (pnDCG).
@@ -131,12 +135,17 @@ def dcg(
 
 def _dcg(
     y_true, y_score, *, discount, propensity, clip, normalise, self_normalised, chunk_users,
-    ess_threshold,
+    ess_threshold, name: str | None = None,
 ) -> EstimateResult:
-    """:func:`dcg` without the reliability warning, for estimators built on it."""
-    if normalise not in _NORMALISE:
+    """:func:`dcg` without the reliability warning, for estimators built on it.
+
+    ``normalise="total"`` (recall) divides each user's DCG by their total gain ``Σ_i c·w``;
+    ``name`` replaces the estimator's name (its ``IPS-`` prefix is kept).
+    """
+    if normalise not in (*_NORMALISE, "total"):
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
     ess_threshold = check_ess_threshold(ess_threshold)
+    auto = check_clip(clip, allow_auto=True) == "auto"
     if self_normalised and normalise is not None:
         raise ValueError(
             f"self_normalised applies to unnormalised DCG only, got normalise={normalise!r}: "
@@ -150,69 +159,87 @@ def _dcg(
     rewards.eliminate_zeros()
     scores = ScoreSource(y_score, rewards.shape)
     raw = ips_weights(propensity, rewards)
-    weights = clip_weights(raw, clip)
-    gains = sp.csr_matrix((rewards.data * weights, rewards.indices, rewards.indptr), rewards.shape)
-    if propensity is not None:
-        # The held-out entries with the largest weights, to measure their share of Σ c·w·δ.
-        top = top_weights(weights)
-        top_data = np.zeros_like(gains.data)
-        top_data[top] = gains.data[top]
-        top_gains = sp.csr_matrix((top_data, rewards.indices, rewards.indptr), rewards.shape)
-        top_sum = 0.0
-
     held_out = np.diff(rewards.indptr)
     users = np.flatnonzero(held_out > 0)
     if users.size == 0:
         raise ValueError("y_true has no non-zero held-out rewards: no user can be evaluated")
+    step = chunk_users or rows_per_chunk(max(scores.width, int(held_out.max()), 1))
+    exposure = _held_out_exposure(rewards, users, scores, discount, step)
 
-    width = max(scores.width, int(held_out.max()), 1)
-    step = chunk_users or rows_per_chunk(width)
-    dcg_u = np.empty(users.size)
-    idcg_u = np.empty(users.size) if normalise else None
+    def estimate(m: float | None) -> EstimateResult:
+        weights = clip_weights(raw, m)
+        contributions = rewards.data * weights * exposure
+        starts = rewards.indptr[users]
+        dcg_u = np.add.reduceat(contributions, starts)
+        prefix = "" if propensity is None else "IPS-"
+        if normalise == "per_user":
+            label, terms, exponents = "nDCG", dcg_u / _ideal(rewards, weights, users, discount, step), (1,)
+        elif normalise == "post":
+            idcg_u = _ideal(rewards, weights, users, discount, step)
+            label, terms, exponents = "pnDCG", np.column_stack([dcg_u, idcg_u]), (1, -1)
+        elif normalise == "total":
+            label, terms, exponents = "", dcg_u / np.add.reduceat(rewards.data * weights, starts), (1,)
+        elif self_normalised:
+            # Σ c·w·δ / Σ w × N/|U| = mean(DCG_u) · mean(n_u) / mean(Σ_i w_ui)
+            # (docs/definitions.md, "DCG family").
+            prefix = "SN" + (prefix or "IPS-")
+            label, exponents = "DCG", (1, 1, -1)
+            terms = np.column_stack([dcg_u, held_out[users], np.add.reduceat(weights, starts)])
+        else:
+            label, terms, exponents = "DCG", dcg_u, (1,)
+        diagnostics = None
+        if propensity is not None:
+            top = top_weights(weights)
+            diagnostics = WeightDiagnostics.from_weights(
+                raw, weights, share(contributions[top].sum(), contributions.sum()), ess_threshold
+            )
+        return EstimateResult(
+            name=prefix + (name or f"{label}{discount.label}"),
+            terms=terms,
+            exponents=exponents,
+            user_ids=users,
+            n_excluded_users=int(rewards.shape[0] - users.size),
+            diagnostics=diagnostics,
+        )
+
+    if not auto:
+        return estimate(clip)
+    if propensity is None:
+        raise ValueError('clip="auto" selects the clipping of IPS weights; give a propensity')
+    return select_clip(estimate, raw)
+
+
+def _held_out_exposure(
+    rewards: sp.csr_matrix, users: np.ndarray, scores: ScoreSource, discount: Discount, step: int
+) -> np.ndarray:
+    """``δ(rank)`` of every stored held-out entry in the target's ranking (0 when unranked).
+
+    Ranked and held-out entries are matched on the key ``row · n_items + item``: the held-out
+    keys of a chunk are sorted (CSR order), so a binary search places every ranked item.
+    """
+    exposure = np.zeros(rewards.nnz)
+    n_items = rewards.shape[1]
     for start in range(0, users.size, step):
         chunk = users[start : start + step]
         local, items, ranks = scores.ranked(chunk, discount.cutoff)
-        # Ranked entries come row by row (``local`` non-decreasing), so the CSR is built
-        # directly: no COO conversion, no index sort (an item appears once per row).
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(local, minlength=chunk.size))])
-        exposure = sp.csr_matrix(
-            (discount(ranks), items, indptr), shape=(chunk.size, rewards.shape[1])
-        )
-        chunk_gains = gains[chunk]
-        dcg_u[start : start + chunk.size] = np.asarray(
-            chunk_gains.multiply(exposure).sum(axis=1)
-        ).ravel()
-        if propensity is not None:
-            top_sum += top_gains[chunk].multiply(exposure).sum()
-        if normalise:
-            idcg_u[start : start + chunk.size] = ideal_dcg(chunk_gains, discount)
+        # Rows between the chunk's users hold no entries, so this slice is exactly theirs.
+        lo, hi = rewards.indptr[chunk[0]], rewards.indptr[chunk[-1] + 1]
+        rows = np.repeat(np.arange(chunk.size), np.diff(rewards.indptr)[chunk])
+        held = rows * n_items + rewards.indices[lo:hi]
+        keys = local * n_items + items
+        at = np.minimum(np.searchsorted(held, keys), held.size - 1)
+        hit = held[at] == keys
+        exposure[lo + at[hit]] = discount(ranks[hit])
+    return exposure
 
-    prefix = "" if propensity is None else "IPS-"
-    if normalise == "per_user":
-        name, terms, exponents = "nDCG", dcg_u / idcg_u, (1,)
-    elif normalise == "post":
-        name, terms, exponents = "pnDCG", np.column_stack([dcg_u, idcg_u]), (1, -1)
-    elif self_normalised:
-        # Σ c·w·δ / Σ w × N/|U| = mean(DCG_u) · mean(n_u) / mean(Σ_i w_ui)
-        # (docs/definitions.md, "DCG family").
-        weight_sums = np.add.reduceat(weights, rewards.indptr[users])
-        prefix = "SN" + (prefix or "IPS-")
-        name, exponents = "DCG", (1, 1, -1)
-        terms = np.column_stack([dcg_u, held_out[users], weight_sums])
-    else:
-        name, terms, exponents = "DCG", dcg_u, (1,)
-    diagnostics = None
-    if propensity is not None:
-        diagnostics = WeightDiagnostics.from_weights(
-            raw, weights, share(top_sum, dcg_u.sum()), ess_threshold
-        )
-    return EstimateResult(
-        name=f"{prefix}{name}{discount.label}",
-        terms=terms,
-        exponents=exponents,
-        user_ids=users,
-        n_excluded_users=int(rewards.shape[0] - users.size),
-        diagnostics=diagnostics,
+
+def _ideal(
+    rewards: sp.csr_matrix, weights: np.ndarray, users: np.ndarray, discount: Discount, step: int
+) -> np.ndarray:
+    """``iDCG_u`` of the evaluated users over their gains ``c·w``, in chunks of users."""
+    gains = sp.csr_matrix((rewards.data * weights, rewards.indices, rewards.indptr), rewards.shape)
+    return np.concatenate(
+        [ideal_dcg(gains[users[i : i + step]], discount) for i in range(0, users.size, step)]
     )
 
 
@@ -222,7 +249,7 @@ def unbiased_dcg(
     *,
     discount: Discount,
     propensity=None,
-    clip: float | None = None,
+    clip: float | str | None = None,
     self_normalised: bool = False,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
@@ -252,7 +279,7 @@ def ndcg(
     *,
     discount: Discount,
     propensity=None,
-    clip: float | None = None,
+    clip: float | str | None = None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
@@ -279,7 +306,7 @@ def pn_dcg(
     *,
     discount: Discount,
     propensity=None,
-    clip: float | None = None,
+    clip: float | str | None = None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_csr, check_positive_int
+from .._validation import check_positive_int
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD
 from ..inference.result import EstimateResult
 from ..propensity.discount import CustomDiscount
-from ..propensity.weights import ips_weights
 from .dcg import _dcg
 
 __all__ = ["recall"]
@@ -26,7 +25,7 @@ def recall(
     *,
     k: int,
     propensity=None,
-    clip: float | None = None,
+    clip: float | str | None = None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
@@ -42,8 +41,9 @@ def recall(
         Cutoff.
     propensity : None, fitted propensity model, 1-D array or sparse matrix
         Exposure propensities for IPS weights, as for :func:`recpack_ope.metrics.dcg`.
-    clip : float or None
-        Clip IPS weights at ``m``; None means no clipping.
+    clip : float, "auto" or None
+        Clip IPS weights at ``m``; None means no clipping, ``"auto"`` selects m by SLOPE, as
+        for :func:`recpack_ope.metrics.dcg`.
     chunk_users : int or None
         Users per chunk, as for :func:`recpack_ope.metrics.dcg`.
     ess_threshold : float
@@ -57,29 +57,19 @@ def recall(
         Mean per-user recall with its per-user values and uncertainty.
     """
     k = check_positive_int(k, "k")
-    # A flat discount of length k turns DCG into the reward-weighted hit count in the top k.
-    hits = _dcg(
+    # A flat discount of length k turns DCG into the reward-weighted hit count in the top k;
+    # dividing by the user's total gain Σ_i c·w gives recall.
+    result = _dcg(
         y_true,
         y_score,
         discount=CustomDiscount(np.ones(k)),
         propensity=propensity,
         clip=clip,
-        normalise=None,
+        normalise="total",
         self_normalised=False,
         chunk_users=chunk_users,
         ess_threshold=ess_threshold,
-    )
-    rewards = as_csr(y_true, "y_true")
-    rewards.eliminate_zeros()
-    rewards.data *= ips_weights(propensity, rewards, clip)
-    totals = np.asarray(rewards.sum(axis=1)).ravel()[hits.user_ids]
-    result = EstimateResult(
-        name=f"{'' if propensity is None else 'IPS-'}Recall@{k}",
-        terms=hits.terms[:, 0] / totals,
-        exponents=(1,),
-        user_ids=hits.user_ids,
-        n_excluded_users=hits.n_excluded_users,
-        diagnostics=hits.diagnostics,
+        name=f"Recall@{k}",
     )
     if result.diagnostics is not None:
         result.diagnostics.warn(result.name)

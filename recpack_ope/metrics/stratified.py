@@ -23,12 +23,14 @@ shares themselves; it vanishes with one stratum.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from .._validation import as_csr, check_positive_int, check_rewards
+from ..inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from ..inference.result import EstimateResult, PairedEstimate
 from ..propensity.weights import entry_propensities
 
@@ -149,6 +151,21 @@ class StratifiedResult(PairedEstimate):
         return self.holdout.n_excluded_users
 
     @property
+    def diagnostics(self) -> WeightDiagnostics | None:
+        """Weight diagnostics of an IPS-weighted base metric over all held-out interactions
+        (the holdout's); each stratum's own are on ``strata[s].result.diagnostics``."""
+        return self.holdout.diagnostics
+
+    @property
+    def unreliable_strata(self) -> list[str]:
+        """Labels of the strata whose weighted estimate is flagged unreliable."""
+        return [
+            s.label for s in self.strata
+            if s.result is not None and s.result.diagnostics is not None
+            and not s.result.diagnostics.reliable
+        ]
+
+    @property
     def n_interactions(self) -> int:
         """N, the number of held-out interactions."""
         return int(self.counts.sum())
@@ -192,10 +209,16 @@ class StratifiedResult(PairedEstimate):
         parts = ", ".join(
             f"{s.label} {s.value:.4g} ({s.share:.1%})" for s in self.strata
         )
-        return (
+        text = (
             f"{self.name} = {self.value:.6g} over {self.n_users} users "
             f"[holdout {self.holdout.value:.6g}; {parts}]"
         )
+        if self.diagnostics is not None:
+            flag = "" if self.diagnostics.reliable else "UNRELIABLE: "
+            text += f"\n  {flag}weights (holdout): {self.diagnostics.summary()}"
+            if self.unreliable_strata:
+                text += f"\n  unreliable strata: {', '.join(self.unreliable_strata)}"
+        return text
 
 
 def stratified(
@@ -245,6 +268,24 @@ def stratified(
     if rewards.nnz == 0:
         raise ValueError("y_true has no non-zero held-out rewards: nothing to stratify")
     index, edges = stratum_index(entry_propensities(stratify_by, rewards), n_strata, binning)
+    # One warning for the whole stratified estimate instead of one per stratum (below).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        result = _stratified(metric, rewards, y_score, index, edges, binning, metric_kwargs)
+    if result.diagnostics is not None and (not result.diagnostics.reliable or result.unreliable_strata):
+        where = ", ".join(result.unreliable_strata) or "the holdout"
+        warnings.warn(
+            f"{result.name}: the IPS weights of {where} have an effective sample size below "
+            f"{result.diagnostics.threshold:g} of their interactions ({result.diagnostics.summary()}). "
+            "Clip the weights (clip=...) or check the propensities.",
+            ReliabilityWarning,
+            stacklevel=2,
+        )
+    return result
+
+
+def _stratified(metric, rewards, y_score, index, edges, binning, metric_kwargs) -> StratifiedResult:
+    """:func:`stratified` on validated inputs and strata, without reliability warnings."""
     holdout = metric(rewards, y_score, **metric_kwargs)
     if not isinstance(holdout, EstimateResult):
         raise TypeError(

@@ -79,17 +79,17 @@ def ips_weights(propensity, y_true: sp.csr_matrix, clip: float | None = None) ->
     y_true : scipy.sparse.csr_matrix
         Canonical held-out matrix (sorted indices, no explicit zeros).
     clip : float or None
-        Clipping threshold m > 0; None means no clipping.
+        Clipping threshold m, finite and > 0; None means no clipping.
 
     Returns
     -------
     numpy.ndarray
         One weight per stored entry of ``y_true``, aligned with ``y_true.data``.
     """
-    m = check_clip(clip)
+    check_clip(clip)
     if propensity is None:
         return np.ones(y_true.nnz)
-    return clip_weights(1.0 / entry_propensities(propensity, y_true), m)
+    return clip_weights(1.0 / entry_propensities(propensity, y_true), clip)
 
 
 def clip_weights(raw: np.ndarray, clip: float | None) -> np.ndarray:

@@ -8,8 +8,9 @@ Where things are (one subpackage per concern; arrows only point down the list):
 * ``inference``  – result objects and intervals (``result``), paired and multiple tests
   (``significance``), several systems on the same users (``systems``), MC4/Borda
   (``aggregation``), agreement between metrics and Steiger's test (``agreement``)
-* ``propensity`` – exposure propensities (``models``: power law, popularity, fixed), IPS
-  weights (``weights``), examination curves δ(r) (``discount``)
+* ``propensity`` – exposure propensities (``models``: power law, popularity, fixed) and their
+  diagnostics (``fit_report``), IPS weights (``weights``), examination curves δ(r)
+  (``discount``)
 * ``metrics``    – held-out estimators: scores → ranks (``ranking``), the DCG family
   (``dcg``), ``recall``, propensity-``stratified`` evaluation and its ``simpsons_paradox``
   report, recall-paired preference (``rpp``)
@@ -28,6 +29,7 @@ Every formula is written out in ``docs/definitions.md``. The modules of the earl
 
 from . import _moved
 from .inference.agreement import agreement, disagreement_probability, steiger_test, steiger_z
+from .inference.clipping import ClipSelection
 from .inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from .inference.result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .inference.significance import discriminative_power, paired_t_tests, randomised_tukey_hsd
@@ -55,6 +57,7 @@ from .propensity.discount import (
     LogDiscount,
     ReciprocalDiscount,
 )
+from .propensity.fit_report import PropensityFitReport
 from .propensity.models import (
     FixedPropensity,
     PopularityPropensity,
@@ -107,10 +110,12 @@ __all__ = [
     "PopularityPropensity",
     "FixedPropensity",
     "item_counts",
+    "PropensityFitReport",
     "TopK",
     "EstimateResult",
     "WeightDiagnostics",
     "ReliabilityWarning",
+    "ClipSelection",
     "PairedEstimate",
     "Comparison",
     "agreement",

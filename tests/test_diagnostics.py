@@ -29,8 +29,9 @@ RANK = {(0, 0): 1, (0, 2): 2, (1, 1): 2, (1, 3): 1}
 
 
 def hand_diagnostics(entries, p_of, clip, cutoff):
-    """ESS, ratio, max, top-1 % share, clipped count and mass by plain loops over
-    (user, item, reward, rank) entries."""
+    """ESS, ratio, max, top-1 % share, clipped count and mass by plain loops over the
+    (user, item, reward, rank) entries the target shows (rank ≤ cutoff)."""
+    entries = [e for e in entries if e[3] <= cutoff]
     raw = [1 / p_of(u, i) for u, i, _, _ in entries]
     w = [min(clip, v) for v in raw]
     delta = [1 / math.log2(r + 1) if r <= cutoff else 0.0 for _, _, _, r in entries]
@@ -85,9 +86,12 @@ def test_recall_diagnostics_use_its_own_cutoff():
     raw = [1 / P[i] for _, i, _, _ in entries]
     w = [min(20, v) for v in raw]
     contrib = [c * wj * (r <= 1) for (_, _, c, r), wj in zip(entries, w, strict=True)]
-    top = max(range(4), key=lambda j: (w[j], -j))
+    shown = [j for j in range(4) if entries[j][3] <= 1]  # (user 0, item 0) and (user 1, item 3)
+    top = max(shown, key=lambda j: (w[j], -j))
+    assert est.diagnostics.n_weights == len(shown) == 2
     assert est.diagnostics.top_share == pytest.approx(contrib[top] / sum(contrib), rel=1e-12)
-    assert est.diagnostics.ess == pytest.approx(sum(w) ** 2 / sum(x * x for x in w), rel=1e-12)
+    ws = [w[j] for j in shown]
+    assert est.diagnostics.ess == pytest.approx(sum(ws) ** 2 / sum(x * x for x in ws), rel=1e-12)
 
 
 def test_warning_fires_below_the_threshold_only_and_names_the_estimate():
@@ -132,6 +136,7 @@ def test_logged_diagnostics_equal_hand_computation():
     est = logged_dcg(log, DeterministicRanker(scores), discount=LogDiscount(3), clip=30,
                      ess_threshold=0.01)
     expected = hand_diagnostics(entries, lambda s, i: eps0[(s, i)], 30, 3)
+    assert est.diagnostics.n_weights == 3  # item 1 of session 1 sits at target rank 4
     for key, value in expected.items():
         assert getattr(est.diagnostics, key) == pytest.approx(value, rel=1e-12), key
     assert "weights: ESS" in repr(est) and "sessions" in repr(est)
@@ -160,3 +165,11 @@ def test_stratified_diagnostics_are_the_holdouts_and_warn_once():
     reliability = [w for w in caught if issubclass(w.category, ReliabilityWarning)]
     assert len(reliability) == 1 and "Q1" in str(reliability[0].message)
     assert "UNRELIABLE: weights (holdout)" in repr(result) and "unreliable strata: Q1" in repr(result)
+
+
+def test_an_estimate_without_evaluated_interactions_is_flagged():
+    # The target shows items 1 and 3 to user 0 and items 0 and 2 to user 1: no held-out hit.
+    scores = np.array([[0.0, 0.9, 0.0, 0.8], [0.9, 0.0, 0.8, 0.0]])
+    with pytest.warns(ReliabilityWarning, match="no evaluated interaction"):
+        est = unbiased_dcg(Y, scores, discount=LogDiscount(2), propensity=P)
+    assert est.value == 0 and est.diagnostics.n_weights == 0 and est.diagnostics.ess_ratio == 0

@@ -10,6 +10,7 @@ propensities.
 * ``aggregation``  – MC4, Borda and majority orderings of per-user system scores
 * ``agreement``    – agreement between two metrics over models, Steiger's test
 * ``diagnostics``  – weight diagnostics of IPS estimates, ``ReliabilityWarning``
+* ``clipping``     – ``clip="auto"``: SLOPE selection of the clipping threshold, ``ClipSelection``
 """
 
 from .agreement import (
@@ -20,6 +21,7 @@ from .agreement import (
     steiger_test,
     steiger_z,
 )
+from .clipping import ClipSelection
 from .diagnostics import ReliabilityWarning, WeightDiagnostics
 from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .significance import (
@@ -33,7 +35,7 @@ from .systems import PreferenceMatrix, SystemScores
 
 __all__ = [
     "EstimateResult", "LoggedEstimate", "PairedEstimate", "Comparison",
-    "WeightDiagnostics", "ReliabilityWarning",
+    "WeightDiagnostics", "ReliabilityWarning", "ClipSelection",
     "SystemScores", "PreferenceMatrix",
     "PairwiseTests", "paired_t_tests", "randomised_tukey_hsd", "DiscriminativePower",
     "discriminative_power",

@@ -1,7 +1,10 @@
 """Whether a weighted estimate can be trusted: diagnostics of its importance weights.
 
 An IPS estimate is a weighted sum; when a few interactions carry most of the weight, its
-standard error is itself unreliable and the value is driven by those few. The diagnostics of
+standard error is itself unreliable and the value is driven by those few. The evaluated
+interactions are those that contribute to the estimate: held-out (or rewarded logged)
+interactions that the target exposes, ``δ(rank) > 0``. Weights of interactions the target
+does not show cannot move its estimate, so they do not enter. The diagnostics of
 docs/definitions.md ("Weight diagnostics"), over the n evaluated interactions with weights
 ``w_j`` (after clipping) and raw inverse propensities ``v_j = 1/p_j`` (before clipping):
 
@@ -99,8 +102,8 @@ class WeightDiagnostics:
 
     @property
     def ess_ratio(self) -> float:
-        """``ESS / n`` in (0, 1]: 1 when all weights are equal."""
-        return self.ess / self.n_weights
+        """``ESS / n`` in (0, 1]: 1 when all weights are equal; 0 without interactions."""
+        return self.ess / self.n_weights if self.n_weights else 0.0
 
     @property
     def reliable(self) -> bool:
@@ -129,7 +132,8 @@ class WeightDiagnostics:
             ESS ratio below which the estimate is flagged, in (0, 1].
         """
         if weights.size == 0:
-            raise ValueError("no weighted interactions to diagnose")
+            # The estimate rests on no interaction at all: nothing supports it.
+            return cls(0, 0.0, 0.0, math.nan, 0, 0.0, check_ess_threshold(threshold))
         return cls(
             n_weights=int(weights.size),
             ess=float(np.sum(weights) ** 2 / np.sum(weights**2)),
@@ -140,9 +144,27 @@ class WeightDiagnostics:
             threshold=check_ess_threshold(threshold),
         )
 
+    @classmethod
+    def from_contributions(
+        cls,
+        raw: np.ndarray,
+        weights: np.ndarray,
+        contributions: np.ndarray,
+        threshold: float = ESS_RATIO_THRESHOLD,
+    ) -> WeightDiagnostics:
+        """Diagnostics of the evaluated interactions of one estimate, each with its
+        contribution ``x_j`` to it (aligned with ``raw`` and ``weights``); the top-1 % share
+        is computed from them (:func:`top_weights`)."""
+        top = top_weights(weights)
+        return cls.from_weights(
+            raw, weights, share(contributions[top].sum(), contributions.sum()), threshold
+        )
+
     def warn(self, name: str, stacklevel: int = 3) -> None:
         """Issue a :class:`ReliabilityWarning` for estimate ``name`` if it is unreliable."""
-        if not self.reliable:
+        if not self.n_weights:
+            warnings.warn(f"{name}: {self.summary()}", ReliabilityWarning, stacklevel=stacklevel)
+        elif not self.reliable:
             warnings.warn(
                 f"{name}: the weights' effective sample size is {self.ess:.4g} of "
                 f"{self.n_weights} interactions (ratio {self.ess_ratio:.3g} < "
@@ -154,6 +176,8 @@ class WeightDiagnostics:
 
     def summary(self) -> str:
         """One line: ESS (ratio), largest weight, top-1 % share, clipping."""
+        if not self.n_weights:
+            return "no evaluated interaction: the target ranks none of the held-out ones"
         return (
             f"ESS {self.ess:.4g} of {self.n_weights} ({self.ess_ratio:.1%}), max weight "
             f"{self.max_weight:.4g}, top 1% of weights carry {self.top_share:.0%}, "

@@ -30,8 +30,6 @@ from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     WeightDiagnostics,
     check_ess_threshold,
-    share,
-    top_weights,
 )
 from ..inference.clipping import select_clip
 from ..inference.result import LoggedEstimate
@@ -176,13 +174,11 @@ def logged_dcg(
         gains = log.reward * inverse
         contributions = gains[active] * target_exposure.values
         dcg_s = np.bincount(log.session[active], weights=contributions, minlength=log.n_sessions)
-        diagnostics = None
-        if active.size:
-            top = top_weights(inverse[active])
-            diagnostics = WeightDiagnostics.from_weights(
-                raw[active], inverse[active], share(contributions[top].sum(), contributions.sum()),
-                ess_threshold,
-            )
+        # The evaluated rows: rewarded rows the target exposes (docs/definitions.md).
+        evaluated = active[target_exposure.values > 0]
+        diagnostics = WeightDiagnostics.from_contributions(
+            raw[evaluated], inverse[evaluated], contributions[target_exposure.values > 0], ess_threshold
+        )
         sessions = np.arange(log.n_sessions)
         label = discount.label + ("" if m is None else f" (m={m:g})")
         if normalise is None:

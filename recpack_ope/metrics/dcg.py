@@ -28,8 +28,6 @@ from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     WeightDiagnostics,
     check_ess_threshold,
-    share,
-    top_weights,
 )
 from ..inference.clipping import select_clip
 from ..inference.result import EstimateResult
@@ -189,9 +187,11 @@ def _dcg(
             label, terms, exponents = "DCG", dcg_u, (1,)
         diagnostics = None
         if propensity is not None:
-            top = top_weights(weights)
-            diagnostics = WeightDiagnostics.from_weights(
-                raw, weights, share(contributions[top].sum(), contributions.sum()), ess_threshold
+            # The evaluated interactions: those the target ranks where δ > 0, whose weights
+            # make up the estimate (docs/definitions.md, "Weight diagnostics").
+            evaluated = exposure > 0
+            diagnostics = WeightDiagnostics.from_contributions(
+                raw[evaluated], weights[evaluated], contributions[evaluated], ess_threshold
             )
         return EstimateResult(
             name=prefix + (name or f"{label}{discount.label}"),

@@ -3,7 +3,9 @@
 Scikit-learn conventions: hyperparameters in ``__init__``, ``fit`` on a users×items
 interaction matrix or on a vector of item interaction counts, learned values in
 trailing-underscore attributes (``propensity_`` always; the power-law model also
-``gamma_``, ``gamma_se_``, ``xmin_``).
+``gamma_``, ``gamma_se_``, ``xmin_``). A fitted ``PowerLawPropensity`` or
+``PopularityPropensity`` describes its fit with ``report()`` (a
+:class:`~recpack_ope.propensity.fit_report.PropensityFitReport`).
 
 Any object with a ``propensity_`` attribute (a per-item vector or a users×items sparse
 matrix) can be passed to the estimators, as can such a vector or matrix directly.
@@ -16,8 +18,10 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 
 from .._validation import as_csr, check_propensities, entry_position
+from .fit_report import PropensityFitReport
 
 __all__ = ["PowerLawPropensity", "PopularityPropensity", "FixedPropensity", "item_counts"]
 
@@ -55,6 +59,15 @@ def item_counts(X) -> np.ndarray:
 def _check_min_count(min_count: float) -> None:
     if not min_count > 0:
         raise ValueError(f"min_count must be > 0, got {min_count!r}")
+
+
+def _check_fitted(model: BaseEstimator) -> None:
+    # NotFittedError is a ValueError, as scikit-learn raises for unfitted estimators.
+    if not hasattr(model, "propensity_"):
+        raise NotFittedError(
+            f"{type(model).__name__} is not fitted: call fit(X) on the training interactions "
+            "before report()"
+        )
 
 
 class PowerLawPropensity(BaseEstimator):
@@ -122,10 +135,13 @@ class PowerLawPropensity(BaseEstimator):
         with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
             warnings.simplefilter("ignore")
             # powerlaw fits lazily: read the fitted values while its warnings are silenced.
-            tail = powerlaw.Fit(observed, discrete=True, xmin=self.xmin, verbose=False).power_law
+            fit = powerlaw.Fit(observed, discrete=True, xmin=self.xmin, verbose=False)
+            tail = fit.power_law
             self.gamma_ = float(tail.alpha)
             self.gamma_se_ = float(tail.sigma)
             self.xmin_ = float(tail.xmin)
+        # Kept for report(): its KS distance and likelihood-ratio tests need the fitted data.
+        self._powerlaw_fit = fit
         self.counts_ = counts
         log_n = np.log(np.maximum(counts, self.min_count))
         if self.variant == "yang":
@@ -135,6 +151,47 @@ class PowerLawPropensity(BaseEstimator):
         # Rescale in log space: n**γ overflows float64 for large catalogues.
         self.propensity_ = np.exp(log_p - log_p.max())
         return self
+
+    def report(self) -> PropensityFitReport:
+        """Diagnostics of the fit: γ ± σ, xmin and the shares below it, the KS distance, the
+        likelihood-ratio tests against lognormal and exponential tails, and the propensity
+        range (see :mod:`recpack_ope.propensity.fit_report`).
+
+        The alternative tails are fitted here, not in :meth:`fit`, so fitting stays cheap.
+
+        Returns
+        -------
+        PropensityFitReport
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            (a ValueError) when the model is not fitted.
+        """
+        _check_fitted(self)
+        fit = self._powerlaw_fit
+        # Fitting the lognormal divides underflowed likelihoods (0/0) while the optimiser
+        # explores: numpy's warnings about it are noise. powerlaw's own UserWarnings (no valid
+        # lognormal fit, parameters at the edge of their range) say the test against that
+        # alternative is unreliable, so they are let through.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ks_distance = fit.power_law.D
+            lr = {
+                alternative: fit.distribution_compare("power_law", alternative, normalized_ratio=True)
+                for alternative in ("lognormal", "exponential")
+            }
+        return PropensityFitReport.from_counts(
+            repr(self),
+            self.counts_,
+            self.propensity_,
+            self.min_count,
+            gamma=self.gamma_,
+            gamma_se=self.gamma_se_,
+            xmin=self.xmin_,
+            ks_distance=ks_distance,
+            lr_lognormal=lr["lognormal"],
+            lr_exponential=lr["exponential"],
+        )
 
 
 class PopularityPropensity(BaseEstimator):
@@ -168,6 +225,26 @@ class PopularityPropensity(BaseEstimator):
         self.counts_ = counts
         self.propensity_ = np.maximum(counts, self.min_count) / counts.sum()
         return self
+
+    def report(self) -> PropensityFitReport:
+        """Diagnostics of the propensities: the smallest one and the largest IPS weight
+        ``1/p_min``, the items with zero or fewer than ``min_count`` interactions, and the
+        count distribution. There is no power-law fit, so its fields are None (see
+        :mod:`recpack_ope.propensity.fit_report`).
+
+        Returns
+        -------
+        PropensityFitReport
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            (a ValueError) when the model is not fitted.
+        """
+        _check_fitted(self)
+        return PropensityFitReport.from_counts(
+            repr(self), self.counts_, self.propensity_, self.min_count
+        )
 
 
 class FixedPropensity(BaseEstimator):

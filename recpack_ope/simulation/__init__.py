@@ -1,10 +1,18 @@
 """A seeded world with exact online reward, and baseline recommenders to evaluate in it.
 
-* ``world``     – ``SimulatedWorld`` (true click probabilities), logging policies,
-  ``LoggedFeedback``
+* ``world``     – ``SimulatedWorld`` (true click probabilities, position-based or cascade
+  clicks), logging policies (popularity, uniform, segment-personalised), ``LoggedFeedback``
 * ``baselines`` – popularity, random, item-kNN and EASE recommenders on numpy/scipy
 """
 
-from .world import LoggedFeedback, PopularityPolicy, SimulatedWorld, UniformPolicy
+from .world import (
+    LoggedFeedback,
+    PersonalisedPolicy,
+    PopularityPolicy,
+    SimulatedWorld,
+    UniformPolicy,
+)
 
-__all__ = ["SimulatedWorld", "PopularityPolicy", "UniformPolicy", "LoggedFeedback"]
+__all__ = [
+    "SimulatedWorld", "PopularityPolicy", "UniformPolicy", "PersonalisedPolicy", "LoggedFeedback"
+]

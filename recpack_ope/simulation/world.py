@@ -19,6 +19,23 @@ their assumptions exactly:
   ranking, ``Σ_r P(Q=1 | u, a_r) δ(r)`` (Eq. 5 without sampling), the ground truth that
   offline estimates are compared with.
 
+Two options build worlds that break these assumptions on purpose, to study how estimators
+fail (the defaults keep the world above):
+
+* ``SimulatedWorld(click_model="cascade")``: single-click cascade (Craswell et al., WSDM'08)
+  with the position-based model's patience. The user examines rank 1 with probability
+  ``δ(1)`` and, after examining rank r without clicking, rank r + 1 with probability
+  ``δ(r+1)/δ(r)``; an examined item is clicked with ``P(Q=1 | u, i)``, and the first click
+  ends the feed. Without clicks examination is ``δ(r)`` as before, but a click above stops it,
+  so views depend on the items ranked higher (breaks Asm. 2) and clicks are dependent across
+  ranks (breaks Asm. 3). The logged propensity stays the position-based ``ε0`` a practitioner
+  would assume, which is no longer the probability of examination.
+* :class:`PersonalisedPolicy`: users fall into segments and each segment logs with a
+  Plackett–Luce policy over ``log π_i + λ · ⟨c_s, V_i⟩`` (``c_s`` the segment's mean user
+  factor), so exposure correlates with relevance. The exact exposure ``ε0(s, i)`` is per
+  segment; an item-only propensity (one value per item, like every popularity-based model) is
+  misspecified and IPS with it is biased.
+
 Nothing is stored densely over users × items: relevance is computed from the factors for the
 (user, item) pairs needed, so worlds of 100k users × 20k items fit in a few GiB.
 """
@@ -31,7 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
-from .._validation import check_positive_int
+from .._validation import as_csr, check_positive_int
 from ..inference.result import EstimateResult
 from ..logged.feed_log import FeedLog
 from ..logged.plackett_luce import exposure, sample_rankings
@@ -39,8 +56,14 @@ from ..metrics.ranking import ScoreSource
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
 
-__all__ = ["SimulatedWorld", "PopularityPolicy", "UniformPolicy", "LoggedFeedback"]
+__all__ = [
+    "SimulatedWorld", "PopularityPolicy", "UniformPolicy", "PersonalisedPolicy", "LoggedFeedback"
+]
 
+CLICK_MODELS = ("pbm", "cascade")
+# Spawn key of the random stream that segments users; distinct from the world's and the logs'
+# streams, so segmenting does not change the factors or any log of a world.
+_SEGMENT_STREAM = 0x5E6
 
 
 @dataclass(frozen=True)
@@ -74,6 +97,89 @@ class UniformPolicy:
         return np.ones(world.n_items)
 
 
+@dataclass(frozen=True)
+class PersonalisedPolicy:
+    """Segment-personalised logging: exposure that correlates with relevance.
+
+    Users are split into ``n_segments`` segments: ``n_segments`` distinct users, drawn from a
+    random stream of the world's seed, anchor the segments, and every user joins the segment
+    of the anchor nearest in factor space (Euclidean; each anchor is nearest to itself, so no
+    segment is empty). Segment s logs Plackett–Luce feeds with weights ::
+
+        w_si ∝ exp((log π_i + λ · ⟨c_s, V_i⟩ + σ · z_si) / τ)
+
+    where ``c_s`` is the mean factor of the segment's users, ``λ`` the personalisation and
+    ``z_si ~ N(0, 1)`` fixed per world (editorial choices unrelated to relevance). With
+    ``λ = σ = 0`` this is :class:`PopularityPolicy` in every segment.
+
+    Parameters
+    ----------
+    temperature : float
+        τ > 0, as in :class:`PopularityPolicy`.
+    personalisation : float
+        λ, how strongly a segment's feeds follow its taste (0 = popularity only).
+    n_segments : int
+        Number of segments S ≥ 1, at most the number of users. The exposure is computed
+        exactly for every segment, so cost grows linearly in S (a hundred is cheap).
+    noise : float
+        σ ≥ 0, standard deviation of the per-(segment, item) perturbation of the score.
+    """
+
+    temperature: float = 1.0
+    personalisation: float = 1.0
+    n_segments: int = 20
+    noise: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(f"temperature must be finite and > 0, got {self.temperature!r}")
+        if not np.isfinite(self.personalisation):
+            raise ValueError(f"personalisation must be finite, got {self.personalisation!r}")
+        check_positive_int(self.n_segments, "n_segments")
+        if not (np.isfinite(self.noise) and self.noise >= 0):
+            raise ValueError(f"noise must be finite and >= 0, got {self.noise!r}")
+
+    def segments(self, world: "SimulatedWorld") -> np.ndarray:
+        """Segment of every user of the world, shape (n_users,)."""
+        return self._segmentation(world)[0]
+
+    def weights(self, world: "SimulatedWorld") -> np.ndarray:
+        """Plackett–Luce weights of every segment, shape (n_segments, n_items), rows sum to 1."""
+        return self._segmentation(world)[1]
+
+    def _segmentation(self, world: "SimulatedWorld") -> tuple[np.ndarray, np.ndarray]:
+        """(segment of every user, normalised PL weights of every segment)."""
+        if self.n_segments > world.n_users:
+            raise ValueError(
+                f"n_segments={self.n_segments} exceeds the number of users ({world.n_users})"
+            )
+        stream = np.random.SeedSequence(world.seed, spawn_key=(_SEGMENT_STREAM,))
+        rng = np.random.default_rng(stream)
+        factors = world.user_factors
+        anchors = factors[rng.choice(world.n_users, self.n_segments, replace=False)]
+        segment = np.empty(world.n_users, dtype=np.int64)
+        step = rows_per_chunk(self.n_segments * world.n_factors)
+        for start in range(0, world.n_users, step):
+            part = factors[start : start + step]
+            # Direct differences (not |u|² − 2u·c + |c|²): an anchor's distance to itself is
+            # then exactly 0, which keeps every segment non-empty.
+            distance = ((part[:, None, :] - anchors[None]) ** 2).sum(axis=2)
+            segment[start : start + step] = distance.argmin(axis=1)
+        members = sp.csr_matrix(
+            (np.ones(world.n_users), (segment, np.arange(world.n_users))),
+            shape=(self.n_segments, world.n_users),
+        )
+        centroids = (members @ factors) / np.asarray(members.sum(axis=1))
+        scores = (
+            np.log(world.popularity)
+            + self.personalisation * (centroids @ world.item_factors.T)
+            + self.noise * rng.standard_normal((self.n_segments, world.n_items))
+        ) / self.temperature
+        # Shift each row by its maximum before exponentiating: same PL policy, no overflow.
+        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+        return segment, weights / weights.sum(axis=1, keepdims=True)
+
+
 @dataclass(frozen=True, eq=False)
 class LoggedFeedback:
     """What a logging policy recorded: one row per shown (user, feed, item).
@@ -87,15 +193,23 @@ class LoggedFeedback:
         (1-based), click (0/1).
     propensity : numpy.ndarray
         Logging exposure ``ε0`` of each row's (user, item): the probability that one feed
-        shows *and* the user views the item (Eq. 8).
-    exposure : numpy.ndarray, shape (n_items,)
-        ``ε0(i)`` of every item, the same for every user (the logging score is not personal).
-    logging_weights : numpy.ndarray, shape (n_items,)
-        The logging policy's Plackett–Luce weights, normalised to sum to 1.
+        shows *and* the user views the item (Eq. 8) under the position-based model.
+    exposure : numpy.ndarray, shape (n_items,) or (n_segments, n_items)
+        ``ε0(i)`` of every item, the same for every user when the logging score is not
+        personal; ``ε0(s, i)`` of every segment for a :class:`PersonalisedPolicy`.
+    logging_weights : numpy.ndarray, shape (n_items,) or (n_segments, n_items)
+        The logging policy's Plackett–Luce weights, normalised to sum to 1 (per segment).
     discount : Discount
         The position-based view model of the log.
     feed_length, n_feeds : int
         Items per feed and feeds per user.
+    segment : numpy.ndarray of int64, shape (n_users,), or None
+        Logging segment of every user (:class:`PersonalisedPolicy`); None otherwise.
+    click_model : str
+        The world's click model. Under ``"cascade"`` the recorded ``propensity`` and
+        ``exposure`` are still the position-based ``ε0`` — what a practitioner would assume —
+        and *not* the probability that the user examines the item, which also depends on the
+        items ranked above it: IPS with them is biased (the world breaks Asm. 2 and 3).
     """
 
     clicks: sp.csr_matrix
@@ -110,14 +224,55 @@ class LoggedFeedback:
     feed_length: int
     n_feeds: int
     logging_weights: np.ndarray
+    segment: np.ndarray | None = None
+    click_model: str = "pbm"
 
     def propensity_model(self) -> FixedPropensity:
         """The true per-feed logging exposure as a fitted propensity model for the estimators.
 
         With ``n_feeds == 1`` every click count is 0 or 1 and ``E[c_ui] = ε0(i) · P(Q=1|u,i)``,
-        so IPS-DCG with these propensities is unbiased for the online reward per user.
+        so IPS-DCG with these propensities is unbiased for the online reward per user (under
+        the position-based click model).
+
+        Raises
+        ------
+        ValueError
+            For a personalised log, whose exposure depends on the user: use
+            :meth:`propensity_matrix` instead.
         """
+        if self.segment is not None:
+            raise ValueError(
+                "the logging exposure of a PersonalisedPolicy depends on the user's segment; "
+                "pass propensity_matrix(y_true) to the estimators instead of propensity_model()"
+            )
         return FixedPropensity(self.exposure).fit()
+
+    def propensity_matrix(self, y_true) -> sp.csr_matrix:
+        """The true logging exposure at every stored entry of ``y_true``, for any policy.
+
+        Parameters
+        ----------
+        y_true : scipy.sparse matrix or array_like, shape (n_users, n_items)
+            Held-out rewards (e.g. this log's ``clicks``); only its stored entries matter.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix, shape (n_users, n_items)
+            ``ε0(u, i)`` — ``ε0(segment(u), i)`` for a personalised log — at exactly the
+            stored entries of ``y_true``; the estimators' ``propensity`` argument accepts it.
+        """
+        held_out = as_csr(y_true, "y_true")
+        if held_out.shape != self.clicks.shape:
+            raise ValueError(
+                f"y_true has shape {held_out.shape} but the log has {self.clicks.shape} "
+                "(users, items)"
+            )
+        if self.segment is None:
+            values = self.exposure[held_out.indices]
+        else:
+            users = np.repeat(np.arange(held_out.shape[0]), np.diff(held_out.indptr))
+            values = self.exposure[self.segment[users], held_out.indices]
+        return sp.csr_matrix((values, held_out.indices, held_out.indptr), shape=held_out.shape)
 
     def feed_log(self) -> FeedLog:
         """The log as a :class:`~recpack_ope.logged.feed_log.FeedLog`: one session per (user, feed),
@@ -130,10 +285,16 @@ class LoggedFeedback:
             self.click,
             context=self.user,
             propensity=self.propensity,
-            logging_weight=self.logging_weights[self.item],
-            n_items=self.exposure.size,
+            logging_weight=self._row_values(self.logging_weights),
+            n_items=self.exposure.shape[-1],
             n_contexts=int(self.clicks.shape[0]),
         )
+
+    def _row_values(self, per_item: np.ndarray) -> np.ndarray:
+        """A per-item (or per-segment × item) quantity at every logged row."""
+        if self.segment is None:
+            return per_item[self.item]
+        return per_item[self.segment[self.user], self.item]
 
     def to_pandas(self):
         """The long table as a pandas DataFrame (needs pandas)."""
@@ -172,6 +333,11 @@ class SimulatedWorld:
         ``b``: sets the overall click-through rate.
     seed : int
         Seed of the world's factors and popularity.
+    click_model : {"pbm", "cascade"}
+        ``"pbm"``: position-based views, clicks independent across ranks (Asm. 1–5 hold).
+        ``"cascade"``: single-click cascade with the same examination curve (see the module
+        docstring); needs a non-increasing discount. Used by :meth:`log` and
+        :meth:`online_reward` alike; it does not change the factors or popularity.
     """
 
     n_users: int = 5000
@@ -182,9 +348,13 @@ class SimulatedWorld:
     popularity_strength: float = 0.3
     base_logit: float = -1.5
     seed: int = 0
+    click_model: str = "pbm"
     user_factors: np.ndarray = field(init=False, repr=False)
     item_factors: np.ndarray = field(init=False, repr=False)
     popularity: np.ndarray = field(init=False, repr=False)
+    # Exact logging exposures by (policy, feed length, view curve): repeated logs of one policy
+    # (held-out replications) pay the Plackett–Luce exposure integral once.
+    _exposures: dict = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("n_users", "n_items", "n_factors"):
@@ -194,6 +364,8 @@ class SimulatedWorld:
                 raise ValueError(f"{name} must be finite, got {getattr(self, name)!r}")
         if self.popularity_exponent < 0:
             raise ValueError(f"popularity_exponent must be >= 0, got {self.popularity_exponent!r}")
+        if self.click_model not in CLICK_MODELS:
+            raise ValueError(f"click_model must be one of {CLICK_MODELS}, got {self.click_model!r}")
         rng = np.random.default_rng(self.seed)
         scale = 1.0 / np.sqrt(self.n_factors)
         object.__setattr__(
@@ -234,7 +406,7 @@ class SimulatedWorld:
 
     def log(
         self,
-        policy: PopularityPolicy | UniformPolicy,
+        policy: PopularityPolicy | UniformPolicy | PersonalisedPolicy,
         *,
         feed_length: int = 50,
         discount: Discount | None = None,
@@ -243,10 +415,14 @@ class SimulatedWorld:
     ) -> LoggedFeedback:
         """Deploy a logging policy: every user gets ``n_feeds`` feeds and clicks on some items.
 
+        Clicks follow the world's ``click_model``; the recorded propensities are the
+        position-based exposure ``ε0`` in either case.
+
         Parameters
         ----------
-        policy : PopularityPolicy or UniformPolicy
-            The deployed (logging) policy.
+        policy : PopularityPolicy, UniformPolicy or PersonalisedPolicy
+            The deployed (logging) policy; a personalised one samples every segment's feeds
+            with that segment's weights.
         feed_length : int
             Items per feed, n.
         discount : Discount, optional
@@ -264,29 +440,56 @@ class SimulatedWorld:
         discount = LogDiscount() if discount is None else discount
         if not isinstance(discount, Discount):
             raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
-        if not isinstance(policy, (PopularityPolicy, UniformPolicy)):
+        if not isinstance(policy, (PopularityPolicy, UniformPolicy, PersonalisedPolicy)):
             raise TypeError(
                 f"policy must be a PopularityPolicy or UniformPolicy, got {type(policy).__name__}"
+                " (or a PersonalisedPolicy)"
             )
         n = check_positive_int(feed_length, "feed_length")
         n_feeds = check_positive_int(n_feeds, "n_feeds")
-        weights = policy.weights(self)
-        eps0 = exposure(weights, discount, n)
         view_prob = discount.weights(n)
+        cascade = self.click_model == "cascade"
+        continuation = _cascade_continuation(view_prob) if cascade else None
         rng = np.random.default_rng([self.seed, seed])
         n_rows = self.n_users * n_feeds
-        feeds = sample_rankings(weights, n, n_rows, rng)
+        segment, weights, eps0 = self._policy_exposure(policy, discount, n)
+        if segment is not None:
+            feeds = np.empty((n_rows, n), dtype=np.int64)
+            for s in range(weights.shape[0]):
+                members = np.flatnonzero(segment == s)
+                rows = (members[:, None] * n_feeds + np.arange(n_feeds)).ravel()
+                feeds[rows] = sample_rankings(weights[s], n, rows.size, rng)
+            propensity = eps0[np.repeat(segment, n_feeds * n), feeds.ravel()]
+        else:
+            feeds = sample_rankings(weights, n, n_rows, rng)
+            propensity = eps0[feeds.ravel()]
         user = np.repeat(np.arange(self.n_users), n_feeds * n)
         feed = np.tile(np.repeat(np.arange(n_feeds), n), self.n_users)
         item = feeds.ravel()
         rank = np.tile(np.arange(1, n + 1), n_rows)
         click = np.empty(item.size, dtype=np.int8)
-        step = rows_per_chunk(1)
-        for start in range(0, item.size, step):
-            part = slice(start, start + step)
-            viewed = rng.random(rank[part].size) < view_prob[rank[part] - 1]
-            relevant = rng.random(viewed.size) < self.relevance_of(user[part], item[part])
-            click[part] = viewed & relevant
+        if cascade:
+            feed_user = np.repeat(np.arange(self.n_users), n_feeds)
+            by_feed = click.reshape(n_rows, n)
+            step = rows_per_chunk(n)
+            for start in range(0, n_rows, step):
+                part = slice(start, start + step)
+                shown = feeds[part]
+                # Examined through rank r: every continuation up to r succeeded (prob. δ(r)).
+                examined = np.logical_and.accumulate(rng.random(shown.shape) < continuation, axis=1)
+                relevant = rng.random(shown.shape) < self.relevance_of(feed_user[part, None], shown)
+                # The first examined relevant item is clicked and ends the feed, so rank r can
+                # only be clicked if no rank above it was relevant.
+                clear = np.ones(shown.shape, dtype=bool)
+                clear[:, 1:] = np.logical_and.accumulate(~relevant[:, :-1], axis=1)
+                by_feed[part] = examined & relevant & clear
+        else:
+            step = rows_per_chunk(1)
+            for start in range(0, item.size, step):
+                part = slice(start, start + step)
+                viewed = rng.random(rank[part].size) < view_prob[rank[part] - 1]
+                relevant = rng.random(viewed.size) < self.relevance_of(user[part], item[part])
+                click[part] = viewed & relevant
         hit = click == 1
         clicks = sp.csr_matrix(
             (np.ones(int(hit.sum())), (user[hit], item[hit])), shape=(self.n_users, self.n_items)
@@ -299,12 +502,14 @@ class SimulatedWorld:
             item=item,
             rank=rank,
             click=click,
-            propensity=eps0[item],
+            propensity=propensity,
             exposure=eps0,
             discount=discount,
             feed_length=n,
             n_feeds=n_feeds,
-            logging_weights=weights / weights.sum(),
+            logging_weights=weights / weights.sum(axis=-1, keepdims=True),
+            segment=segment,
+            click_model=self.click_model,
         )
 
     def online_reward(self, rankings, discount: Discount) -> EstimateResult:
@@ -312,7 +517,9 @@ class SimulatedWorld:
 
         ``reward_u = Σ_r P(Q=1 | u, a_r) · δ(r)`` over the items ``a_1, a_2, …`` the target
         ranks for user u, cut off where ``δ`` is zero. This is the ground truth that an
-        unbiased offline estimator targets.
+        unbiased offline estimator targets. Under the cascade click model it is
+        ``Σ_r q(a_r) · δ(r) · Π_{s<r} (1 − q(a_s))`` with ``q = P(Q=1 | u, ·)``: rank r is
+        clicked if it is examined and relevant and no rank above it was clicked.
 
         Parameters
         ----------
@@ -336,23 +543,61 @@ class SimulatedWorld:
         for start in range(0, self.n_users, step):
             users = np.arange(start, min(start + step, self.n_users))
             local, items, ranks = source.ranked(users, discount.cutoff)
-            gain = self.relevance_of(users[local], items) * discount(ranks)
+            relevance = self.relevance_of(users[local], items)
+            if self.click_model == "cascade" and ranks.size:
+                _cascade_continuation(discount.weights(int(ranks.max())))
+                relevance = relevance * _no_click_above(relevance, local, ranks, users.size)
+            gain = relevance * discount(ranks)
             reward[users] = np.bincount(local, weights=gain, minlength=users.size)
         return self._over_users(f"online reward{discount.label}", reward)
 
     def policy_reward(
-        self, policy: PopularityPolicy | UniformPolicy, discount: Discount, feed_length: int
+        self,
+        policy: PopularityPolicy | UniformPolicy | PersonalisedPolicy,
+        discount: Discount,
+        feed_length: int,
     ) -> EstimateResult:
         """Exact expected clicks per user when a stochastic logging policy is deployed:
         ``Σ_i ε(i) · P(Q=1 | u, i)`` with ``ε`` its exposure (Eq. 8), the truth behind the
-        on-policy average reward of its logs."""
-        eps = exposure(policy.weights(self), discount, check_positive_int(feed_length, "feed_length"))
+        on-policy average reward of its logs; ``ε(segment(u), i)`` for a personalised policy.
+
+        Raises
+        ------
+        NotImplementedError
+            Under the cascade click model: a click's probability then depends on every item
+            ranked above it, so the expectation over Plackett–Luce rankings has no cheap exact
+            form. The mean clicks per user of its logs (:meth:`log`) estimate it unbiasedly.
+        """
+        if self.click_model == "cascade":
+            raise NotImplementedError(
+                "policy_reward is exact only for click_model='pbm'; under 'cascade' estimate a "
+                "stochastic policy's reward by the mean clicks per user of its logs"
+            )
+        n = check_positive_int(feed_length, "feed_length")
+        segment, _, eps = self._policy_exposure(policy, discount, n)
         reward = np.empty(self.n_users)
         step = rows_per_chunk(self.n_items)
         for start in range(0, self.n_users, step):
             users = np.arange(start, min(start + step, self.n_users))
-            reward[users] = self.relevance(users) @ eps
+            relevance = self.relevance(users)
+            if segment is None:
+                reward[users] = relevance @ eps
+            else:
+                reward[users] = np.einsum("ui,ui->u", relevance, eps[segment[users]])
         return self._over_users(f"online reward of {type(policy).__name__}", reward)
+
+    def _policy_exposure(self, policy, discount: Discount, n: int):
+        """(segment of every user or None, Plackett–Luce weights, exact exposure ε0) of a
+        logging policy with feeds of ``n`` items under ``discount``, cached per world."""
+        key = (policy, n, tuple(discount.weights(n)))
+        if key not in self._exposures:
+            if isinstance(policy, PersonalisedPolicy):
+                segment, weights = policy._segmentation(self)
+                self._exposures[key] = (segment, weights, _segment_exposure(weights, discount, n))
+            else:
+                weights = policy.weights(self)
+                self._exposures[key] = (None, weights, exposure(weights, discount, n))
+        return self._exposures[key]
 
     def _over_users(self, name: str, reward: np.ndarray) -> EstimateResult:
         """Exact per-user rewards as a mean over every user of the world."""
@@ -363,3 +608,45 @@ class SimulatedWorld:
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _segment_exposure(weights: np.ndarray, discount: Discount, n: int) -> np.ndarray:
+    """Exact exposure ``ε0(s, i)`` of every segment's Plackett–Luce policy, (segments, items)."""
+    return np.stack([exposure(w, discount, n) for w in weights])
+
+
+def _cascade_continuation(view_prob: np.ndarray) -> np.ndarray:
+    """``P(examine r | examined r − 1 without a click)``: ``δ(1)``, then ``δ(r) / δ(r − 1)``.
+
+    The product up to r is ``δ(r)``, so without clicks the cascade examines like the
+    position-based model. Ranks after one with ``δ = 0`` are never reached (ratio 0).
+
+    Raises
+    ------
+    ValueError
+        If ``δ`` rises with rank somewhere: a cascade cannot examine a lower rank more often.
+    """
+    rises = np.flatnonzero(np.diff(view_prob) > 0)
+    if rises.size:
+        r = int(rises[0]) + 1
+        raise ValueError(
+            f"click_model='cascade' needs a non-increasing discount, but δ({r + 1}) = "
+            f"{view_prob[r]:.6g} > δ({r}) = {view_prob[r - 1]:.6g}"
+        )
+    previous = np.concatenate([[1.0], view_prob[:-1]])
+    return np.divide(view_prob, previous, out=np.zeros_like(view_prob), where=previous > 0)
+
+
+def _no_click_above(
+    relevance: np.ndarray, local: np.ndarray, ranks: np.ndarray, n_rows: int
+) -> np.ndarray:
+    """``Π_{s<r} (1 − q_s)`` over the ranks above each (row, rank) entry.
+
+    Rows rank items 1, 2, … without gaps, so a dense rows × ranks grid holds them; its empty
+    cells are 0, which leaves the products of the ranks above them unchanged.
+    """
+    grid = np.zeros((n_rows, int(ranks.max())))
+    grid[local, ranks - 1] = relevance
+    above = np.ones_like(grid)
+    above[:, 1:] = np.cumprod(1.0 - grid[:, :-1], axis=1)
+    return above[local, ranks - 1]

@@ -8,10 +8,17 @@ Cornac ≥ 2's ``gt_pos`` index arrays)::
     from recpack_ope.adapters.cornac import CornacAdapter
 
     split = cornac.eval_methods.RatioSplit(data, test_size=0.2, rating_threshold=4.0)
-    adapter = CornacAdapter(propensity=PowerLawPropensity(), clip=100).fit(split)
+    adapter = CornacAdapter(propensity=PowerLawPropensity()).fit(split)  # clip=RECOMMENDED_CLIP
     cornac.Experiment(split, models, metrics=[cornac.metrics.NDCG(10), *adapter.metrics(k=10)]).run()
 
-and a drop-in replacement for Cornac's ``PropensityStratifiedEvaluation`` (which crashes on
+Their names say whether they are IPS-weighted: ``IPS-DCG@10``, ``IPS-nDCG@10`` and
+``IPS-pnDCG@10`` with propensities, ``DCG@10``, ``nDCG@10`` and ``pnDCG@10`` without. Their
+weights are clipped at :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP` unless told
+otherwise (``clip=None``: the paper's unclipped estimator). Cornac's loop computes them user
+by user, so ``clip="auto"``, which selects the clipping from all users at once, works only in
+the stratified evaluation below.
+
+And a drop-in replacement for Cornac's ``PropensityStratifiedEvaluation`` (which crashes on
 construction in Cornac 2.2.2 and 3.0.1, and mixes up item indices and propensity weights when
 patched)::
 
@@ -21,8 +28,11 @@ patched)::
     cornac.Experiment(pse, [BPR(k=10), WMF(k=10)], metrics=[NDCG(), Recall(k=10)]).run()
 
 which prints, per model, the Closed (holdout) / IPS / Q1…QS / Stratified table of Jadidinejad
-et al. (TOIS 2021) and keeps every estimate for paired comparisons
-(:func:`simpsons_paradox`); and recall-paired preference between an experiment's models::
+et al. (TOIS 2021), with the effective sample size of the IPS row's weights (``IPS ESS/n``),
+and keeps every estimate for paired comparisons (:func:`simpsons_paradox`). Its IPS row clips
+the weights with ``clip`` (default :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`;
+``clip=None`` is the paper's and Cornac's unclipped IPS). And recall-paired preference
+between an experiment's models::
 
     experiment = cornac.Experiment(split, [BPR(k=10), WMF(k=10), MostPop()], metrics=[Recall(10)])
     experiment.run()
@@ -54,6 +64,8 @@ from cornac.experiment.result import CVExperimentResult, Result
 from cornac.metrics import NDCG, RankingMetric, Recall
 from tqdm.auto import tqdm
 
+from .._validation import check_clip
+from ..inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from ..inference.result import EstimateResult
 from ..inference.systems import PreferenceMatrix
 from ..metrics.dcg import dcg, ndcg
@@ -65,6 +77,7 @@ from ..metrics.simpsons_paradox import simpsons_paradox as _report
 from ..metrics.stratified import BINNINGS, StratifiedResult, stratified
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity, PowerLawPropensity
+from ..propensity.weights import RECOMMENDED_CLIP
 
 __all__ = [
     "UnbiasedDCG",
@@ -80,6 +93,13 @@ __all__ = [
 ]
 
 
+# Row of StratifiedModelResult.rows() with the ESS ratio of the IPS row's weights.
+ESS_ROW = "IPS ESS/n"
+
+# "Use the metric's own clip" in OPEMetric.estimate (None means no clipping).
+_OWN = object()
+
+
 def _cutoff(k) -> int | None:
     """Cornac's ``k`` (-1 = the whole ranking) as the core's cutoff (None = no cutoff)."""
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not (k == -1 or k > 0):
@@ -90,28 +110,49 @@ def _cutoff(k) -> int | None:
 class OPEMetric(RankingMetric):
     """Base of our Cornac ranking metrics: a core estimator with its propensities and discount.
 
+    Its Cornac ``name`` says whether it is IPS-weighted: e.g. ``IPS-DCG@10`` with propensities,
+    ``DCG@10`` without.
+
     Parameters
     ----------
     k : int
         Cutoff; -1 ranks the whole catalogue (Cornac's convention).
     propensity : None, fitted propensity model or 1-D array
         Exposure propensities in (0, 1] indexed by **Cornac's internal item index**; None means
-        ``p ≡ 1``. For raw item ids or a model still to be fitted, use :class:`CornacAdapter`.
-    clip : float or None
-        Clip IPS weights at ``m`` (Jeunen et al. §6.2).
+        an unweighted metric. For raw item ids or a model still to be fitted, use
+        :class:`CornacAdapter`.
+    clip : float, "auto" or None
+        Clipping of the IPS weights, passed to the core's :func:`~recpack_ope.metrics.dcg`:
+        a number m clips at ``min(m, 1/p)`` (Jeunen et al. §6.2); default
+        :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`; None is the paper's
+        unclipped estimator. Ignored without propensities.
     discount : Discount or None
         Curve shape, cut at k (default ``LogDiscount``, Cornac's and RecPack's log2 discount).
+
+    Notes
+    -----
+    Cornac's ranking loop calls :meth:`compute` once per user, so the weights' reliability
+    diagnostics of one user say nothing about the averaged estimate, and ``compute`` issues
+    no per-user :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning`. Use
+    :class:`PropensityStratifiedEvaluation` (or the core on the whole held-out set) to see
+    the diagnostics of the estimate. For the same reason ``clip="auto"``, which selects the
+    clipping from all users' estimates, works in :class:`PropensityStratifiedEvaluation` but
+    not in Cornac's own loop (``compute`` raises a ``ValueError``): give a weighted metric a
+    number there.
     """
 
     #: keyword arguments of the core's dcg() that make this estimator
     options: dict = {}
+    #: the estimator in the metric's name, prefixed by ``IPS-`` when weighted
+    label: str = "DCG"
 
-    def __init__(self, k: int = -1, propensity=None, clip: float | None = None,
+    def __init__(self, k: int = -1, propensity=None, clip: float | str | None = RECOMMENDED_CLIP,
                  discount: Discount | None = None):
         cutoff = _cutoff(k)
         discount = LogDiscount() if discount is None else discount
         if not isinstance(discount, Discount):
             raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+        check_clip(clip, allow_auto=True)
         if propensity is not None and not hasattr(propensity, "propensity_"):
             if hasattr(propensity, "fit"):
                 raise ValueError(
@@ -119,18 +160,34 @@ class OPEMetric(RankingMetric):
                     "CornacAdapter(...).fit(eval_method) so it is indexed like Cornac's items"
                 )
             propensity = FixedPropensity(propensity).fit()
-        super().__init__(name=f"{type(self).__name__}@{k}", k=k)
+        weighted = "" if propensity is None else "IPS-"
+        super().__init__(name=f"{weighted}{self.label}@{k}", k=k)
         self.propensity, self.clip = propensity, clip
         self.discount = discount if cutoff is None else discount.with_cutoff(cutoff)
 
-    def estimate(self, y_true, ranking: TopK, propensity=None) -> EstimateResult:
-        """The core estimate on held-out rewards; ``propensity`` overrides the metric's own."""
+    @property
+    def weighted(self) -> bool:
+        """Whether the metric has propensities, i.e. is IPS-weighted."""
+        return self.propensity is not None
+
+    def estimate(self, y_true, ranking: TopK, propensity=None, clip=_OWN) -> EstimateResult:
+        """The core estimate on held-out rewards; ``propensity`` and ``clip`` override the
+        metric's own (the IPS row of :class:`PropensityStratifiedEvaluation`)."""
         p = self.propensity if propensity is None else propensity
-        return dcg(y_true, ranking, discount=self.discount, propensity=p, clip=self.clip,
-                   **self.options)
+        if p is None:
+            return dcg(y_true, ranking, discount=self.discount, **self.options)
+        return dcg(y_true, ranking, discount=self.discount, propensity=p,
+                   clip=self.clip if clip is _OWN else clip, **self.options)
 
     def compute(self, gt_pos, pd_rank, **kwargs) -> float:
         """One user's value, as Cornac's ranking loop asks for it (Cornac ≥ 2 arguments)."""
+        if self.propensity is not None and isinstance(self.clip, str):
+            raise ValueError(
+                f'{self.name} has clip={self.clip!r}, which selects the clipping from the '
+                "estimate over all users at once (SLOPE); Cornac's ranking loop computes one user "
+                "at a time. Give this metric a number (e.g. clip=100) or None (unclipped), or "
+                "evaluate it with recpack_ope.adapters.cornac.PropensityStratifiedEvaluation"
+            )
         gt_pos = np.asarray(gt_pos, dtype=np.int64)
         ranked = np.asarray(pd_rank, dtype=np.int64)[: self.discount.cutoff]
         if self.propensity is not None:
@@ -145,31 +202,38 @@ class OPEMetric(RankingMetric):
             n_items = int(max(gt_pos.max(initial=-1), ranked.max(initial=-1))) + 1
         y = sp.csr_matrix((np.ones(gt_pos.size), (np.zeros(gt_pos.size, int), gt_pos)),
                           shape=(1, n_items))
-        return self.estimate(y, TopK(ranked[None, :])).value
+        with warnings.catch_warnings():
+            # One user's weights do not diagnose the averaged estimate (class notes).
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            return self.estimate(y, TopK(ranked[None, :])).value
 
 
 class UnbiasedDCG(OPEMetric):
-    """Unbiased (IPS) DCG@k, Jeunen et al. (KDD'24) Eq. 10–11; plain DCG@k when
-    ``propensity=None``."""
+    """Unbiased (IPS) DCG@k, Jeunen et al. (KDD'24) Eq. 10–11, named ``IPS-DCG@k``; plain
+    ``DCG@k`` when ``propensity=None``."""
 
     options = {}
+    label = "DCG"
 
 
 class IPSNDCG(OPEMetric):
-    """Per-user nDCG@k with IPS gains (Jeunen et al. §5); Cornac's ``NDCG`` when
-    ``propensity=None`` (binary relevance)."""
+    """Per-user nDCG@k with IPS gains (Jeunen et al. §5), named ``IPS-nDCG@k``; ``nDCG@k``,
+    equal to Cornac's ``NDCG``, when ``propensity=None`` (binary relevance)."""
 
     options = {"normalise": "per_user"}
+    label = "nDCG"
 
 
 class PostNormalisedDCG(OPEMetric):
-    """pnDCG@k = Σ_u DCG_u / Σ_u iDCG_u (Jeunen et al. §5, Lemma 5.1).
+    """pnDCG@k = Σ_u DCG_u / Σ_u iDCG_u (Jeunen et al. §5, Lemma 5.1), named ``pnDCG@k``, or
+    ``IPS-pnDCG@k`` with IPS gains when it has propensities.
 
     Not a mean of per-user values, so Cornac's own ranking loop cannot average it: use it with
     :class:`PropensityStratifiedEvaluation`, which evaluates the whole held-out set at once.
     """
 
     options = {"normalise": "post"}
+    label = "pnDCG"
 
     def compute(self, gt_pos, pd_rank, **kwargs) -> float:
         raise ValueError(
@@ -220,15 +284,21 @@ class CornacAdapter:
         raw item ids is placed on Cornac's internal indices through ``global_iid_map``.
     discount : Discount or None
         Curve shape (default ``LogDiscount``).
-    clip : float or None
-        Clip IPS weights at ``m``.
+    clip : float, "auto" or None
+        Clipping of the IPS weights (see :class:`OPEMetric`); default
+        :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`, None for the paper's
+        unclipped estimator. Checked at construction. ``"auto"`` works only where the whole
+        held-out set is evaluated at once (:class:`PropensityStratifiedEvaluation`); Cornac's
+        per-user loop needs a number or None.
     on : {"all", "train"}
         Which interactions a propensity model is fitted on (see :func:`item_counts`).
     """
 
     def __init__(self, propensity=None, discount: Discount | None = None,
-                 clip: float | None = None, on: str = "all"):
-        self.propensity, self.discount, self.clip, self.on = propensity, discount, clip, on
+                 clip: float | str | None = RECOMMENDED_CLIP, on: str = "all"):
+        self.propensity, self.discount, self.on = propensity, discount, on
+        check_clip(clip, allow_auto=True)
+        self.clip = clip
 
     def fit(self, eval_method: BaseMethod) -> "CornacAdapter":
         """Fit or place the propensities for ``eval_method`` (after its split)."""
@@ -244,8 +314,10 @@ class CornacAdapter:
         return self
 
     def metrics(self, k: int = 10) -> list[OPEMetric]:
-        """``[UnbiasedDCG@k, IPSNDCG@k]`` with the fitted propensities, for any Cornac eval
-        method; add ``PostNormalisedDCG`` with :class:`PropensityStratifiedEvaluation`."""
+        """:class:`UnbiasedDCG` and :class:`IPSNDCG` at ``k`` with the fitted propensities
+        (named ``IPS-DCG@k`` and ``IPS-nDCG@k``; ``DCG@k`` and ``nDCG@k`` without
+        propensities), for any Cornac eval method; add :class:`PostNormalisedDCG` with
+        :class:`PropensityStratifiedEvaluation`."""
         if not hasattr(self, "propensity_"):
             raise ValueError("call adapter.fit(eval_method) before metrics()")
         return [cls(k=k, propensity=self.propensity_, clip=self.clip, discount=self.discount)
@@ -253,17 +325,21 @@ class CornacAdapter:
 
 
 def _core_metric(metric: RankingMetric):
-    """(callable(y_true, ranking, propensity) → EstimateResult, cutoff) for a Cornac metric."""
+    """(callable(y_true, ranking, propensity=None, clip=None) → EstimateResult, cutoff) for a
+    Cornac metric; ``propensity`` and ``clip`` make the IPS row of the stratified evaluation."""
     if isinstance(metric, OPEMetric):
-        return metric.estimate, metric.discount.cutoff
+        def estimate(y, r, propensity=None, clip=_OWN):
+            return metric.estimate(y, r, propensity=propensity, clip=clip)
+
+        return estimate, metric.discount.cutoff
     cutoff = _cutoff(metric.k)
     if type(metric) is NDCG:
         discount = LogDiscount(cutoff)
-        return (lambda y, r, propensity=None: ndcg(y, r, discount=discount, propensity=propensity),
-                cutoff)
+        return (lambda y, r, propensity=None, clip=None:
+                ndcg(y, r, discount=discount, propensity=propensity, clip=clip), cutoff)
     if type(metric) is Recall:
-        return (lambda y, r, propensity=None: recall(y, r, k=cutoff or y.shape[1],
-                                                      propensity=propensity), cutoff)
+        return (lambda y, r, propensity=None, clip=None:
+                recall(y, r, k=cutoff or y.shape[1], propensity=propensity, clip=clip), cutoff)
     raise ValueError(
         f"{metric.name} is not supported by PropensityStratifiedEvaluation; it evaluates "
         "Cornac's NDCG and Recall and recpack-ope's UnbiasedDCG, IPSNDCG and PostNormalisedDCG"
@@ -365,7 +441,8 @@ class StratifiedModelResult(Result):
     estimates : dict
         Metric name → :class:`~recpack_ope.StratifiedResult` (holdout and strata inside).
     ips : dict
-        Metric name → IPS :class:`~recpack_ope.EstimateResult`.
+        Metric name → IPS :class:`~recpack_ope.EstimateResult`; its ``diagnostics`` describe
+        the weights (the table's ``IPS ESS/n`` row).
     user_index : numpy.ndarray
         Cornac user index of every row of the held-out matrix (the estimates' ``user_ids``
         are positions in it).
@@ -390,19 +467,46 @@ class StratifiedModelResult(Result):
         self.y_true, self.ranking, self.propensity = y_true, ranking, propensity
 
     def rows(self) -> pd.DataFrame:
-        """Closed, IPS, Q1…QS and Stratified values of every metric, with SIZE."""
+        """Closed, IPS, IPS ESS/n, Q1…QS and Stratified values of every metric, with SIZE.
+
+        ``IPS ESS/n`` is the Kish effective sample size of the IPS row's weights over the
+        held-out interactions (1 when all weights are equal); an IPS value whose ratio is below
+        the diagnostics' threshold is unreliable (:meth:`unreliable_ips`).
+        """
         first = next(iter(self.estimates.values()))
-        labels = ["Closed", "IPS", *[s.label for s in first.strata], "Stratified"]
+        labels = ["Closed", "IPS", ESS_ROW, *[s.label for s in first.strata], "Stratified"]
         table = pd.DataFrame(index=labels)
         for name, r in self.estimates.items():
-            table[name] = [r.holdout.value, self.ips[name].value,
+            diagnostics = self.ips[name].diagnostics
+            ratio = np.nan if diagnostics is None else diagnostics.ess_ratio
+            table[name] = [r.holdout.value, self.ips[name].value, ratio,
                            *[s.value for s in r.strata], r.value]
-        table["SIZE"] = [first.n_interactions, first.n_interactions,
-                         *[s.n_interactions for s in first.strata], first.n_interactions]
+        n = first.n_interactions
+        table["SIZE"] = [n, n, n, *[s.n_interactions for s in first.strata], n]
         return table
 
+    def unreliable_ips(self) -> dict[str, WeightDiagnostics]:
+        """Metric name → diagnostics of the IPS values whose ESS ratio is below threshold."""
+        return {name: r.diagnostics for name, r in self.ips.items()
+                if r.diagnostics is not None and not r.diagnostics.reliable}
+
     def __str__(self) -> str:
-        return f"[{self.model_name}]\n{self.rows().to_string(float_format=lambda v: f'{v:.4f}')}"
+        text = f"[{self.model_name}]\n{self.rows().to_string(float_format=lambda v: f'{v:.4f}')}"
+        unreliable = self.unreliable_ips()
+        if unreliable:
+            threshold = min(d.threshold for d in unreliable.values())
+            text += (
+                f"\nIPS rows marked unreliable: ESS/n < {threshold:g} for "
+                + ", ".join(f"{name} ({d.ess_ratio:.3g})" for name, d in unreliable.items())
+                + "; clip the weights (clip=...) or read the IPS row with caution"
+            )
+        selected = {name: r.clip_selection.clip for name, r in self.ips.items()
+                    if getattr(r, "clip_selection", None) is not None}
+        if selected:
+            text += "\nIPS clipping selected by SLOPE: " + ", ".join(
+                f"{name} m={'∞' if m is None else f'{m:g}'}" for name, m in selected.items()
+            )
+        return text
 
 
 class PropensityStratifiedEvaluation(_CornacPSE):
@@ -435,21 +539,33 @@ class PropensityStratifiedEvaluation(_CornacPSE):
     keep_rankings : bool
         Keep each model's ranking and the held-out matrix in its result (memory: users ×
         cutoff integers per model).
+    clip : float, "auto" or None
+        Clipping of the IPS row's weights, passed to the core's estimators; default
+        :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`. ``clip=None`` reproduces
+        the paper's and Cornac's unclipped IPS row; ``"auto"`` selects m per metric by SLOPE
+        (printed under the table). Checked at construction.
 
     Notes
     -----
     Stratum shares ``P(s)`` count the positive held-out feedback that the metrics evaluate;
     Cornac's and the paper's code count every test rating, including those below the
     threshold.
+
+    The table shows the effective sample size of the IPS row's weights (``IPS ESS/n``) and,
+    under it, which IPS values are unreliable; instead of one
+    :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning` per metric, a model's
+    evaluation issues at most one, listing every unreliable weighted value.
     """
 
     def __init__(self, data, test_size=0.2, val_size=0.0, n_strata: int = 2,
                  binning: str = "width", propensity=None, fit_on: str = "all",
                  rating_threshold: float = 1.0, seed=None, exclude_unknowns: bool = True,
                  verbose: bool = False, batch_users: int = 1024, keep_rankings: bool = False,
-                 **kwargs):
+                 clip: float | str | None = RECOMMENDED_CLIP, **kwargs):
         if binning not in BINNINGS:
             raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
+        check_clip(clip, allow_auto=True)
+        self.clip = clip
         BaseMethod.__init__(self, data=data, rating_threshold=rating_threshold, seed=seed,
                             exclude_unknowns=exclude_unknowns, verbose=verbose, **kwargs)
         self.n_strata, self.binning, self.batch_users = n_strata, binning, batch_users
@@ -497,16 +613,42 @@ class PropensityStratifiedEvaluation(_CornacPSE):
         y_true = positives[users]
         p = self.propensity_[: self.n_items_]
         estimates, ips = {}, {}
-        for name, (estimate, _) in plans.items():
-            estimates[name] = stratified(estimate, y_true, ranking, stratify_by=p,
-                                         n_strata=self.n_strata, binning=self.binning)
-            ips[name] = estimate(y_true, ranking, propensity=p)
+        with warnings.catch_warnings():
+            # Reported once for the model below, and in the table, not once per metric.
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            for name, (estimate, _) in plans.items():
+                estimates[name] = stratified(estimate, y_true, ranking, stratify_by=p,
+                                             n_strata=self.n_strata, binning=self.binning)
+                ips[name] = estimate(y_true, ranking, propensity=p, clip=self.clip)
+        _warn_unreliable(model.name, estimates, ips)
         kept = (y_true, ranking, p) if self.keep_rankings else (None, None, None)
         result = StratifiedModelResult(model.name, estimates, ips, users, train_time,
                                        time.time() - start, *kept)
         if self.verbose:
             print(result)
         return result, None
+
+
+def _warn_unreliable(model: str, estimates: dict[str, StratifiedResult],
+                     ips: dict[str, EstimateResult]) -> None:
+    """One ReliabilityWarning for a model's evaluation, listing every unreliable weighted
+    value: the IPS row, and the other rows of metrics that carry their own propensities."""
+    found = []
+    for name, r in estimates.items():
+        rows = [("IPS", ips[name]), ("Closed", r.holdout),
+                *[(s.label, s.result) for s in r.strata]]
+        for row, result in rows:
+            diagnostics = getattr(result, "diagnostics", None)
+            if diagnostics is not None and not diagnostics.reliable:
+                found.append(f"{row} {name} (ESS/n {diagnostics.ess_ratio:.3g} < "
+                             f"{diagnostics.threshold:g})")
+    if found:
+        warnings.warn(
+            f"{model}: unreliable weighted estimates, their weights' effective sample size is "
+            f"too small: {'; '.join(found)}. Clip the weights (clip=...) or check the "
+            "propensities; the table's 'IPS ESS/n' row shows the IPS ratios.",
+            ReliabilityWarning, stacklevel=3,
+        )
 
 
 def simpsons_paradox(a: StratifiedModelResult, b: StratifiedModelResult,

@@ -4,53 +4,84 @@ Register once, then use the metrics by name like RecPack's own::
 
     from recpack.pipelines import PipelineBuilder
     from recpack_ope import PowerLawPropensity
-    from recpack_ope.adapters.recpack import RecPackAdapter, compare
+    from recpack_ope.adapters.recpack import RecPackAdapter, compare, summary
 
-    adapter = RecPackAdapter(propensity=PowerLawPropensity(), clip=100)
+    adapter = RecPackAdapter(propensity=PowerLawPropensity())   # clip=RECOMMENDED_CLIP
     adapter.fit(scenario.full_training_data).register()
 
     builder = PipelineBuilder()
-    builder.add_metric("UnbiasedDCGK", K=[10, 100])
+    builder.add_metric("IPSDCGK", K=[10, 100])
     builder.add_metric("PostNormalisedDCGK", K=100)
-    builder.set_optimisation_metric("UnbiasedDCGK", K=100)   # sweeps work too
+    builder.set_optimisation_metric("IPSDCGK", K=100)   # sweeps work too
     ...
     pipeline.run()
     pipeline.get_metrics()
-    compare(pipeline, "EASE(l2=500.0)", "KUNN(Ki=70,Ku=70)", "UnbiasedDCGK_100")
+    summary(pipeline, "IPSDCGK_100")       # intervals and the IPS weights' diagnostics
+    compare(pipeline, "EASE(l2=500.0)", "KUNN(Ki=70,Ku=70)", "IPSDCGK_100")
 
-Registered names (``register(prefix=...)`` prepends a prefix so several configurations can
-share one pipeline):
+Registered names say whether a metric is IPS-weighted: ``IPS…`` names always are, the others
+never are. ``register(prefix=...)`` prepends a prefix so several configurations can share one
+pipeline.
+
+Always registered, never weighted:
 
 ========================  =================================================================
-``UnbiasedDCGK``          unbiased (IPS) DCG@K, Jeunen et al. Eq. 11; RecPack's ``DCGK``
-                          when ``propensity=None``
-``SNUnbiasedDCGK``        self-normalised unbiased DCG@K (docs/definitions.md)
-``IPSNDCGK``              per-user nDCG@K with IPS gains (§5); RecPack's ``NDCGK`` when
-                          ``propensity=None``
-``PostNormalisedDCGK``    pnDCG@K = Σ DCG_u / Σ iDCG_u (§5, Lemma 5.1)
-``StratifiedNDCGK``       propensity-stratified nDCG@K, Σ_s P(s)·nDCG_s (Jadidinejad et al.
-                          TOIS'21 Eq. 4), strata from the adapter's propensities; registered
-                          only when the adapter has propensities
+``PlainDCGK``             DCG@K; equals RecPack's ``DCGK`` (per user, tied scores included)
+                          but keeps the per-user terms :func:`compare` needs
+``PlainNDCGK``            per-user nDCG@K; equals RecPack's ``NDCGK`` likewise
+``PostNormalisedDCGK``    pnDCG@K = Σ DCG_u / Σ iDCG_u (Jeunen et al. §5, Lemma 5.1)
 ``RPPK``, ``dcgRPPK``,    recall-paired preference on the top-K lists (Diaz & Ferraro SIGIR'22):
 ``invRPPK``               the algorithm's win rate against every other algorithm of the same
                           pipeline (Eq. 7 / (M − 1)), computed when ``get_metrics()`` reads it;
                           :func:`preferences` gives the pairwise matrix and the MC4 ordering
 ========================  =================================================================
 
+Registered only when the adapter has propensities:
+
+===========================  ==============================================================
+``IPSDCGK``                  unbiased (IPS) DCG@K, Jeunen et al. Eq. 11
+``SNIPSDCGK``                self-normalised IPS DCG@K (docs/definitions.md)
+``IPSNDCGK``                 per-user nDCG@K with IPS gains (§5)
+``IPSPostNormalisedDCGK``    pnDCG@K with IPS gains
+``StratifiedNDCGK``          propensity-stratified nDCG@K, Σ_s P(s)·nDCG_s (Jadidinejad et
+                             al. TOIS'21 Eq. 4): unweighted, strata from the propensities
+===========================  ==============================================================
+
+Deprecated names, kept with their old meaning; constructing them issues a ``FutureWarning``
+naming the replacement:
+
+========================  =================================================================
+``UnbiasedDCGK``          ``IPSDCGK`` when the adapter has propensities, else ``PlainDCGK``
+``SNUnbiasedDCGK``        ``SNIPSDCGK`` when the adapter has propensities, else ``PlainDCGK``
+========================  =================================================================
+
+An adapter without propensities leaves the propensity names to an earlier adapter with
+propensities registered under the same prefix; where there is none, it registers a placeholder
+that fails, when the pipeline constructs the metric, with an error saying why and which plain
+name to use instead (RecPack itself would only say that the name "could not be resolved").
+
+Weighted metrics clip their weights with the adapter's ``clip``, by default
+:data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`; ``clip=None`` is the papers'
+unclipped estimator. Their results carry the weights' diagnostics (effective sample size and
+the like, :class:`~recpack_ope.inference.diagnostics.WeightDiagnostics`), shown by
+:func:`summary`.
+
 Translation only: the formulas are the core's :func:`recpack_ope.metrics.dcg`. What this module
 adds is RecPack's conventions: its metric contract (``calculate``, ``value``, ``results``,
 ``num_users``), its item indices, and its ranking of tied scores (see
-:func:`recpack_ranking`), so that with ``propensity=None`` the values equal RecPack's own.
+:func:`recpack_ranking`), so that the plain metrics equal RecPack's own.
 """
 
 from __future__ import annotations
 
 import difflib
 import logging
+import math
 import sys
+import warnings
 import weakref
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -60,7 +91,7 @@ from recpack.metrics.base import ListwiseMetricK
 from recpack.pipelines import METRIC_REGISTRY, Pipeline
 from recpack.util import get_top_K_ranks
 
-from .._validation import check_positive_int
+from .._validation import check_clip, check_positive_int
 from ..inference.result import Comparison, EstimateResult, PairedEstimate
 from ..inference.systems import PreferenceMatrix
 from ..metrics.dcg import dcg
@@ -69,6 +100,7 @@ from ..metrics.rpp import RecallLevels
 from ..metrics.stratified import stratified
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
+from ..propensity.weights import RECOMMENDED_CLIP
 
 __all__ = [
     "RecPackAdapter", "OPEMetricK", "RPPMetricK", "recpack_ranking", "metric_results", "compare",
@@ -77,17 +109,56 @@ __all__ = [
 
 logger = logging.getLogger("recpack_ope")
 
-# Registered name -> keyword arguments of the core's dcg() and names of its per-user terms.
-_ESTIMATORS: dict[str, tuple[dict, tuple[str, ...]]] = {
-    "UnbiasedDCGK": ({}, ("dcg",)),
-    "SNUnbiasedDCGK": ({"self_normalised": True}, ("dcg", "n_held_out", "weight_sum")),
-    "IPSNDCGK": ({"normalise": "per_user"}, ("ndcg",)),
-    "PostNormalisedDCGK": ({"normalise": "post"}, ("dcg", "idcg")),
-    "StratifiedNDCGK": ({"normalise": "per_user", "stratify": True}, ("stratified_ndcg",)),
+
+@dataclass(frozen=True)
+class _Estimator:
+    """One registered name: keyword arguments of the core's dcg(), names of its per-user
+    terms, and its weighting: ``"never"``, ``"always"`` (IPS; needs propensities),
+    ``"strata"`` (unweighted, needs propensities for its strata) or ``"adapter"`` (the
+    deprecated names: weighted exactly when the adapter has propensities)."""
+
+    options: dict = field(default_factory=dict)
+    terms: tuple[str, ...] = ("dcg",)
+    weighting: str = "never"
+    #: for deprecated names: the replacement with propensities and without
+    renamed: tuple[str, str] | None = None
+    #: for names that need propensities: the unweighted name to use without them
+    plain: str | None = None
+
+    @property
+    def needs_propensity(self) -> bool:
+        return self.weighting in ("always", "strata")
+
+
+_SN_TERMS = ("dcg", "n_held_out", "weight_sum")
+_POST_TERMS = ("dcg", "idcg")
+
+# Registered name -> estimator (module docstring table).
+_ESTIMATORS: dict[str, _Estimator] = {
+    "PlainDCGK": _Estimator(),
+    "PlainNDCGK": _Estimator({"normalise": "per_user"}, ("ndcg",)),
+    "PostNormalisedDCGK": _Estimator({"normalise": "post"}, _POST_TERMS),
+    "IPSDCGK": _Estimator(weighting="always", plain="PlainDCGK"),
+    "SNIPSDCGK": _Estimator({"self_normalised": True}, _SN_TERMS, "always", plain="PlainDCGK"),
+    "IPSNDCGK": _Estimator({"normalise": "per_user"}, ("ndcg",), "always", plain="PlainNDCGK"),
+    "IPSPostNormalisedDCGK": _Estimator(
+        {"normalise": "post"}, _POST_TERMS, "always", plain="PostNormalisedDCGK"
+    ),
+    "StratifiedNDCGK": _Estimator(
+        {"normalise": "per_user"}, ("stratified_ndcg",), "strata", plain="PlainNDCGK"
+    ),
+    "UnbiasedDCGK": _Estimator(weighting="adapter", renamed=("IPSDCGK", "PlainDCGK")),
+    "SNUnbiasedDCGK": _Estimator(
+        {"self_normalised": True}, _SN_TERMS, "adapter", renamed=("SNIPSDCGK", "PlainDCGK")
+    ),
 }
 
 # Registered name -> p(i) of recall-paired preference.
 _PREFERENCES = {"RPPK": "uniform", "dcgRPPK": "dcg", "invRPPK": "inverse"}
+
+# Columns summary() adds for IPS-weighted metrics, from their WeightDiagnostics.
+_DIAGNOSTICS = ("ess", "ess_ratio", "max_weight", "top_share", "n_clipped", "clipped_mass",
+                "reliable")
 
 
 def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
@@ -151,14 +222,30 @@ class OPEMetricK(ListwiseMetricK):
     Follows RecPack's ``Metric`` contract: ``calculate(y_true, y_pred)`` then ``value``,
     ``results`` (one row per evaluated user: ``user_id``, ``score`` whose mean is ``value``,
     and the estimator's per-user terms) and ``num_users``. The full
-    :class:`~recpack_ope.EstimateResult` (intervals, paired tests) is kept as ``result_``.
+    :class:`~recpack_ope.EstimateResult` (intervals, paired tests and, for IPS-weighted
+    metrics, the weights' ``diagnostics``) is kept as ``result_``.
     """
 
     adapter: "RecPackAdapter"
     estimator: str
+    #: the name to use instead, for a deprecated registered name
+    replacement: str | None = None
 
     def __init__(self, K: int):
+        if self.replacement is not None:
+            warnings.warn(self._renamed_message(), FutureWarning, stacklevel=2)
         super().__init__(check_positive_int(K, "K"))
+
+    @classmethod
+    def _renamed_message(cls) -> str:
+        if cls.adapter.propensity is None:
+            meaning = "this adapter has no propensities, so it is plain (unweighted) DCG@K"
+        else:
+            meaning = "it is IPS-weighted with this adapter's propensities"
+        return (
+            f"{cls.__name__} is deprecated and will be removed: {meaning}; use "
+            f"{cls.replacement}, whose name says so"
+        )
 
     def calculate(self, y_true: sp.csr_matrix, y_pred: sp.csr_matrix) -> None:
         """Evaluate ``y_pred`` (RecPack's ``X_pred``) on the held-out ``y_true``."""
@@ -176,10 +263,30 @@ class OPEMetricK(ListwiseMetricK):
     def results(self) -> pd.DataFrame:
         """Per-user rows: ``user_id``, ``score`` (contribution; mean = ``value``), terms."""
         columns = {"user_id": self.result_.user_ids, "score": self.result_.per_user}
-        names = _ESTIMATORS[self.estimator][1]
+        names = _ESTIMATORS[self.estimator].terms
         if len(names) > 1:
             columns.update(zip(names, self.result_.terms.T, strict=True))
         return pd.DataFrame(columns)
+
+
+class _NeedsPropensities:
+    """Registered under a propensity name by an adapter without propensities: RecPack finds
+    the name, and constructing the metric explains why it cannot be computed."""
+
+    prefix: str
+    estimator: str
+
+    def __init__(self, K: int | None = None):
+        spec = _ESTIMATORS[self.estimator]
+        what = ("builds its strata from propensities" if spec.weighting == "strata"
+                else "is IPS-weighted")
+        raise ValueError(
+            f"{type(self).__name__} {what}, but the adapter registered under prefix "
+            f"{self.prefix!r} has no propensities; use {self.prefix}{spec.plain} for the "
+            "unweighted metric, or register an adapter with propensities, e.g. "
+            "RecPackAdapter(propensity=PowerLawPropensity()).fit(scenario.full_training_data)"
+            f".register(prefix={self.prefix!r})"
+        )
 
 
 class _Pool:
@@ -314,14 +421,21 @@ class RecPackAdapter:
     Parameters
     ----------
     propensity : None, propensity model, 1-D array, or mapping raw item id → propensity
-        Logging exposure propensities in (0, 1]. None means ``p ≡ 1`` (plain DCG family).
-        An unfitted model (e.g. ``PowerLawPropensity()``) is fitted by :meth:`fit`, on the
-        training interactions, so its vector is indexed like RecPack's items. A mapping or
-        ``pandas.Series`` keyed by raw item ids needs ``item_id_mapping``.
+        Logging exposure propensities in (0, 1]. None: only the unweighted metrics are
+        registered (``PlainDCGK``, ``PlainNDCGK``, ``PostNormalisedDCGK``, RPP and the
+        deprecated names). An unfitted model (e.g. ``PowerLawPropensity()``) is fitted by
+        :meth:`fit`, on the training interactions, so its vector is indexed like RecPack's
+        items. A mapping or ``pandas.Series`` keyed by raw item ids needs ``item_id_mapping``.
     discount : Discount
         Curve shape; each metric uses ``discount.with_cutoff(K)`` (default ``LogDiscount``).
-    clip : float or None
-        Clip IPS weights at ``m`` (Jeunen et al. §6.2); None means no clipping.
+    clip : float, "auto" or None
+        Clipping of the IPS weights of the weighted (``IPS…``) metrics, passed to the core's
+        :func:`~recpack_ope.metrics.dcg`: a number m clips at ``min(m, 1/p)`` (Jeunen et al.
+        §6.2); the default is :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`.
+        ``clip=None`` is the papers' unclipped (unbiased, but possibly high-variance)
+        estimator; ``"auto"`` lets the core select m by SLOPE for every algorithm and metric
+        (:func:`summary` shows the choice). Checked at construction. Unweighted metrics
+        ignore it.
     item_id_mapping : pandas.DataFrame or None
         RecPack's ``dataset.preprocessor.item_id_mapping`` (raw id, ``iid``), only for
         propensities keyed by raw item id.
@@ -335,7 +449,7 @@ class RecPackAdapter:
         self,
         propensity=None,
         discount: Discount | None = None,
-        clip: float | None = None,
+        clip: float | str | None = RECOMMENDED_CLIP,
         item_id_mapping: pd.DataFrame | None = None,
         n_strata: int = 2,
         binning: str = "width",
@@ -350,6 +464,7 @@ class RecPackAdapter:
             propensity = FixedPropensity(propensity).fit()
         self.propensity = propensity
         self.discount = discount
+        check_clip(clip, allow_auto=True)  # names a bad clip before any training
         self.clip = clip
         self.n_strata = check_positive_int(n_strata, "n_strata")
         self.binning = binning
@@ -375,21 +490,32 @@ class RecPackAdapter:
         return self
 
     def evaluate(self, estimator: str, y_true, y_pred, K: int) -> PairedEstimate:
-        """One registered estimator on RecPack's ``(y_true, X_pred)``; see the module table."""
+        """One registered estimator on RecPack's ``(y_true, X_pred)``; see the module table.
+
+        IPS-weighted estimators use the adapter's propensities and ``clip``; the others ignore
+        both (``StratifiedNDCGK`` builds its strata from the propensities).
+        """
         if estimator not in _ESTIMATORS:
             raise ValueError(f"unknown estimator {estimator!r}; choose from {sorted(_ESTIMATORS)}")
+        spec = _ESTIMATORS[estimator]
+        if spec.needs_propensity and self.propensity is None:
+            what = ("builds strata from propensities" if spec.weighting == "strata"
+                    else "is IPS-weighted")
+            raise ValueError(f"{estimator} {what}; the adapter has none (use {spec.plain})")
         self._require_fitted("running the pipeline")
-        options = dict(_ESTIMATORS[estimator][0])
         ranking, discount = _LAST.get(y_pred, K), self.discount.with_cutoff(K)
-        if options.pop("stratify", False):
-            if self.propensity is None:
-                raise ValueError(f"{estimator} builds strata from propensities; the adapter has none")
+        if spec.weighting == "strata":
             # The base metric is unweighted, as in the paper: strata, not weights, correct bias.
             return stratified(dcg, y_true, ranking, stratify_by=self.propensity,
                               n_strata=self.n_strata, binning=self.binning, discount=discount,
-                              **options)
+                              **spec.options)
+        weighted = spec.weighting == "always" or (
+            spec.weighting == "adapter" and self.propensity is not None
+        )
+        if not weighted:
+            return dcg(y_true, ranking, discount=discount, **spec.options)
         return dcg(y_true, ranking, discount=discount, propensity=self.propensity,
-                   clip=self.clip, **options)
+                   clip=self.clip, **spec.options)
 
     def register(self, prefix: str = "") -> dict[str, type]:
         """Add the metric classes to RecPack's ``METRIC_REGISTRY`` as ``prefix + name``.
@@ -398,30 +524,48 @@ class RecPackAdapter:
         instead of failing, so notebooks can re-run the cell. A name RecPack or another
         package already uses is refused.
 
+        Without propensities, the names that need them (``IPS…``, ``StratifiedNDCGK``) are
+        not registered: they keep an earlier registration under the same prefix by an adapter
+        with propensities, or else get a placeholder whose construction (when the pipeline
+        runs) raises a ``ValueError`` saying that the adapter has no propensities and which
+        plain name to use.
+
         Returns
         -------
         dict
-            Registered name → metric class (constructible as ``cls(K=K)``).
+            Registered name → metric class (constructible as ``cls(K=K)``), placeholders
+            excluded.
         """
         if not isinstance(prefix, str) or (prefix and not prefix.isidentifier()):
             raise ValueError(f"prefix must be a valid Python identifier or '', got {prefix!r}")
         self._require_fitted("register()")
+        has_propensity = self.propensity is not None
+        made = []
+        for name, spec in _ESTIMATORS.items():
+            attributes = {"adapter": self, "estimator": name}
+            if spec.renamed is not None:
+                attributes["replacement"] = prefix + spec.renamed[0 if has_propensity else 1]
+            if spec.needs_propensity and not has_propensity:
+                made.append((name, _NeedsPropensities, {"prefix": prefix, "estimator": name}))
+            else:
+                made.append((name, OPEMetricK, attributes))
+        made += [(name, RPPMetricK, {"weighting": weighting})
+                 for name, weighting in _PREFERENCES.items()]
         classes = {}
-        made = [
-            (name, OPEMetricK, {"adapter": self, "estimator": name})
-            for name, (options, _) in _ESTIMATORS.items()
-            if not (options.get("stratify") and self.propensity is None)
-        ] + [(name, RPPMetricK, {"weighting": weighting}) for name, weighting in _PREFERENCES.items()]
         for name, base, attributes in made:
             key = prefix + name
             if key in METRIC_REGISTRY:
                 existing = METRIC_REGISTRY.get(key)
                 if not _is_ours(existing):
                     raise ValueError(f"METRIC_REGISTRY already has a metric {key!r} that is not recpack-ope's")
+                earlier = getattr(existing, "adapter", None)
+                if base is _NeedsPropensities and getattr(earlier, "propensity", None) is not None:
+                    continue  # a metric of an earlier adapter with propensities stays usable
                 logger.info("re-registering %s with a new configuration", key)
             cls = type(key, (base,), {**attributes, "__module__": __name__})
             METRIC_REGISTRY.registered[key] = cls
-            classes[key] = cls
+            if base is not _NeedsPropensities:
+                classes[key] = cls
         return classes
 
 
@@ -469,14 +613,14 @@ def preferences(pipeline: Pipeline, metric: str = "RPPK_10") -> PreferenceMatrix
 def metric_results(pipeline: Pipeline, metric: str) -> dict[str, PairedEstimate]:
     """Algorithm identifier → :class:`~recpack_ope.EstimateResult` (``StratifiedResult`` for
     ``StratifiedNDCGK``) of one of our metrics
-    (by its column name in ``get_metrics()``, e.g. ``"UnbiasedDCGK_100"``) in a run pipeline."""
+    (by its column name in ``get_metrics()``, e.g. ``"IPSDCGK_100"``) in a run pipeline."""
     out = {}
     for identifier, found in _metric_objects(pipeline, metric).items():
         if not _is_ours(type(found)):
             raise ValueError(
                 f"{metric!r} is not a recpack-ope metric, so it keeps no per-user terms for "
-                "intervals and paired tests; add ours instead (with propensity=None, "
-                "UnbiasedDCGK equals DCGK and IPSNDCGK equals NDCGK)"
+                "intervals and paired tests; add ours instead (PlainDCGK equals DCGK and "
+                "PlainNDCGK equals NDCGK, with or without propensities)"
             )
         out[identifier] = found.result_
     return out
@@ -520,13 +664,26 @@ def compare(
 
 def summary(pipeline: Pipeline, metric: str, level: float = 0.95) -> pd.DataFrame:
     """One row per algorithm: value, confidence interval, standard error and users, sorted
-    by value (best first)."""
+    by value (best first).
+
+    For IPS-weighted metrics also the diagnostics of the weights behind each value
+    (:class:`~recpack_ope.inference.diagnostics.WeightDiagnostics`): ``ess`` (Kish effective
+    sample size), ``ess_ratio`` (ESS / held-out interactions), ``max_weight``, ``top_share``
+    (share of the estimate carried by the top 1 % of weights), ``n_clipped``,
+    ``clipped_mass`` and ``reliable`` (whether ``ess_ratio`` reaches the threshold); with
+    ``clip="auto"`` also ``clip``, the threshold selected for each algorithm (``inf``: none).
+    """
     rows = []
     for identifier, result in metric_results(pipeline, metric).items():
         lo, hi = result.confidence_interval(level)
-        rows.append(
-            {"algorithm": identifier, "value": result.value, "ci_low": lo, "ci_high": hi,
-             "standard_error": result.standard_error, "n_users": result.n_users}
-        )
+        row = {"algorithm": identifier, "value": result.value, "ci_low": lo, "ci_high": hi,
+               "standard_error": result.standard_error, "n_users": result.n_users}
+        selection = getattr(result, "clip_selection", None)
+        if selection is not None:
+            row["clip"] = math.inf if selection.clip is None else selection.clip
+        diagnostics = getattr(result, "diagnostics", None)
+        if diagnostics is not None:
+            row.update({name: getattr(diagnostics, name) for name in _DIAGNOSTICS})
+        rows.append(row)
     table = pd.DataFrame(rows).set_index("algorithm")
     return table.sort_values("value", ascending=False)

@@ -4,7 +4,7 @@
 
 Needs RecPack (legacy environment). One pipeline of 20 models (9 KUNN, 11 EASE: the scaled
 grid of the nDCG-disagreement reproduction) computes RecPack's ``NDCGK`` and ``DCGK`` and our
-``UnbiasedDCGK``, ``SNUnbiasedDCGK``, ``IPSNDCGK`` and ``PostNormalisedDCGK`` (power-law
+``IPSDCGK``, ``SNIPSDCGK``, ``IPSNDCGK`` and ``IPSPostNormalisedDCGK`` (power-law
 propensities) on the same predictions. Every metric class's ``calculate`` is wrapped with a
 timer, so the printed times are each metric's total over the 20 models in this run and the
 ratios are ours / RecPack's, measured in the same process.
@@ -27,7 +27,7 @@ from recpack_ope import PowerLawPropensity
 from recpack_ope.io.recpack_datasets import load_interactions
 from recpack_ope.studies.ndcg_disagreement import model_grid
 
-OURS = ("UnbiasedDCGK", "SNUnbiasedDCGK", "IPSNDCGK", "PostNormalisedDCGK")
+OURS = ("IPSDCGK", "SNIPSDCGK", "IPSNDCGK", "IPSPostNormalisedDCGK")
 
 
 def timed(cls, totals):

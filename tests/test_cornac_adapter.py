@@ -6,6 +6,7 @@ Cornac (and TensorFlow, for the WMF of the reproduction) are installed by both n
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -21,8 +22,10 @@ from cornac.hyperopt import Discrete, GridSearch
 from cornac.metrics import MAE, NDCG, Precision, Recall
 from cornac.models import BPR, MostPop
 
-from recpack_ope import PowerLawPropensity, TopK
+from recpack_ope import LogDiscount, PowerLawPropensity, TopK, dcg, ndcg, recall
 from recpack_ope.adapters import cornac as adapter
+from recpack_ope.inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
+from recpack_ope.propensity.weights import RECOMMENDED_CLIP
 from recpack_ope.rpp import rpp
 from recpack_ope.cli import main
 
@@ -49,6 +52,7 @@ def bpr(pse):
 
 def test_metrics_equal_cornacs_ndcg_without_propensities(pse, bpr):
     ours = [adapter.IPSNDCG(k=10), adapter.UnbiasedDCG(k=10)]
+    assert [m.name for m in ours] == ["nDCG@10", "DCG@10"]  # unweighted: no IPS- prefix
     _, per_user = ranking_eval(bpr, [NDCG(k=10), *ours], pse.train_set, pse.test_set,
                                rating_threshold=4.0)
     reference, ips_ndcg, dcg = per_user
@@ -67,20 +71,40 @@ def test_ips_weights_land_on_raw_item_ids(triplets):
     rng = np.random.default_rng(0)
     skew = {raw: float(p) for raw, p in zip(raw_ids, rng.uniform(0.001, 1.0, len(raw_ids)), strict=True)}
     skew[raw_ids[5]] = 0.002  # one rare item with weight 500
-    metric = adapter.CornacAdapter(propensity=skew).fit(split).metrics(k=50)[0]
-    _, (values,) = ranking_eval(model, [metric], split.train_set, split.test_set,
-                                rating_threshold=4.0)
+    _, test_items, ratings = (np.asarray(a) for a in split.test_set.uir_tuple)
+    liked = np.bincount(test_items[ratings >= 4.0]).argmax()
     raw_of = {index: raw for raw, index in split.global_iid_map.items()}
+    skew[raw_of[liked]] = 0.005  # and the most liked held-out item weighs 200
+    # clip=None: the paper's unclipped weights; the default clips them at RECOMMENDED_CLIP
+    metric = adapter.CornacAdapter(propensity=skew, clip=None).fit(split).metrics(k=50)[0]
+    default = adapter.CornacAdapter(propensity=skew).fit(split).metrics(k=50)[0]
+    assert metric.name == default.name == "IPS-DCG@50"
+    assert default.clip == RECOMMENDED_CLIP < 500
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, (values, clipped) = ranking_eval(model, [metric, default], split.train_set,
+                                            split.test_set, rating_threshold=4.0)
+    # one user's weights say nothing about the average: no per-user reliability warnings
+    assert not [w for w in caught if issubclass(w.category, ReliabilityWarning)]
     test, train = split.test_set.csr_matrix, split.train_set.csr_matrix
-    for u in list(values)[:150]:
+    rare = 0
+    for u in values:
         positives = {raw_of[i] for i, r in zip(test[u].indices, test[u].data, strict=True) if r >= 4.0}
         seen = {i for i, r in zip(train[u].indices, train[u].data, strict=True) if r >= 4.0}
         candidates = [i for i in range(split.train_set.num_items)
                       if i not in seen or raw_of[i] in positives]
         ranked, _ = model.rank(u, np.array(candidates), k=50)
-        expected = sum(1 / skew[raw_of[i]] / math.log2(j + 2)
-                       for j, i in enumerate(ranked[:50]) if raw_of[i] in positives)
-        assert values[u] == pytest.approx(expected, rel=1e-12)
+        hits = [(1 / skew[raw_of[i]], j) for j, i in enumerate(ranked[:50]) if raw_of[i] in positives]
+        assert values[u] == pytest.approx(sum(w / math.log2(j + 2) for w, j in hits), rel=1e-12)
+        assert clipped[u] == pytest.approx(
+            sum(min(RECOMMENDED_CLIP, w) / math.log2(j + 2) for w, j in hits), rel=1e-12)
+        rare += any(w > RECOMMENDED_CLIP for w, _ in hits)
+    assert rare  # the rare item is ranked for some users, where the clipping matters
+    # "auto" selects m from all users at once, which Cornac's loop cannot
+    auto = adapter.CornacAdapter(propensity=skew, clip="auto").fit(split).metrics(k=50)[0]
+    with pytest.raises(ValueError, match="IPS-DCG@50 has clip='auto'.*Cornac's ranking loop "
+                                         "computes one user at a time"):
+        ranking_eval(model, [auto], split.train_set, split.test_set, rating_threshold=4.0)
     missing = dict(skew)
     del missing[raw_ids[3]]
     with pytest.raises(ValueError, match=f"no propensity for raw item id '{raw_ids[3]}'"):
@@ -182,11 +206,12 @@ def test_batched_ranking_equals_cornacs_rank(pse, bpr):
 def test_post_normalised_dcg_and_errors(pse, bpr):
     result, _ = pse.evaluate(bpr, [adapter.PostNormalisedDCG(k=20), adapter.UnbiasedDCG(k=20)],
                              user_based=True)
-    dcg = result.estimates["UnbiasedDCG@20"].holdout
-    held = np.diff(pse._positives(pse.test_set).indptr)[result.user_index[dcg.user_ids]]
+    assert set(result.estimates) == {"pnDCG@20", "DCG@20"}
+    plain = result.estimates["DCG@20"].holdout
+    held = np.diff(pse._positives(pse.test_set).indptr)[result.user_index[plain.user_ids]]
     idcg = [sum(1 / math.log2(j + 1) for j in range(1, min(n, 20) + 1)) for n in held]
-    assert result.estimates["PostNormalisedDCG@20"].holdout.value == pytest.approx(
-        dcg.per_user.sum() / sum(idcg), abs=1e-12
+    assert result.estimates["pnDCG@20"].holdout.value == pytest.approx(
+        plain.per_user.sum() / sum(idcg), abs=1e-12
     )
     with pytest.raises(ValueError, match="rating metrics \\(MAE\\)"):
         pse.evaluate(bpr, [MAE()], user_based=True)
@@ -273,3 +298,130 @@ def test_add_rpp_equals_core_rpp_on_cornacs_own_rankings(triplets, tmp_path, mon
     single.run()
     with pytest.raises(ValueError, match="the experiment has 1, add at least one more"):
         adapter.add_rpp(single)
+
+
+# --- names that say whether a metric is weighted; the IPS row's clipping and diagnostics -----
+
+
+def test_metric_names_say_whether_they_are_ips_weighted(pse):
+    for cls, label in ((adapter.UnbiasedDCG, "DCG"), (adapter.IPSNDCG, "nDCG"),
+                       (adapter.PostNormalisedDCG, "pnDCG")):
+        assert cls(k=10).name == f"{label}@10"
+        assert cls(k=-1).name == f"{label}@-1"
+        weighted = cls(k=10, propensity=[0.5, 1.0])
+        assert weighted.name == f"IPS-{label}@10" and weighted.weighted
+        assert weighted.clip == RECOMMENDED_CLIP
+    fitted = adapter.CornacAdapter(propensity=PowerLawPropensity()).fit(pse)
+    assert fitted.clip == RECOMMENDED_CLIP
+    assert [m.name for m in fitted.metrics(k=5)] == ["IPS-DCG@5", "IPS-nDCG@5"]
+    assert [m.name for m in adapter.CornacAdapter().fit(pse).metrics(k=5)] == ["DCG@5", "nDCG@5"]
+    assert pse.clip == RECOMMENDED_CLIP
+
+
+@pytest.mark.parametrize("bad", [0, -2.5, math.nan, math.inf, "sometimes", True])
+def test_bad_clip_is_named_at_construction(triplets, bad):
+    message = "clip must be a finite number > 0, None for no clipping or \"auto\", got"
+    for make in (lambda: adapter.CornacAdapter(clip=bad),
+                 lambda: adapter.UnbiasedDCG(k=10, propensity=[0.5, 1.0], clip=bad),
+                 lambda: adapter.PropensityStratifiedEvaluation(triplets, seed=1, clip=bad)):
+        with pytest.raises(ValueError, match=message) as caught:
+            make()
+        assert str(caught.value).endswith(repr(bad))
+
+
+def _ess_ratio(y_true, ranking, p, clip, cutoff):
+    """ESS / n by hand: weights min(clip, 1/p) of the held-out items ranked above the cutoff
+    (the interactions an estimate at that cutoff evaluates)."""
+    weights = []
+    for row in range(y_true.shape[0]):
+        ranked = list(ranking.items[row])
+        for i in y_true[row].indices:
+            if i in ranked and (cutoff is None or ranked.index(i) < cutoff):
+                weights.append(min(clip or math.inf, 1 / p[i]))
+    w = np.array(weights)
+    return w.sum() ** 2 / (w**2).sum() / w.size
+
+
+def test_ips_row_clips_with_the_evaluations_clip_and_shows_its_ess(triplets):
+    methods = {clip: adapter.PropensityStratifiedEvaluation(
+        triplets, test_size=0.2, rating_threshold=4.0, seed=123, clip=clip, keep_rankings=True)
+        for clip in (None, 5)}
+    model = BPR(k=10, seed=123, verbose=False).fit(methods[None].train_set)
+    model.fit = lambda *a, **k: model  # the same scores for both evaluations
+    metrics = [NDCG(), Recall(k=10), adapter.UnbiasedDCG(k=20)]
+    # Cornac's power-law propensities by their documented formula, largest = 1
+    p = _cornac_propensities(triplets, methods[None])
+    p = p / p.max()
+    for clip, method in methods.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result, _ = method.evaluate(model, metrics, user_based=True)
+        np.testing.assert_allclose(result.propensity, p, rtol=1e-9)
+        y, ranking = result.y_true, result.ranking
+        # clip=None is the previous (paper's, Cornac's) unclipped IPS row
+        expected = {
+            "NDCG@-1": ndcg(y, ranking, discount=LogDiscount(), propensity=p, clip=clip),
+            "Recall@10": recall(y, ranking, k=10, propensity=p, clip=clip),
+            "DCG@20": dcg(y, ranking, discount=LogDiscount(20), propensity=p, clip=clip),
+        }
+        rows = result.rows()
+        assert list(rows.index) == ["Closed", "IPS", "IPS ESS/n", "Q1", "Q2", "Stratified"]
+        ratios = {}
+        for (name, e), cutoff in zip(expected.items(), (None, 10, 20), strict=True):
+            assert result.ips[name].value == pytest.approx(e.value, rel=1e-9), (clip, name)
+            assert rows.loc["IPS", name] == result.ips[name].value
+            ratios[name] = _ess_ratio(y, ranking, p, clip, cutoff)
+            assert rows.loc["IPS ESS/n", name] == pytest.approx(ratios[name], rel=1e-9)
+        # IPS recall@10 by hand with the clipped weights
+        m = clip or math.inf
+        per_user = []
+        for row in range(y.shape[0]):
+            held = y[row].indices
+            top = set(ranking.items[row][:10])
+            per_user.append(sum(min(m, 1 / p[i]) for i in held if i in top)
+                            / sum(min(m, 1 / p[i]) for i in held))
+        assert rows.loc["IPS", "Recall@10"] == pytest.approx(np.mean(per_user), rel=1e-9)
+        # unweighted Closed rows are untouched by the clipping
+        assert result.estimates["NDCG@-1"].holdout.diagnostics is None
+        unreliable = [name for name, r in ratios.items() if r < ESS_RATIO_THRESHOLD]
+        reliability = [w for w in caught if issubclass(w.category, ReliabilityWarning)]
+        assert len(reliability) == (1 if unreliable else 0), clip
+        assert sorted(result.unreliable_ips()) == sorted(unreliable)
+        assert ("IPS rows marked unreliable" in str(result)) == bool(unreliable)
+    # clipping at 5 changes the IPS row and makes the weights well spread
+    assert methods[5].clip == 5
+    assert all(r > 0.5 for r in ratios.values())
+
+
+class _Skewed:
+    """Propensities ∝ count³: rare items get weights near 10⁸, so IPS cannot be trusted."""
+
+    def fit(self, counts):
+        self.propensity_ = (np.maximum(counts, 1) / counts.max()) ** 3
+        return self
+
+
+def test_one_reliability_warning_per_model_listing_every_unreliable_ips_value(
+    triplets, capsys, monkeypatch, tmp_path
+):
+    monkeypatch.chdir(tmp_path)
+    method = adapter.PropensityStratifiedEvaluation(
+        triplets, test_size=0.2, rating_threshold=4.0, seed=123, clip=None, propensity=_Skewed()
+    )
+    models = [MostPop(), BPR(k=10, seed=123, verbose=False)]
+    experiment = cornac.Experiment(method, models, metrics=[NDCG(), Recall(k=10)])
+    with pytest.warns(ReliabilityWarning) as record:
+        experiment.run()
+    warned = [str(w.message) for w in record if issubclass(w.category, ReliabilityWarning)]
+    assert len(warned) == 2  # one per model, not one per metric or stratum
+    printed = capsys.readouterr().out
+    for model, message, result in zip(("MostPop", "BPR"), warned, experiment.result, strict=True):
+        # the whole ranking exposes the rare items (weights up to 10⁸); the top 10 do not
+        ratios = result.rows().loc["IPS ESS/n", ["NDCG@-1", "Recall@10"]]
+        assert ratios["NDCG@-1"] < 0.01 and ratios["Recall@10"] > ESS_RATIO_THRESHOLD
+        assert list(result.unreliable_ips()) == ["NDCG@-1"]
+        assert message.startswith(f"{model}: unreliable weighted estimates")
+        assert "IPS NDCG@-1 (ESS/n" in message and "Recall@10" not in message
+        line = f"IPS rows marked unreliable: ESS/n < 0.1 for NDCG@-1 ({ratios['NDCG@-1']:.3g})"
+        assert line in str(result)
+    assert printed.count("IPS rows marked unreliable: ESS/n < 0.1 for NDCG@-1") == 2

@@ -44,7 +44,7 @@ _METRICS = {
     "DCG": "DCGK",
     "nDCG": "NDCGK",
     "pnDCG": "PostNormalisedDCGK",
-    "IPS-DCG (power-law p)": "PowerLawUnbiasedDCGK",
+    "IPS-DCG (power-law p)": "PowerLawIPSDCGK",
 }
 
 
@@ -116,7 +116,7 @@ def run_disagreement(config: DisagreementConfig | None = None) -> DisagreementRe
     """Train the model grid in one RecPack pipeline and measure how each metric agrees with DCG.
 
     RecPack's own progress bar follows the models. Registers recpack-ope's metrics
-    (``PostNormalisedDCGK`` with ``p ≡ 1``, and ``PowerLawUnbiasedDCGK`` with power-law
+    (``PostNormalisedDCGK`` with ``p ≡ 1``, and ``PowerLawIPSDCGK`` with power-law
     propensities fitted on the training half) next to RecPack's ``DCGK`` and ``NDCGK``.
     """
     config = config or DisagreementConfig()

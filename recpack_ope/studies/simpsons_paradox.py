@@ -103,6 +103,7 @@ def run_table2(config: Table2Config = Table2Config()) -> Table2Result:
         rating_threshold=config.rating_threshold,
         seed=config.seed,
         keep_rankings=True,
+        clip=None,  # the paper's unclipped IPS row
     )
     results = []
     for model in (

@@ -6,6 +6,7 @@ Needs RecPack (legacy environment); the modern nox session excludes this folder 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -19,7 +20,9 @@ from recpack.scenarios import WeakGeneralization
 from recpack.util import get_top_K_ranks
 from scipy import stats
 
-from recpack_ope import LogDiscount, PowerLawPropensity, TopK, dcg
+from recpack_ope import LogDiscount, PowerLawPropensity, TopK, dcg, ndcg, pn_dcg
+from recpack_ope.inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
+from recpack_ope.propensity.weights import RECOMMENDED_CLIP
 from recpack_ope.adapters.recpack import (
     OPEMetricK,
     RecPackAdapter,
@@ -30,7 +33,9 @@ from recpack_ope.adapters.recpack import (
 )
 from recpack_ope.adapters.recpack_datasets import load_interactions
 
-OURS = ("UnbiasedDCGK", "SNUnbiasedDCGK", "IPSNDCGK", "PostNormalisedDCGK")
+# Unweighted, registered by every adapter; the deprecated names mean DCG without propensities.
+OURS = ("PlainDCGK", "PlainNDCGK", "PostNormalisedDCGK", "UnbiasedDCGK", "SNUnbiasedDCGK")
+RPP = ("RPPK", "dcgRPPK", "invRPPK")
 
 pytestmark = pytest.mark.usefixtures("quiet_recpack")
 
@@ -49,21 +54,37 @@ def scenario(ml100k):
 
 @pytest.fixture(scope="module")
 def pipeline(scenario):
-    """EASE, KUNN, ItemKNN and Popularity (ties in its scores) with RecPack's and our metrics."""
+    """EASE, KUNN, ItemKNN and Popularity (ties in its scores) with RecPack's and our metrics.
+
+    The FutureWarnings of the deprecated names are kept as ``p.future_warnings_``."""
     RecPackAdapter().register()
     RecPackAdapter(propensity=PowerLawPropensity(), clip=500).fit(scenario.full_training_data).register(
         prefix="PowerLaw"
     )
+    # the default clipping, RECOMMENDED_CLIP, and the data-driven one
+    RecPackAdapter(propensity=PowerLawPropensity()).fit(scenario.full_training_data).register(
+        prefix="Default"
+    )
+    RecPackAdapter(propensity=PowerLawPropensity(), clip="auto").fit(
+        scenario.full_training_data
+    ).register(prefix="Auto")
     builder = PipelineBuilder()
     builder.add_algorithm("EASE", params={"l2": 200.0})
     builder.add_algorithm("KUNN", params={"Ku": 50, "Ki": 50})
     builder.add_algorithm("ItemKNN", params={"K": 50})
     builder.add_algorithm("Popularity", params={"K": scenario.full_training_data.shape[1]})
-    for name in ("DCGK", "NDCGK", *OURS, "PowerLawUnbiasedDCGK", "PowerLawStratifiedNDCGK"):
+    power_law = (
+        "PowerLawIPSDCGK", "PowerLawUnbiasedDCGK", "PowerLawStratifiedNDCGK", "DefaultIPSDCGK",
+        "AutoIPSDCGK",
+    )
+    for name in ("DCGK", "NDCGK", *OURS, *power_law):
         builder.add_metric(name, K=[10, 100])
     builder.set_data_from_scenario(scenario)
     p = builder.build()
-    p.run()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FutureWarning)
+        p.run()
+    p.future_warnings_ = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
     return p
 
 
@@ -88,12 +109,15 @@ def test_uniform_metrics_equal_recpack_for_every_algorithm(pipeline, scenario, K
         recpack_dcg = _metric(pipeline, algorithm, f"DCGK_{K}")
         recpack_ndcg = _metric(pipeline, algorithm, f"NDCGK_{K}")
         ours = {name: _metric(pipeline, algorithm, f"{name}_{K}") for name in OURS}
-        # p ≡ 1: unbiased DCG is DCG, self-normalisation with equal weights changes nothing
-        for name in ("UnbiasedDCGK", "SNUnbiasedDCGK"):
+        # Plain metrics are RecPack's; the deprecated names without propensities are plain DCG
+        # (self-normalisation with equal weights changes nothing)
+        for name in ("PlainDCGK", "UnbiasedDCGK", "SNUnbiasedDCGK"):
             assert ours[name].value == pytest.approx(recpack_dcg.value, abs=1e-12), (algorithm, name)
-        assert ours["IPSNDCGK"].value == pytest.approx(recpack_ndcg.value, abs=1e-12), algorithm
+            assert ours[name].result_.diagnostics is None  # unweighted
+        assert ours["PlainNDCGK"].value == pytest.approx(recpack_ndcg.value, abs=1e-12), algorithm
         # per user too, including Popularity's tied scores
-        for name, theirs in (("UnbiasedDCGK", recpack_dcg), ("IPSNDCGK", recpack_ndcg)):
+        for name, theirs in (("PlainDCGK", recpack_dcg), ("UnbiasedDCGK", recpack_dcg),
+                             ("PlainNDCGK", recpack_ndcg)):
             r_ours, r_theirs = ours[name].results, theirs.results
             assert r_ours["user_id"].tolist() == r_theirs["user_id"].tolist() == evaluated.tolist()
             np.testing.assert_allclose(r_ours["score"], r_theirs["score"], rtol=0, atol=1e-12)
@@ -110,7 +134,7 @@ def test_popularity_ties_are_ranked_as_recpack_ranks_them(pipeline, scenario):
     pop = next(a for a in pipeline.get_metrics().index if a.startswith("Popularity"))
     y_pred = scenario.full_training_data.binary_values.sum(axis=0)  # popularity has tied counts
     assert len(np.unique(np.asarray(y_pred))) < y_pred.shape[1]
-    ours = _metric(pipeline, pop, "UnbiasedDCGK_100").results["score"].to_numpy()
+    ours = _metric(pipeline, pop, "PlainDCGK_100").results["score"].to_numpy()
     theirs = _metric(pipeline, pop, "DCGK_100").results["score"].to_numpy()
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
 
@@ -146,7 +170,7 @@ def test_metrics_on_the_same_predictions_rank_them_once():
 
 def test_power_law_weights_land_on_recpack_item_indices(pipeline, scenario):
     """IPS-DCG by loops over RecPack's own top-K ranks and the power-law vector by item index."""
-    adapter = METRIC_REGISTRY.get("PowerLawUnbiasedDCGK").adapter
+    adapter = METRIC_REGISTRY.get("PowerLawIPSDCGK").adapter
     p = adapter.propensity.propensity_
     assert p.shape == (scenario.full_training_data.shape[1],)
     counts = np.asarray(scenario.full_training_data.binary_values.sum(axis=0)).ravel()
@@ -167,9 +191,12 @@ def test_power_law_weights_land_on_recpack_item_indices(pipeline, scenario):
                 if y_true[u, i]
             )
         )
-    ours = _metric(pipeline, ease, "PowerLawUnbiasedDCGK_100")
+    ours = _metric(pipeline, ease, "PowerLawIPSDCGK_100")
     np.testing.assert_allclose(ours.results["score"], expected, rtol=1e-12)
     assert ours.value == pytest.approx(np.mean(expected), rel=1e-12)
+    # the deprecated name keeps its meaning: IPS-weighted with the adapter's propensities
+    old = _metric(pipeline, ease, "PowerLawUnbiasedDCGK_100")
+    np.testing.assert_array_equal(old.results["score"], ours.results["score"])
 
 
 def test_stratified_ndcg_recombines_recpack_ranks_per_propensity_stratum(pipeline, scenario):
@@ -218,12 +245,12 @@ def test_propensities_keyed_by_raw_item_id_are_mapped_to_recpack_indices():
 
     mapping = pd.DataFrame({"movieId": [50, 7, 300], "iid": [2, 0, 1]})
     raw = {7: 0.1, 300: 0.2, 50: 0.5, 999: 0.9}  # 999 is not in the data: ignored
-    adapter = RecPackAdapter(propensity=raw, item_id_mapping=mapping)
+    adapter = RecPackAdapter(propensity=raw, item_id_mapping=mapping, clip=None)
     np.testing.assert_array_equal(adapter.propensity.propensity_, [0.1, 0.2, 0.5])
     # evaluated on RecPack indices: user 0 holds out item 2 (raw 50, p = 0.5) at rank 1
     y_true = sp.csr_matrix(np.array([[0, 0, 1.0], [1.0, 0, 0]]))
     y_pred = sp.csr_matrix(np.array([[0.1, 0.2, 0.9], [0.3, 0.5, 0.0]]))
-    result = adapter.evaluate("UnbiasedDCGK", y_true, y_pred, K=2)
+    result = adapter.evaluate("IPSDCGK", y_true, y_pred, K=2)
     np.testing.assert_allclose(result.per_user, [1 / 0.5, (1 / 0.1) / math.log2(3)])
     with pytest.raises(ValueError, match="raw item id 300"):
         RecPackAdapter(propensity={7: 0.1, 50: 0.5}, item_id_mapping=mapping)
@@ -236,11 +263,11 @@ def test_propensities_keyed_by_raw_item_id_are_mapped_to_recpack_indices():
 def test_register_twice_rebinds_and_refuses_foreign_names(scenario):
     first = RecPackAdapter().register(prefix="Twice")
     second = RecPackAdapter(clip=3.0).register(prefix="Twice")
-    assert set(first) == set(second) == {f"Twice{n}" for n in (*OURS, "RPPK", "dcgRPPK", "invRPPK")}
-    assert METRIC_REGISTRY.get("TwiceUnbiasedDCGK") is second["TwiceUnbiasedDCGK"]
-    assert METRIC_REGISTRY.get("TwiceUnbiasedDCGK").adapter.clip == 3.0
-    metric = METRIC_REGISTRY.get("TwiceUnbiasedDCGK")(K=10)
-    assert isinstance(metric, OPEMetricK) and metric.name == "TwiceUnbiasedDCGK_10"
+    assert set(first) == set(second) == {f"Twice{n}" for n in (*OURS, *RPP)}
+    assert METRIC_REGISTRY.get("TwicePlainDCGK") is second["TwicePlainDCGK"]
+    assert METRIC_REGISTRY.get("TwicePlainDCGK").adapter.clip == 3.0
+    metric = METRIC_REGISTRY.get("TwicePlainDCGK")(K=10)
+    assert isinstance(metric, OPEMetricK) and metric.name == "TwicePlainDCGK_10"
 
     # a reloaded adapter module (a notebook's importlib.reload) still recognises its classes
     import importlib
@@ -249,12 +276,12 @@ def test_register_twice_rebinds_and_refuses_foreign_names(scenario):
 
     importlib.reload(module).RecPackAdapter().register(prefix="Twice")
 
-    METRIC_REGISTRY.register("ForeignUnbiasedDCGK", DCGK)
+    METRIC_REGISTRY.register("ForeignPlainDCGK", DCGK)
     try:
-        with pytest.raises(ValueError, match="'ForeignUnbiasedDCGK' that is not recpack-ope's"):
+        with pytest.raises(ValueError, match="'ForeignPlainDCGK' that is not recpack-ope's"):
             RecPackAdapter().register(prefix="Foreign")
     finally:
-        del METRIC_REGISTRY.registered["ForeignUnbiasedDCGK"]
+        del METRIC_REGISTRY.registered["ForeignPlainDCGK"]
     with pytest.raises(ValueError, match="not fitted.*adapter.fit"):
         RecPackAdapter(propensity=PowerLawPropensity()).register(prefix="Unfitted")
     with pytest.raises(ValueError, match="prefix"):
@@ -263,11 +290,11 @@ def test_register_twice_rebinds_and_refuses_foreign_names(scenario):
 
 def test_metric_contract_errors():
     RecPackAdapter().register()
-    metric = METRIC_REGISTRY.get("UnbiasedDCGK")(K=5)
+    metric = METRIC_REGISTRY.get("PlainDCGK")(K=5)
     with pytest.raises(AssertionError, match="Shape mismatch"):
         metric.calculate(sp.csr_matrix((3, 4)), sp.csr_matrix((3, 5)))
     with pytest.raises(ValueError, match="K must be a positive integer"):
-        METRIC_REGISTRY.get("UnbiasedDCGK")(K=0)
+        METRIC_REGISTRY.get("PlainDCGK")(K=0)
     y_pred = sp.csr_matrix(np.array([[np.nan, 1.0], [0.5, 0.2]]))
     with pytest.raises(ValueError, match="NaN at \\(user 0, item 0\\)"):
         metric.calculate(sp.csr_matrix(np.eye(2)), y_pred)
@@ -276,7 +303,7 @@ def test_metric_contract_errors():
 def test_compare_is_the_paired_t_test_over_recpack_users(pipeline):
     table = pipeline.get_metrics()
     ease, kunn = (next(a for a in table.index if a.startswith(f)) for f in ("EASE", "KUNN"))
-    c = compare(pipeline, ease, kunn, "UnbiasedDCGK_100")
+    c = compare(pipeline, ease, kunn, "PlainDCGK_100")
     a = _metric(pipeline, ease, "DCGK_100").results["score"]
     b = _metric(pipeline, kunn, "DCGK_100").results["score"]
     t = stats.ttest_rel(a, b)
@@ -288,18 +315,18 @@ def test_compare_is_the_paired_t_test_over_recpack_users(pipeline):
     results = metric_results(pipeline, "PostNormalisedDCGK_100")
     direct = results[ease].compare(results[kunn])
     assert compare(pipeline, ease, kunn, "PostNormalisedDCGK_100").p_value == direct.p_value
-    with pytest.raises(ValueError, match="not a recpack-ope metric"):
+    with pytest.raises(ValueError, match="not a recpack-ope metric.*PlainNDCGK equals NDCGK"):
         compare(pipeline, ease, kunn, "NDCGK_100")
     with pytest.raises(ValueError, match="did you mean"):
-        compare(pipeline, "EASE(l2=200.0)", kunn, "UnbiasedDCGK_100")
+        compare(pipeline, "EASE(l2=200.0)", kunn, "PlainDCGK_100")
     with pytest.raises(ValueError, match="not in the pipeline"):
-        compare(pipeline, ease, kunn, "UnbiasedDCGK_20")
+        compare(pipeline, ease, kunn, "PlainDCGK_20")
 
 
 def test_summary_lists_every_algorithm_with_its_interval(pipeline):
-    table = summary(pipeline, "PowerLawUnbiasedDCGK_10")
+    table = summary(pipeline, "PowerLawIPSDCGK_10")
     assert list(table["value"]) == sorted(table["value"], reverse=True)
-    results = metric_results(pipeline, "PowerLawUnbiasedDCGK_10")
+    results = metric_results(pipeline, "PowerLawIPSDCGK_10")
     assert set(table.index) == set(results)
     for algorithm, row in table.iterrows():
         lo, hi = results[algorithm].confidence_interval()
@@ -310,7 +337,7 @@ def test_summary_lists_every_algorithm_with_its_interval(pipeline):
 def _validation_values(scenario, l2s, K):
     """Each EASE(l2) trained and scored outside the pipeline, evaluated by the core."""
     val_in, val_out = scenario.validation_data
-    adapter = METRIC_REGISTRY.get("SweepUnbiasedDCGK").adapter
+    adapter = METRIC_REGISTRY.get("SweepIPSDCGK").adapter
     values = {}
     for l2 in l2s:
         model = EASE(l2=l2)
@@ -338,8 +365,8 @@ def test_grid_sweep_picks_the_best_validation_value(validation_scenario):
     grid = [1.0, 30.0, 300.0, 3000.0]
     builder = PipelineBuilder()
     builder.add_algorithm("EASE", optimisation_info=GridSearchInfo({"l2": grid}))
-    builder.add_metric("SweepUnbiasedDCGK", K=20)
-    builder.set_optimisation_metric("SweepUnbiasedDCGK", K=20)
+    builder.add_metric("SweepIPSDCGK", K=20)
+    builder.set_optimisation_metric("SweepIPSDCGK", K=20)
     builder.set_data_from_scenario(validation_scenario)
     p = builder.build()
     p.run()
@@ -347,7 +374,7 @@ def test_grid_sweep_picks_the_best_validation_value(validation_scenario):
     trials = p.optimisation_results
     assert len(trials) == len(grid)
     for _, trial in trials.iterrows():
-        assert trial["SweepUnbiasedDCGK_20"] == pytest.approx(expected[trial["params"]["l2"]], rel=1e-12)
+        assert trial["SweepIPSDCGK_20"] == pytest.approx(expected[trial["params"]["l2"]], rel=1e-12)
     best = max(expected, key=expected.get)
     assert len(set(np.round(list(expected.values()), 6))) == len(grid)  # a real choice
     assert p.get_metrics().index.tolist() == [f"EASE(alpha=0,density=None,l2={best})"]
@@ -357,8 +384,8 @@ def test_hyperopt_sweep_picks_the_best_trial(validation_scenario):
     builder = PipelineBuilder()
     space = {"l2": hp.loguniform("l2", np.log(1.0), np.log(5000.0))}
     builder.add_algorithm("EASE", optimisation_info=HyperoptInfo(space, max_evals=4))
-    builder.add_metric("SweepUnbiasedDCGK", K=20)
-    builder.set_optimisation_metric("SweepUnbiasedDCGK", K=20)
+    builder.add_metric("SweepIPSDCGK", K=20)
+    builder.set_optimisation_metric("SweepIPSDCGK", K=20)
     builder.set_data_from_scenario(validation_scenario)
     p = builder.build()
     p.run()
@@ -366,6 +393,215 @@ def test_hyperopt_sweep_picks_the_best_trial(validation_scenario):
     assert len(trials) == 4
     l2s = [t["l2"] for t in trials["params"]]
     expected = _validation_values(validation_scenario, l2s, 20)
-    np.testing.assert_allclose(trials["SweepUnbiasedDCGK_20"], [expected[l2] for l2 in l2s], rtol=1e-12)
+    np.testing.assert_allclose(trials["SweepIPSDCGK_20"], [expected[l2] for l2 in l2s], rtol=1e-12)
     best = max(expected, key=expected.get)
     assert p.get_metrics().index.tolist() == [f"EASE(alpha=0,density=None,l2={best})"]
+
+
+# --- names that say whether a metric is IPS-weighted (issue 16) -------------------------------
+
+WEIGHTED = ("IPSDCGK", "SNIPSDCGK", "IPSNDCGK", "IPSPostNormalisedDCGK")
+PLAIN_FOR = {"IPSDCGK": "PlainDCGK", "SNIPSDCGK": "PlainDCGK", "IPSNDCGK": "PlainNDCGK",
+             "IPSPostNormalisedDCGK": "PostNormalisedDCGK", "StratifiedNDCGK": "PlainNDCGK"}
+
+
+def test_registered_names_depend_on_the_propensities():
+    plain = RecPackAdapter().register(prefix="NoP")
+    assert set(plain) == {f"NoP{n}" for n in (*OURS, *RPP)}
+    weighted = RecPackAdapter(propensity=[0.5, 0.2, 1.0]).register(prefix="WithP")
+    assert set(weighted) == {f"WithP{n}" for n in (*OURS, *WEIGHTED, "StratifiedNDCGK", *RPP)}
+    for name, replacement in PLAIN_FOR.items():
+        # RecPack's builder finds the name, and constructing the metric says why it cannot be
+        assert f"NoP{name}" in METRIC_REGISTRY
+        with pytest.raises(ValueError, match=f"NoP{name} .*the adapter registered under prefix "
+                                             f"'NoP' has no propensities; use NoP{replacement} "):
+            METRIC_REGISTRY.get(f"NoP{name}")(K=10)
+        with pytest.raises(ValueError, match=f"the adapter has none \\(use {replacement}\\)"):
+            RecPackAdapter().evaluate(name, sp.csr_matrix([[1.0]]), sp.csr_matrix([[1.0]]), 1)
+
+
+def test_pipeline_asking_for_an_ips_metric_without_propensities_says_why(scenario):
+    RecPackAdapter().register(prefix="Unweighted")
+    builder = PipelineBuilder()
+    builder.add_algorithm("Popularity", params={"K": 100})
+    builder.add_metric("UnweightedIPSNDCGK", K=10)
+    builder.set_data_from_scenario(scenario)
+    pipeline = builder.build()
+    with pytest.raises(ValueError, match="UnweightedIPSNDCGK is IPS-weighted, but the adapter "
+                                         ".* has no propensities; use UnweightedPlainNDCGK"):
+        pipeline.run()
+
+
+def test_an_adapter_without_propensities_keeps_earlier_ips_metrics():
+    first = RecPackAdapter(propensity=[0.5, 1.0]).register(prefix="Keep")
+    RecPackAdapter().register(prefix="Keep")
+    for name in (*WEIGHTED, "StratifiedNDCGK"):
+        assert METRIC_REGISTRY.get(f"Keep{name}") is first[f"Keep{name}"]
+    # the names every adapter registers are rebound to the last one
+    for name in OURS:
+        assert METRIC_REGISTRY.get(f"Keep{name}").adapter.propensity is None
+
+
+def test_deprecated_names_warn_and_name_their_replacement(pipeline):
+    messages = pipeline.future_warnings_
+    expected = {"UnbiasedDCGK": "PlainDCGK", "SNUnbiasedDCGK": "PlainDCGK",
+                "PowerLawUnbiasedDCGK": "PowerLawIPSDCGK"}
+    for old, new in expected.items():
+        assert any(m.startswith(f"{old} is deprecated") and f"use {new}," in m
+                   for m in messages), old
+    # constructed one at a time: a FutureWarning for the old names only
+    RecPackAdapter().register(prefix="Old")
+    RecPackAdapter(propensity=[0.5, 1.0]).register(prefix="OldP")
+    for prefix, old, new in (("Old", "UnbiasedDCGK", "PlainDCGK"),
+                             ("Old", "SNUnbiasedDCGK", "PlainDCGK"),
+                             ("OldP", "UnbiasedDCGK", "IPSDCGK"),
+                             ("OldP", "SNUnbiasedDCGK", "SNIPSDCGK")):
+        with pytest.warns(FutureWarning, match=f"^{prefix}{old} is deprecated.*use {prefix}{new},"):
+            METRIC_REGISTRY.get(f"{prefix}{old}")(K=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        for name in (*OURS[:3], *WEIGHTED, "StratifiedNDCGK"):
+            METRIC_REGISTRY.get(f"OldP{name}")(K=5)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Held-out rewards, tie-free RecPack-style predictions and propensities of 40 users."""
+    rng = np.random.default_rng(16)
+    dense = (rng.random((40, 12)) < 0.3).astype(float)
+    dense[np.arange(40), np.arange(40) % 12] = 1.0  # every user has a held-out item
+    y_true = sp.csr_matrix(dense)
+    y_pred = sp.csr_matrix(rng.random((40, 12)) + 0.01)
+    p = rng.uniform(0.05, 1.0, 12)
+    p[0] = 0.002  # a rare item
+    return y_true, y_pred, p
+
+
+@pytest.mark.parametrize("clip", [None, 2.0, 50.0, "auto"])
+def test_weighted_metrics_are_the_cores_with_the_adapters_clip(small, clip):
+    y_true, y_pred, p = small
+    classes = RecPackAdapter(propensity=p, clip=clip).register(prefix="Core")
+    core = {"IPSDCGK": (dcg, {}), "SNIPSDCGK": (dcg, {"self_normalised": True}),
+            "IPSNDCGK": (ndcg, {}), "IPSPostNormalisedDCGK": (pn_dcg, {}),
+            "PlainDCGK": (dcg, {}), "PlainNDCGK": (ndcg, {}), "PostNormalisedDCGK": (pn_dcg, {})}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        for name, (function, options) in core.items():
+            metric = classes[f"Core{name}"](K=3)
+            metric.calculate(y_true, y_pred)
+            weighted = name in WEIGHTED
+            expected = function(y_true, y_pred, discount=LogDiscount(3),
+                                propensity=p if weighted else None,
+                                clip=clip if weighted else None, **options)
+            assert metric.value == pytest.approx(expected.value, rel=1e-12), name
+            np.testing.assert_allclose(metric.results["score"], expected.per_user, rtol=1e-12)
+            assert metric.result_.diagnostics == expected.diagnostics, name
+            assert (metric.result_.diagnostics is not None) == weighted, name
+            assert (metric.result_.clip_selection is not None) == (weighted and clip == "auto")
+    if clip in (None, 2.0):
+        # IPS-DCG@3 by hand: Σ_i min(m, 1/p_i) / log2(rank + 1) over held-out items in the top 3
+        metric = classes["CoreIPSDCGK"](K=3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            metric.calculate(y_true, y_pred)
+        m = math.inf if clip is None else clip
+        dense, scores = y_true.toarray(), y_pred.toarray()
+        by_hand = [sum(min(m, 1 / p[i]) / math.log2(r + 2)
+                       for r, i in enumerate(np.argsort(-scores[u])[:3]) if dense[u, i])
+                   for u in range(40)]
+        np.testing.assert_allclose(metric.results["score"], by_hand, rtol=1e-12)
+
+
+def test_default_clip_is_the_recommended_one_and_bad_clips_are_named():
+    assert RecPackAdapter().clip == RECOMMENDED_CLIP
+    for bad in (0, -1.0, math.nan, math.inf, "sometimes", True, [5]):
+        with pytest.raises(ValueError, match="clip must be a finite number > 0") as caught:
+            RecPackAdapter(propensity=[0.5, 1.0], clip=bad)
+        assert str(caught.value).endswith(f"got {bad!r}")
+
+
+def _recpack_top_k(pipeline, algorithm, n_users, K):
+    """RecPack's own top-K lists of one algorithm (from its DCGK metric) as a TopK."""
+    reference = _metric(pipeline, algorithm, f"DCGK_{K}")
+    items = np.full((n_users, K), -1)
+    for row, u in enumerate(reference.user_id_map_):
+        ranks = reference.y_pred_top_K_[row].tocoo()
+        items[u, ranks.data.astype(int) - 1] = ranks.col
+    return TopK(items)
+
+
+def test_summary_shows_the_weight_diagnostics(pipeline, scenario):
+    """Diagnostics by hand over the held-out interactions each algorithm exposes in its top 10
+    (docs/definitions.md, "Weight diagnostics"), weights min(500, 1/p)."""
+    adapter = METRIC_REGISTRY.get("PowerLawIPSDCGK").adapter
+    y_true = sp.csr_matrix(scenario.test_data_out.binary_values)
+    y_true.sort_indices()
+    raw_all = 1 / adapter.propensity.propensity_[y_true.indices]
+    users = np.repeat(np.arange(y_true.shape[0]), np.diff(y_true.indptr))
+    table = summary(pipeline, "PowerLawIPSDCGK_10")
+    diagnostics = ["ess", "ess_ratio", "max_weight", "top_share", "n_clipped", "clipped_mass",
+                   "reliable"]
+    assert list(table.columns) == ["value", "ci_low", "ci_high", "standard_error", "n_users",
+                                   *diagnostics]
+    for algorithm, row in table.iterrows():
+        rank = _recpack_top_k(pipeline, algorithm, y_true.shape[0], 10).items
+        delta = np.array([
+            1 / math.log2(np.flatnonzero(rank[u] == i)[0] + 2) if i in rank[u] else 0.0
+            for u, i in zip(users, y_true.indices, strict=True)
+        ])
+        shown = delta > 0
+        raw, delta = raw_all[shown], delta[shown]
+        w = np.minimum(raw, 500.0)
+        n, ess = w.size, w.sum() ** 2 / (w**2).sum()
+        assert row["ess"] == pytest.approx(ess, rel=1e-12), algorithm
+        assert row["ess_ratio"] == pytest.approx(ess / n, rel=1e-12)
+        assert row["max_weight"] == w.max()
+        assert row["n_clipped"] == (raw > 500).sum()
+        assert row["clipped_mass"] == pytest.approx((raw - w).sum() / raw.sum(), rel=1e-12, abs=0)
+        assert row["reliable"] == (ess / n >= ESS_RATIO_THRESHOLD)
+        # share of the estimate carried by the top 1 % of weights (ties in interaction order)
+        contributions = w * delta
+        top = np.argsort(-w, kind="stable")[: math.ceil(n / 100)]
+        assert row["top_share"] == pytest.approx(contributions[top].sum() / contributions.sum(),
+                                                 rel=1e-12)
+    assert table["n_clipped"].max() > 0  # the clipping changes some algorithm's weights
+    assert not table["reliable"].all() and table["reliable"].any()
+    # unweighted metrics have no weights to diagnose
+    for name in ("PlainDCGK_10", "PostNormalisedDCGK_10", "PowerLawStratifiedNDCGK_10"):
+        assert "ess" not in summary(pipeline, name).columns
+
+
+def test_default_clipping_is_the_recommended_one(pipeline, scenario):
+    adapter = METRIC_REGISTRY.get("DefaultIPSDCGK").adapter
+    assert adapter.clip == RECOMMENDED_CLIP
+    y_true = scenario.test_data_out.binary_values
+    table = summary(pipeline, "DefaultIPSDCGK_100")
+    assert "clip" not in table.columns  # a fixed clipping: nothing selected
+    for algorithm, row in table.iterrows():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            expected = dcg(y_true, _recpack_top_k(pipeline, algorithm, y_true.shape[0], 100),
+                           discount=LogDiscount(100), propensity=adapter.propensity,
+                           clip=RECOMMENDED_CLIP)
+        assert row["value"] == pytest.approx(expected.value, rel=1e-12)
+        assert row["ess"] == pytest.approx(expected.diagnostics.ess, rel=1e-12)
+        assert row["max_weight"] <= RECOMMENDED_CLIP
+
+
+def test_auto_clipping_is_selected_per_algorithm(pipeline, scenario):
+    """clip="auto" in a pipeline: the core's selection on RecPack's ranking, shown by summary."""
+    adapter = METRIC_REGISTRY.get("AutoIPSDCGK").adapter
+    y_true = scenario.test_data_out.binary_values
+    table = summary(pipeline, "AutoIPSDCGK_100")
+    results = metric_results(pipeline, "AutoIPSDCGK_100")
+    assert "clip" in table.columns
+    for algorithm, row in table.iterrows():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            expected = dcg(y_true, _recpack_top_k(pipeline, algorithm, y_true.shape[0], 100),
+                           discount=LogDiscount(100), propensity=adapter.propensity, clip="auto")
+        assert row["value"] == pytest.approx(expected.value, rel=1e-12)
+        chosen = expected.clip_selection.clip
+        assert row["clip"] == (math.inf if chosen is None else chosen)
+        assert results[algorithm].clip_selection.clip == chosen
+        assert row["ess"] == pytest.approx(expected.diagnostics.ess, rel=1e-12)

@@ -18,6 +18,17 @@ def pyplot(plots: bool = True):
     return plt
 
 
+def axes(ax, what: str, **subplots):
+    """``ax``, or the axes of a new figure (``plt.subplots(**subplots)``) when it is None;
+    without matplotlib the error names ``what`` and the extra to install."""
+    if ax is not None:
+        return ax
+    plt = pyplot()
+    if plt is None:
+        raise ModuleNotFoundError(f'{what} needs matplotlib: pip install "recpack-ope[plot]"')
+    return plt.subplots(**subplots)[1]
+
+
 def save(fig, path, dpi: int = 120) -> None:
     """Lay out, write and close a figure (closing frees it: reports draw many)."""
     import matplotlib.pyplot as plt

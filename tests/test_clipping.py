@@ -63,7 +63,7 @@ def test_auto_curve_equals_fixed_threshold_estimates(case, estimator):
     assert auto.diagnostics.max_weight == chosen.diagnostics.max_weight
     label = "∞" if selection.clip is None else f"{selection.clip:g}"
     assert auto.name == f"{chosen.name} (auto m={label})"
-    assert f"clipping: SLOPE chose" in repr(auto)
+    assert "clipping: SLOPE chose" in repr(auto)
 
 
 def test_auto_recall_and_plot(case):

@@ -4,13 +4,13 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from recpack_ope import CustomDiscount, ExponentialDiscount, LogDiscount, ReliabilityWarning
 from recpack_ope.feed_log import FeedLog
 from recpack_ope.logged_dcg import logged_dcg
 from recpack_ope.plackett_luce import rank_marginals
 from recpack_ope.policies import DeterministicRanker, LoggedRanking, PlackettLuceRanker
+from scipy import stats
+
+from recpack_ope import CustomDiscount, ExponentialDiscount, LogDiscount, ReliabilityWarning
 from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
 
 

@@ -122,15 +122,9 @@ class ClipSelection:
         -------
         matplotlib.axes.Axes
         """
-        from .._plots import pyplot
+        from .._plots import axes
 
-        if ax is None:
-            plt = pyplot()
-            if plt is None:
-                raise ModuleNotFoundError(
-                    "ClipSelection.plot needs matplotlib: pip install \"recpack-ope[plot]\""
-                )
-            _, ax = plt.subplots(figsize=(6, 3.5))
+        ax = axes(ax, "ClipSelection.plot", figsize=(6, 3.5))
         finite = self.thresholds[np.isfinite(self.thresholds)]
         # m = ∞ is drawn one doubling beyond the largest finite candidate.
         x = np.where(np.isfinite(self.thresholds), self.thresholds, 2 * finite.max(initial=1.0))

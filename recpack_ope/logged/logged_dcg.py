@@ -26,12 +26,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_clip
+from ..inference.clipping import select_clip
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     WeightDiagnostics,
     check_ess_threshold,
 )
-from ..inference.clipping import select_clip
 from ..inference.result import LoggedEstimate
 from ..metrics.dcg import ideal_dcg
 from ..propensity.discount import CustomDiscount, Discount
@@ -159,6 +159,8 @@ def logged_dcg(
     active = np.flatnonzero(log.reward * raw > 0)
     target_exposure = _exposure(target, log, discount, "target", active)
     se = target_exposure.standard_error
+    # The evaluated rows: rewarded rows the target exposes (docs/definitions.md).
+    shown = target_exposure.values > 0
 
     def mc_error(row_weights: np.ndarray, scale: float) -> float:
         """Bound on the Monte Carlo deviation of Σ_rows row_weight · ε̂ / scale over the active
@@ -174,10 +176,8 @@ def logged_dcg(
         gains = log.reward * inverse
         contributions = gains[active] * target_exposure.values
         dcg_s = np.bincount(log.session[active], weights=contributions, minlength=log.n_sessions)
-        # The evaluated rows: rewarded rows the target exposes (docs/definitions.md).
-        evaluated = active[target_exposure.values > 0]
         diagnostics = WeightDiagnostics.from_contributions(
-            raw[evaluated], inverse[evaluated], contributions[target_exposure.values > 0], ess_threshold
+            raw[active[shown]], inverse[active[shown]], contributions[shown], ess_threshold
         )
         sessions = np.arange(log.n_sessions)
         label = discount.label + ("" if m is None else f" (m={m:g})")

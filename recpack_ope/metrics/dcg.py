@@ -24,12 +24,12 @@ import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
 from .._validation import as_csr, check_clip, check_positive_int, check_rewards
+from ..inference.clipping import select_clip
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     WeightDiagnostics,
     check_ess_threshold,
 )
-from ..inference.clipping import select_clip
 from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
 from ..propensity.weights import clip_weights, ips_weights
@@ -163,6 +163,9 @@ def _dcg(
         raise ValueError("y_true has no non-zero held-out rewards: no user can be evaluated")
     step = chunk_users or rows_per_chunk(max(scores.width, int(held_out.max()), 1))
     exposure = _held_out_exposure(rewards, users, scores, discount, step)
+    # The evaluated interactions: those the target ranks where δ > 0, whose weights make up
+    # the estimate (docs/definitions.md, "Weight diagnostics").
+    evaluated = exposure > 0
 
     def estimate(m: float | None) -> EstimateResult:
         weights = clip_weights(raw, m)
@@ -187,9 +190,6 @@ def _dcg(
             label, terms, exponents = "DCG", dcg_u, (1,)
         diagnostics = None
         if propensity is not None:
-            # The evaluated interactions: those the target ranks where δ > 0, whose weights
-            # make up the estimate (docs/definitions.md, "Weight diagnostics").
-            evaluated = exposure > 0
             diagnostics = WeightDiagnostics.from_contributions(
                 raw[evaluated], weights[evaluated], contributions[evaluated], ess_threshold
             )

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from scipy.special import zeta
 
-from .._plots import pyplot
+from .._plots import axes
 
 __all__ = ["SIGNIFICANCE", "PropensityFitReport"]
 
@@ -289,11 +289,7 @@ class PropensityFitReport:
         -------
         matplotlib.axes.Axes
         """
-        if ax is None:
-            plt = pyplot()
-            if plt is None:
-                raise ImportError("plot() needs matplotlib: pip install 'recpack-ope[plot]'")
-            _, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
+        ax = axes(ax, "PropensityFitReport.plot", figsize=(5, 3.5), layout="constrained")
         # Zero counts have no place on a log axis; the label says how many are left out.
         observed = np.sort(self.counts[self.counts > 0])
         n = np.unique(observed)

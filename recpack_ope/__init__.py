@@ -11,11 +11,14 @@ Where things are (one subpackage per concern; arrows only point down the list):
 * ``propensity`` – exposure propensities (``models``: power law, popularity, fixed) and their
   diagnostics (``fit_report``), IPS weights (``weights``), examination curves δ(r)
   (``discount``)
+* ``reward``     – reward models for doubly robust estimates: given probabilities, calibrated
+  scores (``models``, ``calibration``)
 * ``metrics``    – held-out estimators: scores → ranks (``ranking``), the DCG family
-  (``dcg``), ``recall``, propensity-``stratified`` evaluation and its ``simpsons_paradox``
+  (``dcg``), doubly robust DCG (``doubly_robust``), ``recall``, propensity-``stratified`` evaluation and its ``simpsons_paradox``
   report, recall-paired preference (``rpp``)
 * ``logged``     – feed logs (``feed_log``), ranking policies and their exposure
-  (``policies``, ``plackett_luce``), unbiased DCG on logs (``logged_dcg``),
+  (``policies``, ``plackett_luce``), unbiased DCG on logs (``logged_dcg``) and its doubly
+  robust form (``doubly_robust``),
   ``position_bias`` estimation, ``banner_marginals`` and ``pairwise_disagreement``
 * ``simulation`` – a seeded world with exact online reward (``world``) and its baseline
   recommenders (``baselines``)
@@ -32,9 +35,17 @@ from .inference.agreement import agreement, disagreement_probability, steiger_te
 from .inference.clipping import ClipSelection
 from .inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from .inference.result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
-from .inference.significance import discriminative_power, paired_t_tests, randomised_tukey_hsd
+from .inference.significance import (
+    TiedWithBest,
+    adjust_p_values,
+    discriminative_power,
+    paired_t_tests,
+    randomised_tukey_hsd,
+    tied_with_best,
+)
 from .inference.systems import PreferenceMatrix, SystemScores
 from .io.movielens import load_movielens_100k
+from .logged.doubly_robust import logged_dr_dcg
 from .logged.feed_log import FeedLog
 from .logged.logged_dcg import logged_dcg
 from .logged.pairwise_disagreement import (
@@ -45,6 +56,7 @@ from .logged.pairwise_disagreement import (
 from .logged.policies import DeterministicRanker, Exposure, LoggedRanking, PlackettLuceRanker
 from .logged.position_bias import PositionBiasEM, ShuffledPositionBias
 from .metrics.dcg import dcg, ideal_dcg, ndcg, pn_dcg, unbiased_dcg
+from .metrics.doubly_robust import dr_dcg
 from .metrics.ranking import TopK
 from .metrics.recall import recall
 from .metrics.rpp import preference_matrix, rpp, win_rates
@@ -64,6 +76,7 @@ from .propensity.models import (
     PowerLawPropensity,
     item_counts,
 )
+from .reward import CalibratedScores, RewardMatrix, ScoreCalibration
 
 _moved.install()
 
@@ -75,6 +88,11 @@ __all__ = [
     "ndcg",
     "pn_dcg",
     "ideal_dcg",
+    "dr_dcg",
+    "logged_dr_dcg",
+    "RewardMatrix",
+    "CalibratedScores",
+    "ScoreCalibration",
     "recall",
     "stratified",
     "StratifiedResult",
@@ -101,6 +119,9 @@ __all__ = [
     "paired_t_tests",
     "randomised_tukey_hsd",
     "discriminative_power",
+    "adjust_p_values",
+    "tied_with_best",
+    "TiedWithBest",
     "Discount",
     "LogDiscount",
     "ExponentialDiscount",

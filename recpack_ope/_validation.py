@@ -31,14 +31,17 @@ def entry_position(matrix: sp.csr_matrix, k: int) -> tuple[int, int]:
     return row, int(matrix.indices[k])
 
 
-def check_rewards(y_true: sp.csr_matrix) -> None:
-    """Rewards must be finite and non-negative (Jeunen et al. Eq. 10 needs ``c ≥ 0``)."""
+def check_rewards(
+    y_true: sp.csr_matrix, name: str = "y_true", what: str = "rewards must be finite and >= 0"
+) -> None:
+    """Rewards must be finite and non-negative (Jeunen et al. Eq. 10 needs ``c ≥ 0``); the
+    message names the matrix (``name``) and the rule (``what``)."""
     bad = np.flatnonzero(~np.isfinite(y_true.data) | (y_true.data < 0))
     if bad.size:
         u, i = entry_position(y_true, bad[0])
         raise ValueError(
-            f"y_true has reward {float(y_true.data[bad[0]])} at (user {u}, item {i}); "
-            "rewards must be finite and >= 0"
+            f"{name} has {'reward' if name == 'y_true' else 'value'} {float(y_true.data[bad[0]])} "
+            f"at (user {u}, item {i}); {what}"
         )
 
 

@@ -24,7 +24,9 @@ PUBLIC = {
         "disagreement_probability", "discriminative_power", "ideal_dcg", "item_counts",
         "load_movielens_100k", "logged_dcg", "ndcg", "paired_t_tests", "pairwise_disagreement",
         "pn_dcg", "preference_matrix", "randomised_tukey_hsd", "recall", "rpp", "simpsons_paradox",
-        "steiger_test", "steiger_z", "stratified", "unbiased_dcg", "win_rates"
+        "steiger_test", "steiger_z", "stratified", "unbiased_dcg", "win_rates",
+        "dr_dcg", "logged_dr_dcg", "RewardMatrix", "CalibratedScores", "ScoreCalibration",
+        "adjust_p_values", "tied_with_best", "TiedWithBest",
     ),
     "recpack_ope.aggregation": ("METHODS", "borda", "majority", "mc4", "order"),
     "recpack_ope.banner_marginals": (

@@ -6,7 +6,8 @@ propensities.
 * ``result``       – ``EstimateResult`` / ``LoggedEstimate``: value, per-user terms, delta-method
   intervals, paired ``compare``
 * ``systems``      – ``SystemScores`` and ``PreferenceMatrix``: M systems on the same users
-* ``significance`` – paired t-tests with Bonferroni, randomised Tukey HSD, discriminative power
+* ``significance`` – paired t-tests with Bonferroni, Holm or Benjamini–Hochberg, randomised
+  Tukey HSD, discriminative power, systems tied with the best
 * ``aggregation``  – MC4, Borda and majority orderings of per-user system scores
 * ``agreement``    – agreement between two metrics over models, Steiger's test
 * ``diagnostics``  – weight diagnostics of IPS estimates, ``ReliabilityWarning``
@@ -27,9 +28,12 @@ from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .significance import (
     DiscriminativePower,
     PairwiseTests,
+    TiedWithBest,
+    adjust_p_values,
     discriminative_power,
     paired_t_tests,
     randomised_tukey_hsd,
+    tied_with_best,
 )
 from .systems import PreferenceMatrix, SystemScores
 
@@ -38,7 +42,7 @@ __all__ = [
     "WeightDiagnostics", "ReliabilityWarning", "ClipSelection",
     "SystemScores", "PreferenceMatrix",
     "PairwiseTests", "paired_t_tests", "randomised_tukey_hsd", "DiscriminativePower",
-    "discriminative_power",
+    "discriminative_power", "adjust_p_values", "TiedWithBest", "tied_with_best",
     "MetricAgreement", "agreement", "disagreement_probability", "SteigerResult", "steiger_test",
     "steiger_z",
 ]

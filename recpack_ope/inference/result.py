@@ -92,7 +92,19 @@ class PairedEstimate(ABC):
         half = _half_width(self.standard_error, self.n_users, level)
         return self.value - half, self.value + half
 
-    def compare(self, other: "PairedEstimate", level: float = 0.95) -> "Comparison":
+    @property
+    def control(self) -> np.ndarray | None:
+        """Per-user control variate with expectation 0 under the logging policy, or None.
+
+        Estimates from impressions (held-out) or feed logs carry one
+        (docs/definitions.md, "Impressions and control variates"); ``compare`` can subtract
+        it to shrink the variance of a paired difference.
+        """
+        return None
+
+    def compare(
+        self, other: "PairedEstimate", level: float = 0.95, *, control_variate: bool = False
+    ) -> "Comparison":
         """Paired comparison ``self − other`` over the same users.
 
         Parameters
@@ -101,19 +113,53 @@ class PairedEstimate(ABC):
             The same estimator evaluated for another model on the same held-out data.
         level : float
             Confidence level of the interval on the difference.
+        control_variate : bool
+            Subtract the optimal multiple of the difference of the two estimates' control
+            variates (Δ-OPE, Jeunen & Ustimenko, RecSys 2024, §3; the optimal baseline of
+            Gupta et al., RecSys 2024): with per-user influence differences ``d_u`` and
+            control differences ``k_u`` (expectation 0),
+            ``Δ̂_β = Δ̂ − β̂ · mean(k)``, ``β̂ = Σ d_u (k_u − k̄) / Σ (k_u − k̄)²``, the
+            least-squares coefficient, and the standard error is that of the residuals
+            ``d_u − β̂ (k_u − k̄)`` (two degrees of freedom used). It is unbiased when the
+            weights are unclipped; with clipping it equals the clipped doubly robust
+            difference with the constant reward model β̂. Both estimates must carry a
+            ``control`` (held-out estimates with ``impressions=``, logged DCG).
 
         Returns
         -------
         Comparison
-            Difference, its standard error, confidence interval and two-sided p-value.
+            Difference, its standard error, confidence interval and two-sided p-value; with a
+            control variate also ``control_coefficient`` (β̂) and ``variance_reduction``.
         """
         if not np.array_equal(self.user_ids, other.user_ids):
             raise ValueError(
                 f"cannot pair {self.name} ({self.n_users} users) with {other.name} "
                 f"({other.n_users} users): they were evaluated on different users"
             )
+        if not isinstance(control_variate, (bool, np.bool_)):
+            raise ValueError(f"control_variate must be True or False, got {control_variate!r}")
         diff = self.value - other.value
-        se = _standard_error(self.influence - other.influence, "a paired comparison")
+        residual = self.influence - other.influence
+        beta = reduction = None
+        if control_variate:
+            missing = [e.name for e in (self, other) if e.control is None]
+            if missing:
+                raise ValueError(
+                    f"control_variate=True needs a control on both estimates; {missing[0]} has "
+                    "none: evaluate held-out data with impressions= (and a propensity) or use "
+                    "logged_dcg on a feed log"
+                )
+            k = self.control - other.control
+            centred = k - k.mean()
+            spread = float(centred @ centred)
+            beta = float(residual @ centred / spread) if spread > 0 else 0.0
+            plain = float(residual @ residual)
+            diff -= beta * float(k.mean())
+            residual = residual - beta * centred
+            reduction = 1.0 - float(residual @ residual) / plain if plain > 0 else 0.0
+        if residual.size < 2 + int(control_variate):
+            raise ValueError(f"a paired comparison needs at least {2 + int(control_variate)} users")
+        se = float(np.sqrt(residual @ residual / (residual.size - 1 - int(control_variate)) / residual.size))
         half = _half_width(se, self.n_users, level)
         p_value = float(t_test_p_value(diff, se, self.n_users))
         return Comparison(
@@ -124,6 +170,8 @@ class PairedEstimate(ABC):
             p_value=p_value,
             level=level,
             n_users=self.n_users,
+            control_coefficient=beta,
+            variance_reduction=reduction,
         )
 
     def __float__(self) -> float:
@@ -154,6 +202,11 @@ class EstimateResult(PairedEstimate):
     clip_selection : ClipSelection or None
         With ``clip="auto"``, the estimate-versus-threshold curve and the threshold SLOPE
         selected (:mod:`recpack_ope.inference.clipping`); None otherwise.
+    control : numpy.ndarray or None
+        Per-user control variate with expectation 0 under the logging policy (unclipped
+        weights), aligned with ``user_ids``: ``Σ_i δ(r_u(i)) · w_ui · e_ui − Σ_r δ(r)`` for
+        held-out data with impressions ``e``, and its per-session analogue on feed logs
+        (docs/definitions.md, "Impressions and control variates"); None otherwise.
     """
 
     name: str
@@ -163,12 +216,21 @@ class EstimateResult(PairedEstimate):
     n_excluded_users: int
     diagnostics: WeightDiagnostics | None = None
     clip_selection: ClipSelection | None = None
+    control: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         terms = np.asarray(self.terms, dtype=np.float64).reshape(len(self.user_ids), -1)
         if terms.shape[1] != len(self.exponents):
             raise ValueError(f"{terms.shape[1]} term columns but {len(self.exponents)} exponents")
         object.__setattr__(self, "terms", terms)
+        if self.control is not None:
+            control = np.asarray(self.control, dtype=np.float64)
+            if control.shape != (len(self.user_ids),):
+                raise ValueError(
+                    f"control has shape {control.shape}, expected one value per user "
+                    f"({len(self.user_ids)},)"
+                )
+            object.__setattr__(self, "control", control)
 
     def _gradient(self) -> np.ndarray:
         """``∂value/∂m_k`` at the observed means, finite even when a numerator mean is 0."""
@@ -254,6 +316,8 @@ class Comparison:
     p_value: float
     level: float
     n_users: int
+    control_coefficient: float | None = None
+    variance_reduction: float | None = None
 
     @property
     def p_value_greater(self) -> float:
@@ -265,7 +329,13 @@ class Comparison:
 
     def __repr__(self) -> str:
         lo, hi = self.confidence_interval
-        return (
+        text = (
             f"{self.name} = {self.difference:.6g} [{self.level:.0%} CI {lo:.6g}, {hi:.6g}], "
             f"p = {self.p_value:.3g} over {self.n_users} paired users"
         )
+        if self.control_coefficient is not None:
+            text += (
+                f"; control variate β = {self.control_coefficient:.4g} removed "
+                f"{self.variance_reduction:.0%} of the variance"
+            )
+        return text

@@ -4,12 +4,14 @@
 * ``policies``              – ranking policies and their exposure of logged items (Eq. 8)
 * ``plackett_luce``         – exact Plackett–Luce rank marginals and exposure, sampling
 * ``logged_dcg``            – unbiased DCG on logs, clipped, normalised (Jeunen et al. Eq. 10)
+* ``doubly_robust``         – doubly robust DCG on logs: direct method + weighted residual
 * ``position_bias``         – examination curves from shuffled traffic or by EM (Wang et al.)
 * ``banner_marginals``      – P(P_r = p | displayed set) of a Plackett–Luce banner (Gilotte App. A)
 * ``pairwise_disagreement`` – classic and counterfactual pairwise disagreement (Gilotte 2019)
 """
 
 from .banner_marginals import banner_rank_marginals, sampled_banner_rank_marginals
+from .doubly_robust import logged_dr_dcg
 from .feed_log import FeedLog
 from .logged_dcg import logged_dcg
 from .pairwise_disagreement import Disagreement, counterfactual_disagreement, pairwise_disagreement
@@ -18,7 +20,7 @@ from .policies import DeterministicRanker, Exposure, LoggedRanking, PlackettLuce
 from .position_bias import PositionBiasEM, ShuffledPositionBias
 
 __all__ = [
-    "FeedLog", "logged_dcg", "LoggedRanking", "DeterministicRanker", "PlackettLuceRanker",
+    "FeedLog", "logged_dcg", "logged_dr_dcg", "LoggedRanking", "DeterministicRanker", "PlackettLuceRanker",
     "Exposure", "rank_marginals", "exposure", "sample_rankings", "ShuffledPositionBias",
     "PositionBiasEM", "banner_rank_marginals", "sampled_banner_rank_marginals", "Disagreement",
     "pairwise_disagreement", "counterfactual_disagreement",

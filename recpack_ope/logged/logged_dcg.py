@@ -22,6 +22,8 @@ is the one-sided p-value of §6.2.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -37,9 +39,9 @@ from ..metrics.dcg import ideal_dcg
 from ..propensity.discount import CustomDiscount, Discount
 from ..propensity.weights import clip_weights
 from .feed_log import FeedLog
-from .policies import Exposure
+from .policies import Exposure, candidate_sums
 
-__all__ = ["logged_dcg"]
+__all__ = ["logged_dcg", "logging_exposure", "SessionControl"]
 
 _NORMALISE = (None, "per_user", "post")
 
@@ -62,6 +64,45 @@ def _exposure(policy, log: FeedLog, discount: Discount, role: str, rows: np.ndar
     return policy.exposure(log, discount, rows)
 
 
+def logging_exposure(
+    log: FeedLog, discount: Discount, logging=None, logging_discount: Discount | None = None
+) -> tuple[np.ndarray, Discount]:
+    """``ε0`` of every logged row and the view model of the logged feeds.
+
+    ``ε0`` comes from the log's propensity column, or from ``logging`` (a policy or an
+    :class:`Exposure`) under ``logging_discount``; that defaults to ``discount`` extended to the
+    deepest logged rank. A positive reward where ``ε0 = 0`` is refused.
+    """
+    if logging_discount is None:
+        deepest = int(log.rank.max(initial=1))
+        if isinstance(discount, CustomDiscount) and discount.cutoff < deepest:
+            if logging is not None:
+                raise ValueError(
+                    f"discount is a curve of {discount.cutoff} ranks but the log shows ranks up to "
+                    f"{deepest}: pass logging_discount=, the view curve over the logged ranks"
+                )
+        else:
+            logging_discount = discount.with_cutoff(deepest)
+    if logging is None:
+        if log.propensity is None:
+            raise ValueError(
+                "the log has no propensity column; pass logging=LoggedRanking() for a "
+                "deterministic logging policy or a PlackettLuceRanker for a stochastic one"
+            )
+        eps0 = log.propensity
+    else:
+        eps0 = _exposure(logging, log, logging_discount, "logging", np.arange(log.n_rows)).values
+    unseen = np.flatnonzero((eps0 <= 0) & (log.reward > 0))
+    if unseen.size:
+        k = unseen[0]
+        raise ValueError(
+            f"reward {log.reward[k]} at rank {log.rank[k]} of session "
+            f"{log.session_label(k)!r}, where the logging exposure is 0: the view "
+            "model says that position is never examined"
+        )
+    return eps0, logging_discount
+
+
 def logged_dcg(
     log: FeedLog,
     target,
@@ -71,6 +112,7 @@ def logged_dcg(
     logging_discount: Discount | None = None,
     clip: float | str | None = None,
     normalise: str | None = None,
+    control_variate: bool = False,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> LoggedEstimate:
     """Unbiased (clipped) DCG of a target policy on logged feedback (Eq. 10, §6.2).
@@ -103,6 +145,12 @@ def logged_dcg(
         the estimate-versus-m curve as ``clip_selection``.
     normalise : {None, "per_user", "post"}
         DCG, per-trajectory nDCG, or post-normalised DCG.
+    control_variate : bool
+        Also compute every session's control variate
+        ``Σ_i ε · min(m, 1/ε0) · δ0(k_i) − Σ_a ε(x, a)`` (expectation 0 unclipped), which
+        ``compare(..., control_variate=True)`` uses (Δ-OPE, Jeunen & Ustimenko, RecSys 2024).
+        It ranks every logged row, not only rewarded ones, and needs the target policy itself
+        (not an :class:`Exposure`); only with ``normalise=None``.
     ess_threshold : float
         A :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning` is issued when the
         Kish effective sample size of the weights ``min(m, 1/ε0)`` of the rewarded rows is
@@ -128,36 +176,25 @@ def logged_dcg(
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
     auto = check_clip(clip, allow_auto=True) == "auto"
     ess_threshold = check_ess_threshold(ess_threshold)
-    if logging is None:
-        if log.propensity is None:
-            raise ValueError(
-                "the log has no propensity column; pass logging=LoggedRanking() for a "
-                "deterministic logging policy or a PlackettLuceRanker for a stochastic one"
-            )
-        eps0 = log.propensity
-    else:
-        if logging_discount is None:
-            deepest = int(log.rank.max())
-            if isinstance(discount, CustomDiscount) and discount.cutoff < deepest:
-                raise ValueError(
-                    f"discount is a curve of {discount.cutoff} ranks but the log shows ranks up to "
-                    f"{deepest}: pass logging_discount=, the view curve over the logged ranks"
-                )
-            logging_discount = discount.with_cutoff(deepest)
-        eps0 = _exposure(logging, log, logging_discount, "logging", np.arange(log.n_rows)).values
-    unseen = np.flatnonzero((eps0 <= 0) & (log.reward > 0))
-    if unseen.size:
-        k = unseen[0]
-        raise ValueError(
-            f"reward {log.reward[k]} at rank {log.rank[k]} of session "
-            f"{log.session_label(k)!r}, where the logging exposure is 0: the view "
-            "model says that position is never examined"
-        )
+    eps0, logging_discount = logging_exposure(log, discount, logging, logging_discount)
     with np.errstate(divide="ignore"):
         raw = np.where(eps0 > 0, 1.0 / eps0, 0.0)
     # Only rows with a reward contribute (Eq. 10): the target ranks just those, once for all m.
     active = np.flatnonzero(log.reward * raw > 0)
-    target_exposure = _exposure(target, log, discount, "target", active)
+    if control_variate:
+        if normalise is not None:
+            raise ValueError(
+                "control_variate=True applies to logged DCG (normalise=None): normalised "
+                f"estimates keep only sessions with a reward, got normalise={normalise!r}"
+            )
+        control = SessionControl.build(log, target, discount, logging_discount)
+        target_exposure = Exposure(
+            control.exposure.values[active],
+            None if control.exposure.standard_error is None else control.exposure.standard_error[active],
+        )
+    else:
+        control = None
+        target_exposure = _exposure(target, log, discount, "target", active)
     se = target_exposure.standard_error
     # The evaluated rows: rewarded rows the target exposes (docs/definitions.md).
     shown = target_exposure.values > 0
@@ -185,7 +222,7 @@ def logged_dcg(
             return LoggedEstimate(
                 name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,
                 n_excluded_users=0, approximation_error=mc_error(gains, log.n_sessions),
-                diagnostics=diagnostics,
+                diagnostics=diagnostics, control=None if control is None else control(inverse),
             )
         # Each session's gains in a CSR row (columns: positions in the session, so unique).
         positions = active - log.indptr[log.session[active]]
@@ -216,6 +253,44 @@ def logged_dcg(
     if not active.size:
         raise ValueError('clip="auto" needs rewarded rows to select the clipping from; the log has none')
     return _warned(select_clip(estimate, raw[active]))
+
+
+@dataclass(frozen=True, eq=False)
+class SessionControl:
+    """What the per-session control variate of a target on a feed log needs: the target's
+    exposure ``ε`` of every row, the logged rows' examination ``δ0(k)`` and every session's
+    total target exposure ``Σ_a ε(x_s, a)`` (docs/definitions.md, "Impressions and control
+    variates")."""
+
+    exposure: Exposure
+    view: np.ndarray
+    total: np.ndarray
+    session: np.ndarray
+    n_sessions: int
+
+    @classmethod
+    def build(cls, log: FeedLog, target, discount: Discount, logging_discount: Discount | None) -> "SessionControl":
+        """Rank every row once and sum the target's exposure over each context's candidates."""
+        if logging_discount is None:
+            raise ValueError(
+                "the control variate needs the view curve of the logged ranks: pass "
+                "logging_discount= (discount is a shorter CustomDiscount)"
+            )
+        total, _ = candidate_sums(target, log, discount)
+        return cls(
+            exposure=_exposure(target, log, discount, "target", np.arange(log.n_rows)),
+            view=logging_discount(log.rank),
+            total=total[log.context[log.indptr[:-1]]],
+            session=log.session,
+            n_sessions=log.n_sessions,
+        )
+
+    def __call__(self, inverse: np.ndarray) -> np.ndarray:
+        """``Σ_i ε_i · w_i · δ0(k_i) − Σ_a ε(x_s, a)`` per session, for weights ``w = min(m, 1/ε0)``."""
+        shown = np.bincount(
+            self.session, weights=self.exposure.values * inverse * self.view, minlength=self.n_sessions
+        )
+        return shown - self.total
 
 
 def _warned(result: LoggedEstimate) -> LoggedEstimate:

@@ -27,10 +27,11 @@ from .._chunks import rows_per_chunk
 from .._validation import check_positive_int
 from ..metrics.ranking import ScoreSource
 from ..propensity.discount import Discount
+from ..reward.validation import predict_rewards
 from .feed_log import FeedLog, find_keys
 from .plackett_luce import rank_marginals, sample_rankings
 
-__all__ = ["Exposure", "LoggedRanking", "DeterministicRanker", "PlackettLuceRanker"]
+__all__ = ["Exposure", "LoggedRanking", "DeterministicRanker", "PlackettLuceRanker", "candidate_sums"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -211,32 +212,117 @@ class PlackettLuceRanker:
     def exposure(self, log: FeedLog, discount: Discount, rows=None) -> Exposure:
         """Expected exposure (Eq. 8) of the logged rows (all, or ``rows``), exact or Monte Carlo."""
         rows = _check(log, discount, rows)
-        one_policy = not sp.issparse(self.scores) and np.ndim(self.scores) == 1
-        n_contexts = 1 if one_policy else np.unique(log.context[rows]).size
-        exact = self.method == "exact" or (
-            self.method == "auto" and n_contexts <= self.max_exact_contexts
-        )
-        rng = np.random.default_rng(self.seed)
+        n_contexts = 1 if self._one_policy else np.unique(log.context[rows]).size
+        exact, rng = self._exact(n_contexts), np.random.default_rng(self.seed)
         values = np.zeros(rows.size)
         se = None if exact else np.zeros(rows.size)
         for at, items, weights in self._candidates(log, rows):
-            n = items.size if discount.cutoff is None else min(discount.cutoff, items.size)
-            delta = discount.weights(n)
-            if exact:
-                eps, err = rank_marginals(weights, n) @ delta, None
-            else:
-                drawn = sample_rankings(weights, n, self.n_samples, rng)
-                view = np.broadcast_to(delta, drawn.shape).ravel()
-                first = np.bincount(drawn.ravel(), weights=view, minlength=items.size)
-                second = np.bincount(drawn.ravel(), weights=view**2, minlength=items.size)
-                eps = first / self.n_samples
-                err = np.sqrt(np.maximum(second / self.n_samples - eps**2, 0.0) / (self.n_samples - 1))
+            eps, err = self._candidate_exposure(weights, discount, exact, rng)
             pos = find_keys(items, log.item[rows[at]])  # candidates are sorted item indices
             found = pos >= 0
             values[at[found]] = eps[pos[found]]
             if err is not None:
                 se[at[found]] = err[pos[found]]
         return Exposure(np.clip(values, 0.0, 1.0), se)
+
+    def candidate_exposures(self, log: FeedLog, discount: Discount):
+        """Exposure of *every* candidate in the log's contexts, for estimators that sum over
+        what the policy could show (the direct method of doubly robust DCG).
+
+        Yields
+        ------
+        (contexts, items, exposure)
+            The contexts (codes of the log) the entry holds for, the candidate items and
+            their exposure ``ε(x, a)`` (exact or Monte Carlo, as :meth:`exposure` decides).
+            One entry for all contexts when the scores are 1-D.
+        """
+        _check(log, discount, None)
+        contexts = np.unique(log.context)
+        exact, rng = self._exact(1 if self._one_policy else contexts.size), np.random.default_rng(self.seed)
+        first = _first_rows(log, contexts)
+        for at, items, weights in self._candidates(log, first):
+            eps, _ = self._candidate_exposure(weights, discount, exact, rng)
+            yield (contexts if self._one_policy else log.context[first[at]]), items, np.clip(eps, 0.0, 1.0)
+
+    @property
+    def _one_policy(self) -> bool:
+        return not sp.issparse(self.scores) and np.ndim(self.scores) == 1
+
+    def _exact(self, n_contexts: int) -> bool:
+        return self.method == "exact" or (self.method == "auto" and n_contexts <= self.max_exact_contexts)
+
+    def _candidate_exposure(self, weights: np.ndarray, discount: Discount, exact: bool, rng):
+        """(ε of every candidate, its Monte Carlo standard error or None) for one candidate set."""
+        n = weights.size if discount.cutoff is None else min(discount.cutoff, weights.size)
+        delta = discount.weights(n)
+        if exact:
+            return rank_marginals(weights, n) @ delta, None
+        drawn = sample_rankings(weights, n, self.n_samples, rng)
+        view = np.broadcast_to(delta, drawn.shape).ravel()
+        first = np.bincount(drawn.ravel(), weights=view, minlength=weights.size)
+        second = np.bincount(drawn.ravel(), weights=view**2, minlength=weights.size)
+        eps = first / self.n_samples
+        return eps, np.sqrt(np.maximum(second / self.n_samples - eps**2, 0.0) / (self.n_samples - 1))
+
+
+def candidate_sums(
+    target, log: FeedLog, discount: Discount, reward_model=None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per context of the log: the target's total exposure ``Σ_a ε(x, a)`` and, with a reward
+    model, its expected reward ``Σ_a ε(x, a) ρ̂(x, a)`` over every candidate it can show.
+
+    Parameters
+    ----------
+    target : DeterministicRanker or PlackettLuceRanker
+        The policy; its exposure of the logged rows alone cannot give these sums.
+    log : FeedLog
+        Whose contexts are summed over.
+    discount : Discount
+        The target's view model with its cutoff.
+    reward_model : object with ``predict(contexts, items)``, optional
+        ``ρ̂(x, a)`` in [0, 1].
+
+    Returns
+    -------
+    (total, direct) : numpy.ndarray, shape (n_contexts,)
+        Zero for contexts absent from the log; ``direct`` is None without a reward model.
+    """
+    total = np.zeros(log.n_contexts)
+    direct = None if reward_model is None else np.zeros(log.n_contexts)
+    contexts = np.unique(log.context)
+    if isinstance(target, DeterministicRanker):
+        source = ScoreSource(target.scores, (log.n_contexts, log.n_items))
+        step = rows_per_chunk(max(source.width, 1))
+        for lo in range(0, contexts.size, step):
+            chunk = contexts[lo : lo + step]
+            local, items, ranks = source.ranked(chunk, discount.cutoff)
+            eps = discount(ranks)
+            total[chunk] = np.bincount(local, weights=eps, minlength=chunk.size)
+            if direct is not None:
+                rho = predict_rewards(reward_model, chunk[local], items)
+                direct[chunk] = np.bincount(local, weights=eps * rho, minlength=chunk.size)
+    elif isinstance(target, PlackettLuceRanker):
+        for which, items, eps in target.candidate_exposures(log, discount):
+            total[which] = eps.sum()
+            if direct is None:
+                continue
+            step = rows_per_chunk(items.size)
+            for lo in range(0, which.size, step):
+                chunk = which[lo : lo + step]
+                rho = predict_rewards(reward_model, np.repeat(chunk, items.size), np.tile(items, chunk.size))
+                direct[chunk] = rho.reshape(chunk.size, items.size) @ eps
+    else:
+        raise TypeError(
+            "sums over every item the target can show need the policy itself: target must be "
+            f"a DeterministicRanker or PlackettLuceRanker, got {type(target).__name__}"
+        )
+    return total, direct
+
+
+def _first_rows(log: FeedLog, contexts: np.ndarray) -> np.ndarray:
+    """One log row of each of ``contexts`` (the first in log order)."""
+    order = np.argsort(log.context, kind="stable")
+    return order[np.searchsorted(log.context[order], contexts)]
 
 
 def _weights(items: np.ndarray, scores: np.ndarray, temperature: float, where: str):

@@ -19,6 +19,8 @@ U is the set of users with at least one non-zero held-out reward; the others are
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -32,7 +34,7 @@ from ..inference.diagnostics import (
 )
 from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
-from ..propensity.weights import clip_weights, ips_weights
+from ..propensity.weights import clip_weights, entry_propensities
 from .ranking import ScoreSource, padded_rows, top_k_positions
 
 __all__ = ["dcg", "unbiased_dcg", "ndcg", "pn_dcg", "ideal_dcg"]
@@ -71,6 +73,7 @@ def dcg(
     clip: float | str | None = None,
     normalise: str | None = None,
     self_normalised: bool = False,
+    impressions=None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
@@ -102,6 +105,16 @@ def dcg(
         ``Σ DCG_u / Σ iDCG_u`` (pnDCG).
     self_normalised : bool
         Self-normalised (SNIPS) DCG; only with ``normalise=None``.
+    impressions : scipy.sparse matrix or array_like, optional
+        Where the logging policy showed items, shape of ``y_true``: ``e_ui`` = the probability
+        that the user examined item i at the position it was shown (``δ0(logged rank)``; 1 for
+        a plain "shown" record when ``p_ui`` is the probability of being shown), 0 or unstored
+        where it was not shown. Its expectation under the logging policy is ``p_ui``
+        (docs/definitions.md, "Impressions and control variates"). With impressions the
+        estimate averages over the *served* users (an impression or a held-out reward), not
+        only those with rewards, and the result carries the control variate that
+        ``compare(..., control_variate=True)`` uses. Needs ``propensity``; only with
+        ``normalise=None`` and ``self_normalised=False``.
     chunk_users : int or None
         Users per chunk; None picks a size that keeps each chunk's dense work near 4M
         elements, so memory stays bounded for any number of users.
@@ -124,16 +137,109 @@ def dcg(
     """
     result = _dcg(
         y_true, y_score, discount=discount, propensity=propensity, clip=clip, normalise=normalise,
-        self_normalised=self_normalised, chunk_users=chunk_users, ess_threshold=ess_threshold,
+        self_normalised=self_normalised, impressions=impressions, chunk_users=chunk_users,
+        ess_threshold=ess_threshold,
     )
     if result.diagnostics is not None:
         result.diagnostics.warn(result.name)
     return result
 
 
+@dataclass(frozen=True, eq=False)
+class HeldOut:
+    """Held-out data prepared for one target: every stored entry with its reward, impression,
+    inverse propensity and the target's examination of it.
+
+    The entries are those of ``y_true`` and, when given, of ``impressions`` (their union, in
+    CSR order); ``users`` are the rows that have any, and ``starts[k]`` is where user k's
+    entries begin.
+    """
+
+    pattern: sp.csr_matrix
+    reward: np.ndarray
+    impression: np.ndarray | None
+    raw: np.ndarray
+    exposure: np.ndarray
+    users: np.ndarray
+    starts: np.ndarray
+    total_exposure: np.ndarray
+    n_held_out: np.ndarray
+    step: int
+
+    def control(self, weights: np.ndarray) -> np.ndarray | None:
+        """Per-user control variate ``Σ_i δ(r_u(i)) · w_ui · e_ui − Σ_r δ(r)`` (None without
+        impressions). Its expectation under the logging policy is 0 when no weight is
+        clipped, since ``E[e_ui] = p_ui`` and ``w_ui = 1/p_ui`` (docs/definitions.md)."""
+        if self.impression is None:
+            return None
+        return np.add.reduceat(self.impression * weights * self.exposure, self.starts) - self.total_exposure
+
+
+def prepare_held_out(
+    y_true, y_score, *, discount, propensity, impressions, chunk_users, on_ranked=None
+) -> HeldOut:
+    """Validate the inputs of a held-out estimator and rank the target once.
+
+    ``on_ranked(positions, items, delta)``, when given, sees every ranked (user, item) of the
+    target with ``δ(rank)``; ``positions`` index the evaluated ``users``.
+    """
+    chunk_users = check_positive_int(chunk_users, "chunk_users", allow_none=True)
+    if not isinstance(discount, Discount):
+        raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+    rewards = as_csr(y_true, "y_true")
+    check_rewards(rewards)
+    rewards.eliminate_zeros()
+    scores = ScoreSource(y_score, rewards.shape)
+    n_held_out = np.diff(rewards.indptr)
+    impression = None
+    pattern = rewards
+    if impressions is not None:
+        if propensity is None:
+            raise ValueError(
+                "impressions need propensity=: the control variate compares what was shown "
+                "with its expected exposure p_ui"
+            )
+        shown = as_csr(impressions, "impressions")
+        if shown.shape != rewards.shape:
+            raise ValueError(f"impressions has shape {shown.shape} but y_true has {rewards.shape}")
+        check_rewards(shown, "impressions", "impressions are expected examinations")
+        shown.eliminate_zeros()
+        pattern, impression = _union(rewards, shown)
+    counts = np.diff(pattern.indptr)
+    users = np.flatnonzero(counts > 0)
+    if users.size == 0:
+        raise ValueError("y_true has no non-zero held-out rewards: no user can be evaluated")
+    raw = np.ones(pattern.nnz) if propensity is None else 1.0 / entry_propensities(propensity, pattern)
+    step = chunk_users or rows_per_chunk(max(scores.width, int(counts.max()), 1))
+    exposure, total = _held_out_exposure(pattern, users, scores, discount, step, on_ranked)
+    return HeldOut(
+        pattern=pattern, reward=pattern.data, impression=impression, raw=raw, exposure=exposure,
+        users=users, starts=pattern.indptr[users], total_exposure=total,
+        n_held_out=n_held_out[users], step=step,
+    )
+
+
+def _union(rewards: sp.csr_matrix, shown: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The union of two canonical CSR patterns: (rewards on it, impressions aligned with it)."""
+    n_items = rewards.shape[1]
+
+    def keys(m: sp.csr_matrix) -> np.ndarray:
+        return np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr)) * n_items + m.indices
+
+    union, inverse = np.unique(np.concatenate([keys(rewards), keys(shown)]), return_inverse=True)
+    reward = np.zeros(union.size)
+    reward[inverse[: rewards.nnz]] = rewards.data
+    impression = np.zeros(union.size)
+    impression[inverse[rewards.nnz :]] = shown.data
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(union // n_items, minlength=rewards.shape[0]))])
+    # Built directly so the explicit zeros (impressions without reward) stay stored entries.
+    pattern = sp.csr_matrix((reward, (union % n_items).astype(np.int32), indptr), shape=rewards.shape)
+    return pattern, impression
+
+
 def _dcg(
     y_true, y_score, *, discount, propensity, clip, normalise, self_normalised, chunk_users,
-    ess_threshold, name: str | None = None,
+    ess_threshold, impressions=None, name: str | None = None,
 ) -> EstimateResult:
     """:func:`dcg` without the reliability warning, for estimators built on it.
 
@@ -149,28 +255,23 @@ def _dcg(
             f"self_normalised applies to unnormalised DCG only, got normalise={normalise!r}: "
             "the self-normalisation constant cancels in a normalised ratio"
         )
-    chunk_users = check_positive_int(chunk_users, "chunk_users", allow_none=True)
-    if not isinstance(discount, Discount):
-        raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
-    rewards = as_csr(y_true, "y_true")
-    check_rewards(rewards)
-    rewards.eliminate_zeros()
-    scores = ScoreSource(y_score, rewards.shape)
-    raw = ips_weights(propensity, rewards)
-    held_out = np.diff(rewards.indptr)
-    users = np.flatnonzero(held_out > 0)
-    if users.size == 0:
-        raise ValueError("y_true has no non-zero held-out rewards: no user can be evaluated")
-    step = chunk_users or rows_per_chunk(max(scores.width, int(held_out.max()), 1))
-    exposure = _held_out_exposure(rewards, users, scores, discount, step)
-    # The evaluated interactions: those the target ranks where δ > 0, whose weights make up
-    # the estimate (docs/definitions.md, "Weight diagnostics").
-    evaluated = exposure > 0
+    if impressions is not None and (normalise is not None or self_normalised):
+        raise ValueError(
+            "impressions apply to (IPS-)DCG only: served users without rewards have no ideal "
+            f"DCG to normalise by (normalise={normalise!r}, self_normalised={self_normalised!r})"
+        )
+    data = prepare_held_out(
+        y_true, y_score, discount=discount, propensity=propensity, impressions=impressions,
+        chunk_users=chunk_users,
+    )
+    rewards, users, starts, step = data.pattern, data.users, data.starts, data.step
+    # The evaluated interactions: rewarded entries the target ranks where δ > 0, whose weights
+    # make up the estimate (docs/definitions.md, "Weight diagnostics").
+    evaluated = (data.exposure > 0) & (data.reward > 0)
 
     def estimate(m: float | None) -> EstimateResult:
-        weights = clip_weights(raw, m)
-        contributions = rewards.data * weights * exposure
-        starts = rewards.indptr[users]
+        weights = clip_weights(data.raw, m)
+        contributions = data.reward * weights * data.exposure
         dcg_u = np.add.reduceat(contributions, starts)
         prefix = "" if propensity is None else "IPS-"
         if normalise == "per_user":
@@ -179,19 +280,19 @@ def _dcg(
             idcg_u = _ideal(rewards, weights, users, discount, step)
             label, terms, exponents = "pnDCG", np.column_stack([dcg_u, idcg_u]), (1, -1)
         elif normalise == "total":
-            label, terms, exponents = "", dcg_u / np.add.reduceat(rewards.data * weights, starts), (1,)
+            label, terms, exponents = "", dcg_u / np.add.reduceat(data.reward * weights, starts), (1,)
         elif self_normalised:
             # Σ c·w·δ / Σ w × N/|U| = mean(DCG_u) · mean(n_u) / mean(Σ_i w_ui)
             # (docs/definitions.md, "DCG family").
             prefix = "SN" + (prefix or "IPS-")
             label, exponents = "DCG", (1, 1, -1)
-            terms = np.column_stack([dcg_u, held_out[users], np.add.reduceat(weights, starts)])
+            terms = np.column_stack([dcg_u, data.n_held_out, np.add.reduceat(weights, starts)])
         else:
             label, terms, exponents = "DCG", dcg_u, (1,)
         diagnostics = None
         if propensity is not None:
             diagnostics = WeightDiagnostics.from_contributions(
-                raw[evaluated], weights[evaluated], contributions[evaluated], ess_threshold
+                data.raw[evaluated], weights[evaluated], contributions[evaluated], ess_threshold
             )
         return EstimateResult(
             name=prefix + (name or f"{label}{discount.label}"),
@@ -200,37 +301,49 @@ def _dcg(
             user_ids=users,
             n_excluded_users=int(rewards.shape[0] - users.size),
             diagnostics=diagnostics,
+            control=data.control(weights),
         )
 
     if not auto:
         return estimate(clip)
     if propensity is None:
         raise ValueError('clip="auto" selects the clipping of IPS weights; give a propensity')
-    return select_clip(estimate, raw)
+    return select_clip(estimate, data.raw)
 
 
 def _held_out_exposure(
-    rewards: sp.csr_matrix, users: np.ndarray, scores: ScoreSource, discount: Discount, step: int
-) -> np.ndarray:
-    """``δ(rank)`` of every stored held-out entry in the target's ranking (0 when unranked).
+    pattern: sp.csr_matrix,
+    users: np.ndarray,
+    scores: ScoreSource,
+    discount: Discount,
+    step: int,
+    on_ranked=None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``δ(rank)`` of every stored entry in the target's ranking (0 when unranked), and each
+    user's total examination ``Σ_r δ(r)`` over the items the target ranks.
 
-    Ranked and held-out entries are matched on the key ``row · n_items + item``: the held-out
+    Ranked and stored entries are matched on the key ``row · n_items + item``: the stored
     keys of a chunk are sorted (CSR order), so a binary search places every ranked item.
     """
-    exposure = np.zeros(rewards.nnz)
-    n_items = rewards.shape[1]
+    exposure = np.zeros(pattern.nnz)
+    total = np.zeros(users.size)
+    n_items = pattern.shape[1]
     for start in range(0, users.size, step):
         chunk = users[start : start + step]
         local, items, ranks = scores.ranked(chunk, discount.cutoff)
+        delta = discount(ranks)
+        total[start : start + chunk.size] = np.bincount(local, weights=delta, minlength=chunk.size)
+        if on_ranked is not None:
+            on_ranked(start + local, items, delta)
         # Rows between the chunk's users hold no entries, so this slice is exactly theirs.
-        lo, hi = rewards.indptr[chunk[0]], rewards.indptr[chunk[-1] + 1]
-        rows = np.repeat(np.arange(chunk.size), np.diff(rewards.indptr)[chunk])
-        held = rows * n_items + rewards.indices[lo:hi]
+        lo, hi = pattern.indptr[chunk[0]], pattern.indptr[chunk[-1] + 1]
+        rows = np.repeat(np.arange(chunk.size), np.diff(pattern.indptr)[chunk])
+        held = rows * n_items + pattern.indices[lo:hi]
         keys = local * n_items + items
         at = np.minimum(np.searchsorted(held, keys), held.size - 1)
         hit = held[at] == keys
-        exposure[lo + at[hit]] = discount(ranks[hit])
-    return exposure
+        exposure[lo + at[hit]] = delta[hit]
+    return exposure, total
 
 
 def _ideal(
@@ -251,6 +364,7 @@ def unbiased_dcg(
     propensity=None,
     clip: float | str | None = None,
     self_normalised: bool = False,
+    impressions=None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
 ) -> EstimateResult:
@@ -268,6 +382,7 @@ def unbiased_dcg(
         propensity=propensity,
         clip=clip,
         self_normalised=self_normalised,
+        impressions=impressions,
         chunk_users=chunk_users,
         ess_threshold=ess_threshold,
     )

@@ -12,7 +12,9 @@ import scipy.sparse as sp
 
 from .._validation import as_csr, check_clip, check_propensities
 
-__all__ = ["RECOMMENDED_CLIP", "entry_propensities", "ips_weights", "clip_weights"]
+__all__ = [
+    "RECOMMENDED_CLIP", "entry_propensities", "item_propensities", "ips_weights", "clip_weights"
+]
 
 # The clipping that the adapters and PropensityStratifiedEvaluation use unless told otherwise.
 # The reliability study (docs/reliability.md) supports one m shared by every model: with
@@ -68,6 +70,39 @@ def entry_propensities(propensity, y_true: sp.csr_matrix) -> np.ndarray:
         )
     check_propensities(p, lambda k: f"item {k}")
     return p[y_true.indices]
+
+
+def item_propensities(propensity, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """The validated propensity ``p_ui`` of paired (user, item) arrays, e.g. a target's ranked
+    items, which a held-out matrix need not store.
+
+    A users×items sparse matrix must store every pair asked for; the message names the first
+    it lacks.
+    """
+    p = _resolve(propensity)
+    if sp.issparse(p):
+        p = as_csr(p, "propensity")
+        n_items = p.shape[1]
+        stored = np.repeat(np.arange(p.shape[0], dtype=np.int64), np.diff(p.indptr)) * n_items + p.indices
+        wanted = users.astype(np.int64) * n_items + items
+        at = np.minimum(np.searchsorted(stored, wanted), max(stored.size - 1, 0))
+        found = stored[at] == wanted if stored.size else np.zeros(wanted.size, dtype=bool)
+        missing = np.flatnonzero(~found)
+        if missing.size:
+            k = missing[0]
+            raise ValueError(
+                f"the propensity matrix stores no value for (user {users[k]}, item {items[k]}), "
+                "which the target ranks; clipped estimates without impressions need the "
+                "propensity of every ranked item: give a per-item propensity or impressions="
+            )
+        values = p.data[at]
+        check_propensities(values, lambda k: f"(user {users[k]}, item {items[k]})")
+        return values
+    p = np.asarray(p, dtype=np.float64)
+    if p.ndim != 1:
+        raise ValueError(f"propensity must be 1-D (one per item) or a sparse matrix, got shape {p.shape}")
+    check_propensities(p, lambda k: f"item {k}")
+    return p[items]
 
 
 def ips_weights(propensity, y_true: sp.csr_matrix, clip: float | None = None) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 * ``world``     – ``SimulatedWorld`` (true click probabilities, position-based or cascade
   clicks), logging policies (popularity, uniform, segment-personalised), ``LoggedFeedback``
+  with its impressions, the true relevance as a reward model (``WorldRelevance``)
 * ``baselines`` – popularity, random, item-kNN and EASE recommenders on numpy/scipy
 """
 
@@ -11,8 +12,10 @@ from .world import (
     PopularityPolicy,
     SimulatedWorld,
     UniformPolicy,
+    WorldRelevance,
 )
 
 __all__ = [
-    "SimulatedWorld", "PopularityPolicy", "UniformPolicy", "PersonalisedPolicy", "LoggedFeedback"
+    "SimulatedWorld", "PopularityPolicy", "UniformPolicy", "PersonalisedPolicy", "LoggedFeedback",
+    "WorldRelevance",
 ]

@@ -57,7 +57,8 @@ from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
 
 __all__ = [
-    "SimulatedWorld", "PopularityPolicy", "UniformPolicy", "PersonalisedPolicy", "LoggedFeedback"
+    "SimulatedWorld", "PopularityPolicy", "UniformPolicy", "PersonalisedPolicy", "LoggedFeedback",
+    "WorldRelevance",
 ]
 
 CLICK_MODELS = ("pbm", "cascade")
@@ -274,6 +275,32 @@ class LoggedFeedback:
             values = self.exposure[self.segment[users], held_out.indices]
         return sp.csr_matrix((values, held_out.indices, held_out.indptr), shape=held_out.shape)
 
+    def impressions(self) -> sp.csr_matrix:
+        """Where the log showed items: ``e_ui = δ(logged rank)``, the probability that the user
+        examined item i where it was shown (0 where it was not), users × items.
+
+        Its expectation over the logging policy is the propensity ``ε0`` (Eq. 8), which makes
+        it the ``impressions=`` of the held-out estimators (:func:`~recpack_ope.metrics.dcg.dcg`,
+        :func:`~recpack_ope.metrics.doubly_robust.dr_dcg`): it enables their control variate
+        and the doubly robust residual.
+
+        Raises
+        ------
+        ValueError
+            For logs of several feeds per user: held-out impressions, like the propensities,
+            describe one feed (use :meth:`feed_log` for the per-feed form).
+        """
+        if self.n_feeds != 1:
+            raise ValueError(
+                f"impressions describe one feed per user, the log has n_feeds={self.n_feeds}; "
+                "use feed_log() and the logged estimators for several feeds"
+            )
+        shown = sp.csr_matrix(
+            (self.discount(self.rank), (self.user, self.item)), shape=self.clicks.shape
+        )
+        shown.sum_duplicates()
+        return shown
+
     def feed_log(self) -> FeedLog:
         """The log as a :class:`~recpack_ope.logged.feed_log.FeedLog`: one session per (user, feed),
         the user as context, clicks as rewards, the exact ``ε0`` as propensities and the
@@ -392,6 +419,12 @@ class SimulatedWorld:
             + self.popularity_strength * np.log(self.popularity[items])
         )
         return _sigmoid(logits)
+
+    def reward_model(self) -> "WorldRelevance":
+        """The world's true click probability of an examined item, ``P(Q=1 | u, i)``, as a
+        reward model for the doubly robust estimators (the oracle a learnt one approximates).
+        Rows are users for held-out data and contexts (= users) for this world's feed logs."""
+        return WorldRelevance(self)
 
     def _users(self, users) -> np.ndarray:
         if users is None:
@@ -604,6 +637,28 @@ class SimulatedWorld:
         return EstimateResult(
             name=name, terms=reward, exponents=(1,), user_ids=np.arange(self.n_users), n_excluded_users=0
         )
+
+
+@dataclass(frozen=True, eq=False)
+class WorldRelevance:
+    """A world's relevance ``P(Q=1 | u, i)`` behind the reward-model interface
+    (``predict(users, items)``, ``shape``), computed from the factors for the pairs asked."""
+
+    world: SimulatedWorld
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(n_users, n_items) of the world."""
+        return (self.world.n_users, self.world.n_items)
+
+    def predict(self, users, items) -> np.ndarray:
+        """``P(Q=1 | u, i)`` of paired user and item indices."""
+        users, items = np.asarray(users), np.asarray(items)
+        for name, values, size in (("users", users, self.world.n_users), ("items", items, self.world.n_items)):
+            bad = np.flatnonzero((values < 0) | (values >= size))
+            if bad.size:
+                raise ValueError(f"unknown index {values[bad[0]]} in {name}; the world has {size}")
+        return self.world.relevance_of(users, items)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -45,6 +45,8 @@ Registered only when the adapter has propensities:
 ``IPSPostNormalisedDCGK``    pnDCG@K with IPS gains
 ``StratifiedNDCGK``          propensity-stratified nDCG@K, Σ_s P(s)·nDCG_s (Jadidinejad et
                              al. TOIS'21 Eq. 4): unweighted, strata from the propensities
+``DRDCGK``                   doubly robust DCG@K (:func:`recpack_ope.metrics.doubly_robust.dr_dcg`),
+                             only when the adapter also has a ``reward_model``
 ===========================  ==============================================================
 
 Deprecated names, kept with their old meaning; constructing them issues a ``FutureWarning``
@@ -93,14 +95,16 @@ from recpack.util import get_top_K_ranks
 
 from .._validation import check_clip, check_positive_int
 from ..inference.result import Comparison, EstimateResult, PairedEstimate
-from ..inference.systems import PreferenceMatrix
+from ..inference.systems import PreferenceMatrix, SystemScores
 from ..metrics.dcg import dcg
+from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..metrics.rpp import RecallLevels
 from ..metrics.stratified import stratified
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
 from ..propensity.weights import RECOMMENDED_CLIP
+from ..reward.validation import check_reward_model
 
 __all__ = [
     "RecPackAdapter", "OPEMetricK", "RPPMetricK", "recpack_ranking", "metric_results", "compare",
@@ -114,8 +118,9 @@ logger = logging.getLogger("recpack_ope")
 class _Estimator:
     """One registered name: keyword arguments of the core's dcg(), names of its per-user
     terms, and its weighting: ``"never"``, ``"always"`` (IPS; needs propensities),
-    ``"strata"`` (unweighted, needs propensities for its strata) or ``"adapter"`` (the
-    deprecated names: weighted exactly when the adapter has propensities)."""
+    ``"strata"`` (unweighted, needs propensities for its strata), ``"doubly_robust"`` (needs
+    propensities and a reward model) or ``"adapter"`` (the deprecated names: weighted exactly
+    when the adapter has propensities)."""
 
     options: dict = field(default_factory=dict)
     terms: tuple[str, ...] = ("dcg",)
@@ -127,7 +132,7 @@ class _Estimator:
 
     @property
     def needs_propensity(self) -> bool:
-        return self.weighting in ("always", "strata")
+        return self.weighting in ("always", "strata", "doubly_robust")
 
 
 _SN_TERMS = ("dcg", "n_held_out", "weight_sum")
@@ -147,6 +152,7 @@ _ESTIMATORS: dict[str, _Estimator] = {
     "StratifiedNDCGK": _Estimator(
         {"normalise": "per_user"}, ("stratified_ndcg",), "strata", plain="PlainNDCGK"
     ),
+    "DRDCGK": _Estimator(weighting="doubly_robust", plain="PlainDCGK"),
     "UnbiasedDCGK": _Estimator(weighting="adapter", renamed=("IPSDCGK", "PlainDCGK")),
     "SNUnbiasedDCGK": _Estimator(
         {"self_normalised": True}, _SN_TERMS, "adapter", renamed=("SNIPSDCGK", "PlainDCGK")
@@ -270,14 +276,24 @@ class OPEMetricK(ListwiseMetricK):
 
 
 class _NeedsPropensities:
-    """Registered under a propensity name by an adapter without propensities: RecPack finds
-    the name, and constructing the metric explains why it cannot be computed."""
+    """Registered under a propensity name by an adapter without propensities (or, for
+    ``DRDCGK``, without a reward model): RecPack finds the name, and constructing the metric
+    explains why it cannot be computed."""
 
     prefix: str
     estimator: str
+    has_propensity: bool = False
 
     def __init__(self, K: int | None = None):
         spec = _ESTIMATORS[self.estimator]
+        if spec.weighting == "doubly_robust" and self.has_propensity:
+            raise ValueError(
+                f"{type(self).__name__} is doubly robust and needs a reward model, but the "
+                f"adapter registered under prefix {self.prefix!r} has none; give "
+                "RecPackAdapter(propensity=..., reward_model=...) a reward model, e.g. "
+                "ScoreCalibration().fit(scores, clicks, propensity).reward_model(scores), or use "
+                f"{self.prefix}IPSDCGK"
+            )
         what = ("builds its strata from propensities" if spec.weighting == "strata"
                 else "is IPS-weighted")
         raise ValueError(
@@ -443,6 +459,17 @@ class RecPackAdapter:
         Strata of ``StratifiedNDCGK`` (the paper uses 2).
     binning : {"width", "mass"}
         Equal-width propensity bins (the paper's) or equal-mass quantiles.
+    reward_model : object with ``predict(users, items)``, optional
+        Click probabilities of examined items, indexed by RecPack's user and item indices, for
+        ``DRDCGK``: e.g. ``ScoreCalibration().fit(scores, clicks, propensity=...)
+        .reward_model(scores)`` with a fitted algorithm's ``predict`` scores, or a
+        :class:`~recpack_ope.reward.RewardMatrix`.
+    impressions : scipy.sparse matrix, optional
+        Where the logging policy showed items to the test users (users × items in RecPack's
+        indices, ``δ0(logged rank)`` or 1 for "shown"); given, ``IPSDCGK`` and ``DRDCGK``
+        average over the served users and carry the control variate of
+        ``compare(..., control_variate=True)``. Without it DR equals IPS unless clipped
+        (docs/definitions.md, "Doubly robust DCG").
     """
 
     def __init__(
@@ -453,6 +480,8 @@ class RecPackAdapter:
         item_id_mapping: pd.DataFrame | None = None,
         n_strata: int = 2,
         binning: str = "width",
+        reward_model=None,
+        impressions=None,
     ):
         discount = LogDiscount() if discount is None else discount
         if not isinstance(discount, Discount):
@@ -468,6 +497,17 @@ class RecPackAdapter:
         self.clip = clip
         self.n_strata = check_positive_int(n_strata, "n_strata")
         self.binning = binning
+        if reward_model is not None:
+            check_reward_model(reward_model, getattr(reward_model, "shape", ()))
+        self.reward_model = reward_model
+        self.impressions = impressions
+
+    def provides(self, estimator: str) -> bool:
+        """Whether this adapter has what ``estimator`` needs (propensities, a reward model)."""
+        spec = _ESTIMATORS[estimator]
+        if spec.weighting == "doubly_robust":
+            return self.propensity is not None and self.reward_model is not None
+        return not spec.needs_propensity or self.propensity is not None
 
     @property
     def fitted(self) -> bool:
@@ -502,6 +542,8 @@ class RecPackAdapter:
             what = ("builds strata from propensities" if spec.weighting == "strata"
                     else "is IPS-weighted")
             raise ValueError(f"{estimator} {what}; the adapter has none (use {spec.plain})")
+        if spec.weighting == "doubly_robust" and self.reward_model is None:
+            raise ValueError(f"{estimator} needs a reward model; the adapter has none (use IPSDCGK)")
         self._require_fitted("running the pipeline")
         ranking, discount = _LAST.get(y_pred, K), self.discount.with_cutoff(K)
         if spec.weighting == "strata":
@@ -509,13 +551,18 @@ class RecPackAdapter:
             return stratified(dcg, y_true, ranking, stratify_by=self.propensity,
                               n_strata=self.n_strata, binning=self.binning, discount=discount,
                               **spec.options)
-        weighted = spec.weighting == "always" or (
+        weighted = spec.weighting in ("always", "doubly_robust") or (
             spec.weighting == "adapter" and self.propensity is not None
         )
         if not weighted:
             return dcg(y_true, ranking, discount=discount, **spec.options)
+        # Impressions define the served users of the unnormalised estimators.
+        impressions = self.impressions if not spec.options else None
+        if spec.weighting == "doubly_robust":
+            return dr_dcg(y_true, ranking, discount=discount, reward_model=self.reward_model,
+                          propensity=self.propensity, impressions=impressions, clip=self.clip)
         return dcg(y_true, ranking, discount=discount, propensity=self.propensity,
-                   clip=self.clip, **spec.options)
+                   clip=self.clip, impressions=impressions, **spec.options)
 
     def register(self, prefix: str = "") -> dict[str, type]:
         """Add the metric classes to RecPack's ``METRIC_REGISTRY`` as ``prefix + name``.
@@ -545,8 +592,12 @@ class RecPackAdapter:
             attributes = {"adapter": self, "estimator": name}
             if spec.renamed is not None:
                 attributes["replacement"] = prefix + spec.renamed[0 if has_propensity else 1]
-            if spec.needs_propensity and not has_propensity:
-                made.append((name, _NeedsPropensities, {"prefix": prefix, "estimator": name}))
+            missing = spec.needs_propensity and not has_propensity or (
+                spec.weighting == "doubly_robust" and self.reward_model is None
+            )
+            if missing:
+                made.append((name, _NeedsPropensities, {"prefix": prefix, "estimator": name,
+                                                        "has_propensity": has_propensity}))
             else:
                 made.append((name, OPEMetricK, attributes))
         made += [(name, RPPMetricK, {"weighting": weighting})
@@ -559,8 +610,8 @@ class RecPackAdapter:
                 if not _is_ours(existing):
                     raise ValueError(f"METRIC_REGISTRY already has a metric {key!r} that is not recpack-ope's")
                 earlier = getattr(existing, "adapter", None)
-                if base is _NeedsPropensities and getattr(earlier, "propensity", None) is not None:
-                    continue  # a metric of an earlier adapter with propensities stays usable
+                if base is _NeedsPropensities and earlier is not None and earlier.provides(name):
+                    continue  # a metric of an earlier adapter that can compute it stays usable
                 logger.info("re-registering %s with a new configuration", key)
             cls = type(key, (base,), {**attributes, "__module__": __name__})
             METRIC_REGISTRY.registered[key] = cls
@@ -635,7 +686,8 @@ def _algorithm(results: dict[str, PairedEstimate], identifier: str) -> PairedEst
 
 
 def compare(
-    pipeline: Pipeline, algorithm_a: str, algorithm_b: str, metric: str, level: float = 0.95
+    pipeline: Pipeline, algorithm_a: str, algorithm_b: str, metric: str, level: float = 0.95,
+    *, control_variate: bool = False,
 ) -> Comparison:
     """Paired difference ``metric(a) − metric(b)`` over the same test users of a run pipeline.
 
@@ -650,6 +702,9 @@ def compare(
         Column of one of our metrics, e.g. ``"PostNormalisedDCGK_100"``.
     level : float
         Confidence level of the interval.
+    control_variate : bool
+        Subtract the Δ-OPE control variate (``PairedEstimate.compare``); needs an adapter
+        with ``impressions`` and an ``IPSDCGK`` or ``DRDCGK`` metric.
 
     Returns
     -------
@@ -658,13 +713,23 @@ def compare(
         p-value of the paired test and the number of paired users.
     """
     results = metric_results(pipeline, metric)
-    paired = _algorithm(results, algorithm_a).compare(_algorithm(results, algorithm_b), level)
+    paired = _algorithm(results, algorithm_a).compare(
+        _algorithm(results, algorithm_b), level, control_variate=control_variate
+    )
     return replace(paired, name=f"{metric}: {algorithm_a} − {algorithm_b}")
 
 
-def summary(pipeline: Pipeline, metric: str, level: float = 0.95) -> pd.DataFrame:
+def summary(
+    pipeline: Pipeline, metric: str, level: float = 0.95, alpha: float = 0.05
+) -> pd.DataFrame:
     """One row per algorithm: value, confidence interval, standard error and users, sorted
-    by value (best first).
+    by value (best first), and whether it is statistically tied with the best.
+
+    ``tied_with_best`` is True for the algorithms whose paired t-test against the best (on
+    the per-user values) is not significant at ``alpha`` after Holm's correction over the
+    M − 1 comparisons (:func:`~recpack_ope.inference.significance.tied_with_best`; ``p_vs_best``
+    is the adjusted p-value). Picking the best from the same data makes this family slightly
+    liberal for large pools; ``tied_with_best(..., test="tukey")`` controls it exactly.
 
     For IPS-weighted metrics also the diagnostics of the weights behind each value
     (:class:`~recpack_ope.inference.diagnostics.WeightDiagnostics`): ``ess`` (Kish effective
@@ -674,7 +739,8 @@ def summary(pipeline: Pipeline, metric: str, level: float = 0.95) -> pd.DataFram
     ``clip="auto"`` also ``clip``, the threshold selected for each algorithm (``inf``: none).
     """
     rows = []
-    for identifier, result in metric_results(pipeline, metric).items():
+    results = metric_results(pipeline, metric)
+    for identifier, result in results.items():
         lo, hi = result.confidence_interval(level)
         row = {"algorithm": identifier, "value": result.value, "ci_low": lo, "ci_high": hi,
                "standard_error": result.standard_error, "n_users": result.n_users}
@@ -686,4 +752,8 @@ def summary(pipeline: Pipeline, metric: str, level: float = 0.95) -> pd.DataFram
             row.update({name: getattr(diagnostics, name) for name in _DIAGNOSTICS})
         rows.append(row)
     table = pd.DataFrame(rows).set_index("algorithm")
+    if len(results) > 1:
+        tied = SystemScores.from_estimates(results).tied_with_best(alpha=alpha)
+        table["p_vs_best"] = pd.Series(dict(zip(tied.names, tied.p_value, strict=True)))
+        table["tied_with_best"] = [name in tied.tied for name in table.index]
     return table.sort_values("value", ascending=False)

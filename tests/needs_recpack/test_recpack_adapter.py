@@ -542,7 +542,7 @@ def test_summary_shows_the_weight_diagnostics(pipeline, scenario):
     diagnostics = ["ess", "ess_ratio", "max_weight", "top_share", "n_clipped", "clipped_mass",
                    "reliable"]
     assert list(table.columns) == ["value", "ci_low", "ci_high", "standard_error", "n_users",
-                                   *diagnostics]
+                                   *diagnostics, "p_vs_best", "tied_with_best"]
     for algorithm, row in table.iterrows():
         rank = _recpack_top_k(pipeline, algorithm, y_true.shape[0], 10).items
         delta = np.array([

@@ -143,6 +143,7 @@ def test_unknown_attribute_still_raises():
 LEVEL = {
     "inference": 0,
     "propensity": 0,
+    "reward": 0,
     "metrics": 1,
     "logged": 2,
     "simulation": 3,

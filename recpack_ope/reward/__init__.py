@@ -1,0 +1,13 @@
+"""Reward models ``ρ̂(u, i)``: the probability that user u clicks item i once it is examined,
+the relevance that doubly robust estimates add to their importance-weighted residual.
+
+* ``models``      – the ``RewardModel`` protocol (``predict(users, items)``), given
+  probabilities (``RewardMatrix``) and calibrated scores read lazily (``CalibratedScores``)
+* ``calibration`` – Platt scaling of a model's scores to click probabilities given
+  examination, with or without exposure propensities (``ScoreCalibration``)
+"""
+
+from .calibration import ScoreCalibration
+from .models import CalibratedScores, RewardMatrix, RewardModel
+
+__all__ = ["CalibratedScores", "RewardMatrix", "RewardModel", "ScoreCalibration"]

@@ -69,6 +69,7 @@ from ..inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from ..inference.result import EstimateResult
 from ..inference.systems import PreferenceMatrix
 from ..metrics.dcg import dcg, ndcg
+from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..metrics.recall import recall
 from ..metrics.rpp import RecallLevels
@@ -78,6 +79,7 @@ from ..metrics.stratified import BINNINGS, StratifiedResult, stratified
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity, PowerLawPropensity
 from ..propensity.weights import RECOMMENDED_CLIP
+from ..reward import CalibratedScores, ScoreCalibration
 
 __all__ = [
     "UnbiasedDCG",
@@ -455,7 +457,7 @@ class StratifiedModelResult(Result):
     def __init__(self, model_name: str, estimates: dict[str, StratifiedResult],
                  ips: dict[str, EstimateResult], user_index: np.ndarray,
                  train_time: float, test_time: float, y_true=None, ranking=None,
-                 propensity=None):
+                 propensity=None, dr: dict[str, EstimateResult] | None = None):
         averages = OrderedDict((name, r.value) for name, r in estimates.items())
         averages["Train (s)"], averages["Test (s)"] = train_time, test_time
         per_user = OrderedDict(
@@ -465,24 +467,30 @@ class StratifiedModelResult(Result):
         super().__init__(model_name, averages, per_user)
         self.estimates, self.ips, self.user_index = estimates, ips, user_index
         self.y_true, self.ranking, self.propensity = y_true, ranking, propensity
+        self.dr = dr or {}
 
     def rows(self) -> pd.DataFrame:
-        """Closed, IPS, IPS ESS/n, Q1…QS and Stratified values of every metric, with SIZE.
+        """Closed, IPS, IPS ESS/n, (DR,) Q1…QS and Stratified values of every metric, with SIZE.
+
+        The ``DR`` row, present when the evaluation has a reward model, holds the doubly
+        robust DCG of the ``UnbiasedDCG`` metrics (NaN for the others).
 
         ``IPS ESS/n`` is the Kish effective sample size of the IPS row's weights over the
         held-out interactions (1 when all weights are equal); an IPS value whose ratio is below
         the diagnostics' threshold is unreliable (:meth:`unreliable_ips`).
         """
         first = next(iter(self.estimates.values()))
-        labels = ["Closed", "IPS", ESS_ROW, *[s.label for s in first.strata], "Stratified"]
+        dr = ["DR"] if self.dr else []
+        labels = ["Closed", "IPS", ESS_ROW, *dr, *[s.label for s in first.strata], "Stratified"]
         table = pd.DataFrame(index=labels)
         for name, r in self.estimates.items():
             diagnostics = self.ips[name].diagnostics
             ratio = np.nan if diagnostics is None else diagnostics.ess_ratio
-            table[name] = [r.holdout.value, self.ips[name].value, ratio,
+            extra = [self.dr[name].value if name in self.dr else np.nan] if dr else []
+            table[name] = [r.holdout.value, self.ips[name].value, ratio, *extra,
                            *[s.value for s in r.strata], r.value]
         n = first.n_interactions
-        table["SIZE"] = [n, n, n, *[s.n_interactions for s in first.strata], n]
+        table["SIZE"] = [n, n, n, *([n] if dr else []), *[s.n_interactions for s in first.strata], n]
         return table
 
     def unreliable_ips(self) -> dict[str, WeightDiagnostics]:
@@ -544,6 +552,15 @@ class PropensityStratifiedEvaluation(_CornacPSE):
         :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`. ``clip=None`` reproduces
         the paper's and Cornac's unclipped IPS row; ``"auto"`` selects m per metric by SLOPE
         (printed under the table). Checked at construction.
+    reward_model : Cornac recommender, optional
+        Adds a ``DR`` row: doubly robust DCG (:func:`recpack_ope.metrics.doubly_robust.dr_dcg`)
+        for every ``UnbiasedDCG`` metric, with the IPS row's propensities and clipping. The
+        recommender is fitted once on the training set; its scores of the test users are
+        mapped to click probabilities by a :class:`~recpack_ope.reward.ScoreCalibration`
+        fitted, with the propensities, on the validation positives (``val_size > 0``) or
+        else on the training positives (in-sample, so over-confident). Held-out data carry
+        no impressions, so DR differs from IPS only where clipping cut weights
+        (docs/definitions.md, "Doubly robust DCG").
 
     Notes
     -----
@@ -561,7 +578,7 @@ class PropensityStratifiedEvaluation(_CornacPSE):
                  binning: str = "width", propensity=None, fit_on: str = "all",
                  rating_threshold: float = 1.0, seed=None, exclude_unknowns: bool = True,
                  verbose: bool = False, batch_users: int = 1024, keep_rankings: bool = False,
-                 clip: float | str | None = RECOMMENDED_CLIP, **kwargs):
+                 clip: float | str | None = RECOMMENDED_CLIP, reward_model=None, **kwargs):
         if binning not in BINNINGS:
             raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
         check_clip(clip, allow_auto=True)
@@ -577,6 +594,22 @@ class PropensityStratifiedEvaluation(_CornacPSE):
         self.propensity = PowerLawPropensity(variant="cornac") if propensity is None else propensity
         self.propensity_ = self.propensity.fit(item_counts(self, fit_on)).propensity_
         self.n_items_ = _known_items(self)
+        self.reward_model = reward_model
+        self._rewards: tuple[np.ndarray, CalibratedScores] | None = None
+
+    def reward_for(self, users: np.ndarray) -> CalibratedScores:
+        """The calibrated reward model over ``users`` (rows) × known items, fitted once."""
+        if self._rewards is None or not np.array_equal(self._rewards[0], users):
+            model = self.reward_model.clone() if hasattr(self.reward_model, "clone") else self.reward_model
+            model.fit(self.train_set, self.val_set)
+            scores = np.vstack([_Scorer(model, self.n_items_)(users[i : i + self.batch_users])
+                                for i in range(0, users.size, self.batch_users)])
+            labelled = self.val_set if self.val_set is not None else self.train_set
+            clicks = self._positives(labelled)[users]
+            p = self.propensity_[: self.n_items_]
+            calibration = ScoreCalibration().fit(scores, clicks, propensity=p)
+            self._rewards = (users, calibration.reward_model(scores))
+        return self._rewards[1]
 
     def _positives(self, dataset) -> sp.csr_matrix:
         return _positives(self, dataset, self.n_items_)
@@ -620,10 +653,16 @@ class PropensityStratifiedEvaluation(_CornacPSE):
                 estimates[name] = stratified(estimate, y_true, ranking, stratify_by=p,
                                              n_strata=self.n_strata, binning=self.binning)
                 ips[name] = estimate(y_true, ranking, propensity=p, clip=self.clip)
+            dr = {}
+            if self.reward_model is not None:
+                rewards = self.reward_for(users)
+                dr = {m.name: dr_dcg(y_true, ranking, discount=m.discount, reward_model=rewards,
+                                     propensity=p, clip=self.clip)
+                      for m in ranking_metrics if type(m) is UnbiasedDCG}
         _warn_unreliable(model.name, estimates, ips)
         kept = (y_true, ranking, p) if self.keep_rankings else (None, None, None)
         result = StratifiedModelResult(model.name, estimates, ips, users, train_time,
-                                       time.time() - start, *kept)
+                                       time.time() - start, *kept, dr=dr)
         if self.verbose:
             print(result)
         return result, None

@@ -425,3 +425,33 @@ def test_one_reliability_warning_per_model_listing_every_unreliable_ips_value(
         line = f"IPS rows marked unreliable: ESS/n < 0.1 for NDCG@-1 ({ratios['NDCG@-1']:.3g})"
         assert line in str(result)
     assert printed.count("IPS rows marked unreliable: ESS/n < 0.1 for NDCG@-1") == 2
+
+
+def test_dr_row_is_the_cores_dr_dcg_with_a_calibrated_cornac_reward_model(triplets):
+    method = adapter.PropensityStratifiedEvaluation(
+        triplets, test_size=0.2, val_size=0.1, rating_threshold=4.0, seed=123, clip=5,
+        keep_rankings=True, reward_model=MostPop(),
+    )
+    model = BPR(k=10, seed=123, verbose=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        result, _ = method.evaluate(model, [adapter.UnbiasedDCG(k=20), Recall(k=10)], user_based=True)
+    rows = result.rows()
+    assert list(rows.index) == ["Closed", "IPS", "IPS ESS/n", "DR", "Q1", "Q2", "Stratified"]
+    assert math.isnan(rows.loc["DR", "Recall@10"])
+    # The reward model by hand: MostPop's scores (item counts in the training set) of the test
+    # users, Platt-calibrated on the validation positives with the propensities.
+    from recpack_ope import ScoreCalibration, dr_dcg
+
+    users = result.user_index
+    n_items = result.y_true.shape[1]
+    counts = np.bincount(np.asarray(method.train_set.uir_tuple[1]), minlength=n_items)[:n_items]
+    scores = np.tile(counts.astype(float), (users.size, 1))
+    val = adapter._positives(method, method.val_set, n_items)[users]
+    calibration = ScoreCalibration().fit(scores, val, propensity=result.propensity)
+    expected = dr_dcg(result.y_true, result.ranking, discount=LogDiscount(20),
+                      reward_model=calibration.reward_model(scores), propensity=result.propensity,
+                      clip=5)
+    assert rows.loc["DR", "DCG@20"] == pytest.approx(expected.value, rel=1e-6)
+    # Without impressions DR is clipped IPS plus ρ̂ on the clipped part: at least IPS.
+    assert rows.loc["DR", "DCG@20"] >= rows.loc["IPS", "DCG@20"]

@@ -11,9 +11,10 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from recpack_ope import LogDiscount, dcg
+from recpack_ope import LogDiscount, PowerLawPropensity, ScoreCalibration, dcg, dr_dcg
 from recpack_ope.metrics.ranking import TopK
 from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
+from recpack_ope.simulation.baselines import EASE
 from recpack_ope.studies.reliability import (
     ReliabilityConfig,
     configurations,
@@ -71,6 +72,34 @@ def test_records_equal_an_independent_evaluation():
     ndcg_row = next(r for r in result.rows if r["configuration"] == "nDCG")
     assert np.isnan(ndcg_row["coverage"]) and np.isnan(ndcg_row["min_ess_ratio"])
 
+    # DR-DCG (power-law p, m=100) of seed 1, rebuilt: EASE(l2=200) calibrated on the training
+    # clicks with the power-law propensities, the held-out impressions, every user served.
+    propensity = PowerLawPropensity().fit(train)
+    scores = EASE(l2=200.0).fit(train).predict(train)
+    model = ScoreCalibration().fit(scores, train, propensity=propensity).reward_model(scores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dr = np.array([dr_dcg(log.clicks, r, discount=discount, reward_model=model,
+                              propensity=propensity, impressions=log.impressions(), clip=100.0).value
+                       for r in rankings])
+    record = next(r for r in result.runs
+                  if r["seed"] == 1 and r["configuration"] == "DR-DCG (power-law p, m=100)")
+    assert record["kendall"] == pytest.approx(stats.kendalltau(online, dr)[0], rel=1e-12)
+    assert record["rel_bias"] == pytest.approx(np.mean((dr - online) / online), rel=1e-9)
+    # The paired comparison of the two best models with the true propensities, by hand.
+    best, second = np.argsort(-online)[:2]
+    kw = dict(discount=discount, propensity=log.propensity_matrix(log.clicks + log.impressions()),
+              impressions=log.impressions())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a, b = dcg(log.clicks, rankings[best], **kw), dcg(log.clicks, rankings[second], **kw)
+    cv = a.compare(b, control_variate=True)
+    lo, hi = cv.confidence_interval
+    comparison = next(c for c in result.comparisons if c["seed"] == 1 and c["source"] == "true")
+    assert comparison["cv_width"] == pytest.approx(hi - lo, rel=1e-12)
+    assert comparison["variance_removed"] == pytest.approx(cv.variance_reduction, rel=1e-12)
+    assert comparison["cv_covered"] == (lo <= online[best] - online[second] <= hi)
+
 
 def test_report_files(tmp_path):
     config = ReliabilityConfig(sizes=((300, 80),), worlds=("cascade", "personalised"), n_seeds=1,
@@ -83,6 +112,8 @@ def test_report_files(tmp_path):
     assert {r["world"] for r in rows} == {"cascade", "personalised"}
     text = (folder / "summary.md").read_text()
     assert "## cascade world, 300 users × 80 items" in text and "Goal" in text
+    assert "Doubly robust against IPS" in text and "Δ-OPE control variate" in text
+    assert (folder / "comparisons.csv").exists()
     assert (folder / "kendall.png").exists() and (folder / "ess_vs_kendall.png").exists()
 
 

@@ -13,6 +13,14 @@ world gives each model's exact online reward, so per configuration the study mea
 * what the weight diagnostics said: the smallest ESS/n over the pool and whether a
   :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning` fired.
 
+Besides the IPS family it runs doubly robust DCG (:func:`~recpack_ope.metrics.doubly_robust.dr_dcg`)
+with the held-out log's impressions and a reward model that a practitioner could build: the
+scores of EASE(l2=200) fitted on the training period, Platt-calibrated on the training clicks
+with the power-law propensities (:class:`~recpack_ope.reward.ScoreCalibration`). And, per log,
+the paired comparison of the two models with the highest online reward by IPS-DCG with
+impressions, plainly and with the Δ-OPE control variate (``compare(control_variate=True)``):
+coverage of the true difference, interval width and the variance removed.
+
 Three worlds: ``pbm`` satisfies the assumptions of Jeunen et al. (KDD'24, §4); ``cascade``
 breaks the position-based model (clicks end the session, Craswell et al. 2008);
 ``personalised`` logs with a segment-personalised policy, so item-only propensity estimates
@@ -40,9 +48,11 @@ from ..inference.agreement import agreement
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
 from ..inference.result import EstimateResult
 from ..metrics.dcg import dcg, ndcg, pn_dcg
+from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..propensity.discount import LogDiscount
 from ..propensity.models import PopularityPropensity, PowerLawPropensity
+from ..reward import ScoreCalibration
 from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import PersonalisedPolicy, PopularityPolicy, SimulatedWorld
 
@@ -96,16 +106,20 @@ class Configuration:
     @property
     def estimates_reward(self) -> bool:
         """Whether it estimates reward per user (so bias, RMSE and coverage apply)."""
-        return self.estimator in ("DCG", "IPS-DCG", "SNIPS-DCG")
+        return self.estimator in ("DCG", "IPS-DCG", "SNIPS-DCG", "DR-DCG")
 
 
 def configurations(fixed_clip: float) -> list[Configuration]:
-    """The unweighted metrics, then IPS- and SNIPS-DCG for every source and clipping."""
+    """The unweighted metrics, then IPS- and SNIPS-DCG for every source and clipping, and DR-DCG
+    for every source, unclipped and at the fixed clipping."""
     out = [Configuration(name, name, None, None) for name in ("DCG", "nDCG", "pnDCG")]
     for source in SOURCES:
         for estimator in ("IPS-DCG", "SNIPS-DCG"):
             for clip, label in ((None, "unclipped"), (fixed_clip, f"m={fixed_clip:g}"), ("auto", "auto m")):
                 out.append(Configuration(f"{estimator} ({source} p, {label})", estimator, source, clip))
+    for source in SOURCES:
+        for clip, label in ((None, "unclipped"), (fixed_clip, f"m={fixed_clip:g}")):
+            out.append(Configuration(f"DR-DCG ({source} p, {label})", "DR-DCG", source, clip))
     return out
 
 
@@ -152,6 +166,7 @@ class ReliabilityResult:
     runs: list[dict]
     examples: dict = field(default_factory=dict)
     seconds: float = 0.0
+    comparisons: list[dict] = field(default_factory=list)
 
     def default_world(self) -> tuple[int, int]:
         """(users, items) of the largest world, the demo's default."""
@@ -180,6 +195,46 @@ class ReliabilityResult:
                 f"| {pct('rel_rmse')} | {pct('coverage')} | {ess} | {warned} | {clip} |"
             )
         return "\n".join(lines)
+
+    def comparison_table(self, size: tuple[int, int] | None = None) -> str:
+        """Markdown table: the paired comparison of the two best models, plain and with the
+        Δ-OPE control variate, per world and propensity source (means over the logs)."""
+        size = size or self.default_world()
+        lines = ["| world | propensities | comparison | 95% coverage | mean CI width | variance removed |",
+                 "|---|---|---|---|---|---|"]
+        for world in self.config.worlds:
+            for source in SOURCES:
+                mine = [c for c in self.comparisons if c["world"] == world and c["source"] == source
+                        and (c["users"], c["items"]) == tuple(size)]
+                for label, key in (("paired", "plain"), ("paired, Δ-OPE control variate", "cv")):
+                    removed = np.mean([c["variance_removed"] for c in mine]) if key == "cv" else None
+                    lines.append(
+                        f"| {world} | {source} | {label} | "
+                        f"{np.mean([c[f'{key}_covered'] for c in mine]):.0%} | "
+                        f"{np.mean([c[f'{key}_width'] for c in mine]):.4f} | "
+                        f"{'—' if removed is None else f'{removed:.1%}'} |"
+                    )
+        return "\n".join(lines)
+
+    def dr_verdict(self) -> str:
+        """Whether DR with estimated propensities beats IPS with them, per world (default size)."""
+        size, lines = self.default_world(), []
+        for world in self.config.worlds:
+            rows = {r["configuration"]: r for r in self.select(world, size)}
+            for source in ("popularity", "power-law"):
+                for label in ("unclipped", f"m={self.config.fixed_clip:g}"):
+                    dr, ips = rows.get(f"DR-DCG ({source} p, {label})"), rows.get(f"IPS-DCG ({source} p, {label})")
+                    if dr is None or ips is None:
+                        continue
+                    lines.append(
+                        f"| {world} | {source}, {label} | {dr['kendall']:.3f} vs {ips['kendall']:.3f} | "
+                        f"{dr['regret']:.1%} vs {ips['regret']:.1%} | "
+                        f"{dr['coverage']:.0%} vs {ips['coverage']:.0%} | "
+                        f"{dr['rel_rmse']:.1%} vs {ips['rel_rmse']:.1%} |"
+                    )
+        head = ["| world | estimated propensities | τ (DR vs IPS) | regret | 95% coverage | rel. RMSE |",
+                "|---|---|---|---|---|---|"]
+        return "\n".join(head + lines)
 
     def goal(self) -> str:
         """Whether the issue's goals hold: a configuration with estimated propensities reaching
@@ -239,7 +294,7 @@ def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool =
     configs = configurations(config.fixed_clip)
     pool = model_pool()
     discount = LogDiscount(config.cutoff)
-    runs, examples = [], {}
+    runs, examples, comparisons = [], {}, []
     total = len(config.sizes) * len(config.worlds) * config.n_seeds
     bar = tqdm(total=total, desc="reliability", disable=not progress)
     for users, items in config.sizes:
@@ -257,29 +312,75 @@ def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool =
             online = np.array([world.online_reward(r, discount).value for r in rankings])
             fitted = {"popularity": PopularityPropensity().fit(train),
                       "power-law": PowerLawPropensity().fit(train)}
+            reward_model = _reward_model(train, fitted["power-law"])
+            best_two = np.argsort(-online)[:2]
             for seed in range(config.n_seeds):
                 bar.set_postfix_str(f"{users}×{items} {world_name} seed {seed}")
                 log = world.log(policy, feed_length=config.feed_length, n_feeds=1, seed=100 + seed)
-                held_out = log.clicks
-                sources = {**fitted, "true": log.propensity_matrix(held_out)}
+                held_out, impressions = log.clicks, log.impressions()
+                # The true exposure at every held-out and impression entry.
+                sources = {**fitted, "true": log.propensity_matrix(held_out + impressions)}
+                data = _HeldOut(held_out, impressions, reward_model)
                 for c in configs:
-                    run = _evaluate(c, held_out, rankings, sources, discount, users)
+                    run = _evaluate(c, data, rankings, sources, discount, users)
                     runs.append(_run_record(c, run, online, users, items, world_name, seed))
                     if seed == 0 and c.clip == "auto" and c.estimator == "IPS-DCG":
                         examples[(users, items, world_name, c.source)] = run.clips[-1]
+                for source in SOURCES:
+                    comparisons.append({
+                        "users": users, "items": items, "world": world_name, "seed": seed,
+                        "source": source,
+                        **_paired(data, [rankings[k] for k in best_two], sources[source], discount,
+                                  online[best_two[0]] - online[best_two[1]]),
+                    })
                 bar.update()
     bar.close()
     rows = _aggregate(runs, configs, config)
     return ReliabilityResult(config, [name for name, _ in pool], rows, runs, examples,
-                             time.perf_counter() - start)
+                             time.perf_counter() - start, comparisons)
 
 
-def _evaluate(c: Configuration, held_out, rankings, sources, discount, n_users) -> _Run:
+@dataclass(frozen=True)
+class _HeldOut:
+    """One held-out log: clicks, impressions, and the study's reward model."""
+
+    clicks: object
+    impressions: object
+    reward_model: object
+
+
+def _reward_model(train, propensity):
+    """EASE(l2=200)'s training-period scores, Platt-calibrated on the training clicks with the
+    power-law propensities: the reward model a practitioner could build (module docstring)."""
+    scores = EASE(l2=200.0).fit(train).predict(train)
+    return ScoreCalibration().fit(scores, train, propensity=propensity).reward_model(scores)
+
+
+def _paired(data: _HeldOut, rankings, propensity, discount, truth: float) -> dict:
+    """IPS-DCG with impressions of two models, compared plainly and with the control variate."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        a, b = (dcg(data.clicks, r, discount=discount, propensity=propensity,
+                    impressions=data.impressions) for r in rankings)
+    out = {}
+    for key, comparison in (("plain", a.compare(b)), ("cv", a.compare(b, control_variate=True))):
+        lo, hi = comparison.confidence_interval
+        out[f"{key}_covered"] = bool(lo <= truth <= hi)
+        out[f"{key}_width"] = hi - lo
+        if key == "cv":
+            out["variance_removed"] = comparison.variance_reduction
+    return out
+
+
+def _evaluate(c: Configuration, data: _HeldOut, rankings, sources, discount, n_users) -> _Run:
     """One configuration over the pool on one held-out log."""
+    held_out = data.clicks
     kwargs = {} if c.source is None else {"propensity": sources[c.source], "clip": c.clip}
+    if c.estimator == "DR-DCG":
+        kwargs.update(reward_model=data.reward_model, impressions=data.impressions)
     estimator: Callable[..., EstimateResult] = {
         "DCG": dcg, "nDCG": ndcg, "pnDCG": pn_dcg, "IPS-DCG": dcg,
-        "SNIPS-DCG": lambda *a, **k: dcg(*a, self_normalised=True, **k),
+        "SNIPS-DCG": lambda *a, **k: dcg(*a, self_normalised=True, **k), "DR-DCG": dr_dcg,
     }[c.estimator]
     values, low, high, ess, clips = [], [], [], [], []
     warned = False
@@ -351,7 +452,9 @@ def write_report(result: ReliabilityResult, folder: str | Path, *, plots: bool =
     ``auto_clip.png``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for name, records in (("results.csv", result.rows), ("runs.csv", result.runs)):
+    tables = [("results.csv", result.rows), ("runs.csv", result.runs),
+              ("comparisons.csv", result.comparisons)]
+    for name, records in (t for t in tables if t[1]):
         with open(folder / name, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(records[0]))
             writer.writeheader()
@@ -371,6 +474,17 @@ def write_report(result: ReliabilityResult, folder: str | Path, *, plots: bool =
         f"{ESS_RATIO_THRESHOLD:g}; {result.seconds:.0f} s.",
         "",
         result.goal(),
+        "",
+        "## Doubly robust against IPS, with estimated propensities",
+        "",
+        f"DR-DCG with the held-out impressions and a calibrated EASE reward model against IPS-DCG, "
+        f"{result.default_world()[0]}×{result.default_world()[1]}:",
+        "",
+        result.dr_verdict(),
+        "",
+        "## Paired comparison of the two best models (IPS-DCG with impressions)",
+        "",
+        result.comparison_table(),
     ]
     for users, items in cfg.sizes:
         for world in cfg.worlds:

@@ -29,11 +29,13 @@ from ..inference.agreement import agreement, steiger_test
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
 from ..inference.result import EstimateResult
 from ..metrics.dcg import dcg, ndcg, pn_dcg, unbiased_dcg
+from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..propensity.discount import LogDiscount
 from ..propensity.models import PopularityPropensity, PowerLawPropensity
 from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import PopularityPolicy, SimulatedWorld
+from .reliability import practitioners_reward_model
 
 __all__ = ["DemoConfig", "DemoResult", "MetricSummary", "model_pool", "run_demo", "write_report"]
 
@@ -97,7 +99,7 @@ class DemoResult:
     values: dict[str, np.ndarray]
     half_widths: dict[str, np.ndarray]
     summaries: list[MetricSummary]
-    facts: dict[str, float] = field(default_factory=dict)
+    facts: dict[str, float | str] = field(default_factory=dict)
 
     def winner(self) -> str:
         """The model with the highest online reward."""
@@ -154,11 +156,15 @@ def model_pool(backend: str = "auto", n_items: int = 1000) -> tuple[str, list[tu
 
 
 def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], EstimateResult]]:
-    """Every offline metric of the package, as functions of a model's top-k ranking."""
+    """Every offline metric of the package, as functions of a model's top-k ranking; the
+    doubly robust ones read the held-out log's impressions and a reward model calibrated on
+    the training clicks (:func:`recpack_ope.studies.reliability.practitioners_reward_model`)."""
     disc = LogDiscount(cutoff)
     true_p = log.propensity_model()
     power_p = PowerLawPropensity().fit(train)
     popularity_p = PopularityPropensity().fit(train)
+    impressions = log.impressions()
+    reward_model = practitioners_reward_model(train, power_p)
     return {
         "DCG": lambda r: dcg(held_out, r, discount=disc),
         "nDCG": lambda r: ndcg(held_out, r, discount=disc),
@@ -174,6 +180,14 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
         ),
         "IPS-DCG (popularity p)": lambda r: unbiased_dcg(
             held_out, r, discount=disc, propensity=popularity_p
+        ),
+        "DR-DCG (true p)": lambda r: dr_dcg(
+            held_out, r, discount=disc, reward_model=reward_model, propensity=true_p,
+            impressions=impressions,
+        ),
+        "DR-DCG (power-law p)": lambda r: dr_dcg(
+            held_out, r, discount=disc, reward_model=reward_model, propensity=power_p,
+            impressions=impressions,
         ),
     }
 
@@ -210,11 +224,13 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
     half_widths = {name: np.empty(len(pool)) for name in metrics}
     ess_ratio = {name: math.nan for name in metrics}
     reliable = {name: True for name in metrics}
+    rankings = []
     bar = tqdm(pool, desc="train + evaluate", disable=not progress)
     for m, (name, model) in enumerate(bar):
         bar.set_postfix_str(name)
         model.fit(train)
         ranking = TopK.from_scores(model.predict(train), config.cutoff)
+        rankings.append(ranking)
         online[m] = world.online_reward(ranking, disc).value
         for metric, evaluate in metrics.items():
             with warnings.catch_warnings():
@@ -249,6 +265,14 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
             )
         )
     steiger = steiger_test(online, values[REFERENCE], values["nDCG"], method="kendall")
+    # The online winner against the runner-up, by IPS-DCG (true p) over the served users:
+    # the plain paired interval and the one with the Δ-OPE control variate.
+    first, second = np.argsort(-online)[:2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        a, b = (unbiased_dcg(held_out, rankings[k], discount=disc, propensity=test_log.propensity_model(),
+                             impressions=test_log.impressions()) for k in (first, second))
+    plain, reduced = a.compare(b), a.compare(b, control_variate=True)
     facts = {
         "train clicks": int(train_log.clicks.sum()),
         "held-out clicks": int(held_out.sum()),
@@ -257,8 +281,17 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
         "logging exposure max": float(test_log.exposure.max()),
         "Steiger z (IPS-DCG vs nDCG, Kendall)": steiger.z,
         "Steiger p": steiger.p_value,
+        f"online {models[first]} − {models[second]}": float(online[first] - online[second]),
+        "  IPS-DCG paired difference [95% CI]": _interval(plain),
+        "  with the Δ-OPE control variate": _interval(reduced),
+        "  variance removed by the control variate": f"{reduced.variance_reduction:.1%}",
     }
     return DemoResult(config, backend, models, online, values, half_widths, summaries, facts)
+
+
+def _interval(comparison) -> str:
+    lo, hi = comparison.confidence_interval
+    return f"{comparison.difference:.4f} [{lo:.4f}, {hi:.4f}]"
 
 
 def _slug(name: str) -> str:
@@ -312,7 +345,7 @@ def write_report(result: DemoResult, folder: str | Path, *, plots: bool = True) 
             f"{result.inverted_but_reference_right(s.metric)} |"
         )
     lines += ["", "| fact | value |", "|---|---|"]
-    lines += [f"| {k} | {v:.6g} |" for k, v in result.facts.items()]
+    lines += [f"| {k} | {v if isinstance(v, str) else f'{v:.6g}'} |" for k, v in result.facts.items()]
     lines += ["", "Per-model values: `models.csv`; per-metric statistics: `metrics.csv`."]
     if made_plots:
         lines += ["", "![offline vs online](scatter_all.png)"]

@@ -312,7 +312,7 @@ def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool =
             online = np.array([world.online_reward(r, discount).value for r in rankings])
             fitted = {"popularity": PopularityPropensity().fit(train),
                       "power-law": PowerLawPropensity().fit(train)}
-            reward_model = _reward_model(train, fitted["power-law"])
+            reward_model = practitioners_reward_model(train, fitted["power-law"])
             best_two = np.argsort(-online)[:2]
             for seed in range(config.n_seeds):
                 bar.set_postfix_str(f"{users}×{items} {world_name} seed {seed}")
@@ -349,8 +349,8 @@ class _HeldOut:
     reward_model: object
 
 
-def _reward_model(train, propensity):
-    """EASE(l2=200)'s training-period scores, Platt-calibrated on the training clicks with the
+def practitioners_reward_model(train, propensity):
+    """A reward model for DR-DCG built from training data only: EASE(l2=200)'s training-period scores, Platt-calibrated on the training clicks with the
     power-law propensities: the reward model a practitioner could build (module docstring)."""
     scores = EASE(l2=200.0).fit(train).predict(train)
     return ScoreCalibration().fit(scores, train, propensity=propensity).reward_model(scores)

@@ -38,6 +38,7 @@ between an experiment's models::
     experiment.run()
     matrix = add_rpp(experiment, k=10)   # adds an "RPP@10 win" column to experiment.result
     print(experiment.result, matrix.win_rates().ordering("mc4"))
+    print(tied_with_best(experiment, "Recall@10"))   # models the data cannot separate from the best
 
 Translation only: every value comes from the core (:func:`recpack_ope.metrics.dcg`,
 :func:`recpack_ope.metrics.recall`, :func:`recpack_ope.metrics.stratified`). This module adds Cornac's
@@ -67,7 +68,8 @@ from tqdm.auto import tqdm
 from .._validation import check_clip
 from ..inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from ..inference.result import EstimateResult
-from ..inference.systems import PreferenceMatrix
+from ..inference.significance import TiedWithBest
+from ..inference.systems import PreferenceMatrix, SystemScores
 from ..metrics.dcg import dcg, ndcg
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
@@ -92,6 +94,7 @@ __all__ = [
     "item_counts",
     "rank_test_users",
     "add_rpp",
+    "tied_with_best",
 ]
 
 
@@ -700,6 +703,49 @@ def simpsons_paradox(a: StratifiedModelResult, b: StratifiedModelResult,
         raise ValueError(f"no metric {metric!r}; the results have {names}")
     return _report(a.estimates[metric], b.estimates[metric], names=(a.model_name, b.model_name),
                    ips=(a.ips[metric], b.ips[metric]), alpha=alpha)
+
+
+def tied_with_best(experiment, metric: str, alpha: float = 0.05, correction: str | None = None,
+                   test: str = "t") -> TiedWithBest:
+    """Which models of a run ``cornac.Experiment`` are statistically tied with the best on
+    ``metric`` (:func:`recpack_ope.inference.significance.tied_with_best`).
+
+    Paired over the users every model was evaluated on, from Cornac's per-user results
+    (``Result.metric_user_results``; for :class:`PropensityStratifiedEvaluation` the
+    stratified per-user contributions).
+
+    Parameters
+    ----------
+    experiment : cornac.Experiment
+        After ``run()``, with at least two models.
+    metric : str
+        A metric name of the results, e.g. ``"NDCG@10"``.
+    alpha, correction, test
+        As in :func:`recpack_ope.inference.significance.tied_with_best` (Holm-corrected paired
+        t-tests against the best by default).
+
+    Returns
+    -------
+    TiedWithBest
+    """
+    results = list(getattr(experiment, "result", None) or [])
+    if len(results) < 2:
+        raise ValueError(f"experiment must have run at least two models, got {len(results)}")
+    per_model = {}
+    for r in results:
+        values = (r.metric_user_results or {}).get(metric)
+        if values is None:
+            known = sorted((r.metric_user_results or {}).keys())
+            raise ValueError(f"no per-user results for metric {metric!r} of {r.model_name}; known: {known}")
+        per_model[r.model_name] = values
+    users = sorted(set.intersection(*(set(v) for v in per_model.values())))
+    if len(users) < 2:
+        raise ValueError(f"the models share {len(users)} evaluated users on {metric!r}; need 2")
+    scores = SystemScores(
+        names=tuple(per_model), user_ids=np.asarray(users), name=metric,
+        per_user=np.array([[values[u] for values in per_model.values()] for u in users]),
+    )
+    return scores.tied_with_best(alpha=alpha, correction=correction, test=test)
 
 
 def add_rpp(experiment, k: int | None = 10, weighting: str = "uniform",

@@ -15,6 +15,7 @@ import cornac
 import pytest
 import scipy.sparse as sp
 from conftest import hide_package
+from scipy import stats
 from cornac.data import Dataset
 from cornac.eval_methods import RatioSplit
 from cornac.eval_methods.base_method import ranking_eval
@@ -292,6 +293,22 @@ def test_add_rpp_equals_core_rpp_on_cornacs_own_rankings(triplets, tmp_path, mon
     for result, value in zip(experiment.result, wins.means, strict=True):
         assert result.metric_avg_results["RPP@10 win"] == value
     assert "RPP@10 win" in str(experiment.result)
+    # Tied with the best on Recall@10: Holm-adjusted scipy paired t-tests against the best,
+    # over Cornac's own per-user values.
+    ties = adapter.tied_with_best(experiment, "Recall@10")
+    per_user = {r.model_name: r.metric_user_results["Recall@10"] for r in experiment.result}
+    users = sorted(per_user["BPR"])
+    values = {m: np.array([v[u] for u in users]) for m, v in per_user.items()}
+    best = max(values, key=lambda m: values[m].mean())
+    assert ties.best == best
+    others = [m for m in values if m != best]
+    raw = np.array([stats.ttest_rel(values[best], values[m]).pvalue for m in others])
+    holm = np.minimum(1, np.maximum.accumulate(np.sort(raw) * np.array([2, 1])))[np.argsort(np.argsort(raw))]
+    for m, p in zip(others, holm, strict=True):
+        assert ties.p_value[ties.names.index(m)] == pytest.approx(p, rel=1e-9)
+        assert (m in ties.tied) == (p >= 0.05)
+    with pytest.raises(ValueError, match="no per-user results for metric 'NDCG@10'"):
+        adapter.tied_with_best(experiment, "NDCG@10")
     single = cornac.Experiment(split, [MostPop()], metrics=[Recall(k=10)], verbose=False)
     with pytest.raises(ValueError, match="no results yet"):
         adapter.add_rpp(single)

@@ -102,6 +102,8 @@ class Configuration:
     estimator: str
     source: str | None
     clip: float | str | None
+    #: DR's reward model: "calibrated" (from training data) or "oracle" (the world's relevance)
+    reward: str | None = None
 
     @property
     def estimates_reward(self) -> bool:
@@ -119,7 +121,10 @@ def configurations(fixed_clip: float) -> list[Configuration]:
                 out.append(Configuration(f"{estimator} ({source} p, {label})", estimator, source, clip))
     for source in SOURCES:
         for clip, label in ((None, "unclipped"), (fixed_clip, f"m={fixed_clip:g}")):
-            out.append(Configuration(f"DR-DCG ({source} p, {label})", "DR-DCG", source, clip))
+            out.append(Configuration(f"DR-DCG ({source} p, {label})", "DR-DCG", source, clip, "calibrated"))
+    # The other half of double robustness: estimated propensities, the true reward model.
+    for source in ("popularity", "power-law"):
+        out.append(Configuration(f"DR-DCG ({source} p, unclipped, oracle ρ)", "DR-DCG", source, None, "oracle"))
     return out
 
 
@@ -217,23 +222,26 @@ class ReliabilityResult:
         return "\n".join(lines)
 
     def dr_verdict(self) -> str:
-        """Whether DR with estimated propensities beats IPS with them, per world (default size)."""
+        """DR against IPS with the same estimated propensities, per world (default size): with
+        the calibrated reward model (unclipped and clipped) and with the true relevance."""
         size, lines = self.default_world(), []
+        fixed = f"m={self.config.fixed_clip:g}"
         for world in self.config.worlds:
             rows = {r["configuration"]: r for r in self.select(world, size)}
             for source in ("popularity", "power-law"):
-                for label in ("unclipped", f"m={self.config.fixed_clip:g}"):
-                    dr, ips = rows.get(f"DR-DCG ({source} p, {label})"), rows.get(f"IPS-DCG ({source} p, {label})")
+                pairs = [(label, "calibrated EASE", f"DR-DCG ({source} p, {label})",
+                          f"IPS-DCG ({source} p, {label})") for label in ("unclipped", fixed)]
+                pairs.append(("unclipped", "true relevance", f"DR-DCG ({source} p, unclipped, oracle ρ)",
+                              f"IPS-DCG ({source} p, unclipped)"))
+                for label, reward, dr_name, ips_name in pairs:
+                    dr, ips = rows.get(dr_name), rows.get(ips_name)
                     if dr is None or ips is None:
                         continue
-                    lines.append(
-                        f"| {world} | {source}, {label} | {dr['kendall']:.3f} vs {ips['kendall']:.3f} | "
-                        f"{dr['regret']:.1%} vs {ips['regret']:.1%} | "
-                        f"{dr['coverage']:.0%} vs {ips['coverage']:.0%} | "
-                        f"{dr['rel_rmse']:.1%} vs {ips['rel_rmse']:.1%} |"
-                    )
-        head = ["| world | estimated propensities | τ (DR vs IPS) | regret | 95% coverage | rel. RMSE |",
-                "|---|---|---|---|---|---|"]
+                    cells = [f"{dr[k]:{f}} vs {ips[k]:{f}}" for k, f in
+                             (("kendall", ".3f"), ("regret", ".1%"), ("coverage", ".0%"), ("rel_rmse", ".1%"))]
+                    lines.append(f"| {world} | {source}, {label} | {reward} | " + " | ".join(cells) + " |")
+        head = ["| world | estimated propensities | DR's reward model | τ (DR vs IPS) | regret | "
+                "95% coverage | rel. RMSE |", "|---|---|---|---|---|---|---|"]
         return "\n".join(head + lines)
 
     def goal(self) -> str:
@@ -320,7 +328,8 @@ def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool =
                 held_out, impressions = log.clicks, log.impressions()
                 # The true exposure at every held-out and impression entry.
                 sources = {**fitted, "true": log.propensity_matrix(held_out + impressions)}
-                data = _HeldOut(held_out, impressions, reward_model)
+                data = _HeldOut(held_out, impressions, {"calibrated": reward_model,
+                                                        "oracle": world.reward_model()})
                 for c in configs:
                     run = _evaluate(c, data, rankings, sources, discount, users)
                     runs.append(_run_record(c, run, online, users, items, world_name, seed))
@@ -342,11 +351,11 @@ def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool =
 
 @dataclass(frozen=True)
 class _HeldOut:
-    """One held-out log: clicks, impressions, and the study's reward model."""
+    """One held-out log: clicks, impressions, and the study's reward models by kind."""
 
     clicks: object
     impressions: object
-    reward_model: object
+    reward_models: dict
 
 
 def practitioners_reward_model(train, propensity):
@@ -377,7 +386,7 @@ def _evaluate(c: Configuration, data: _HeldOut, rankings, sources, discount, n_u
     held_out = data.clicks
     kwargs = {} if c.source is None else {"propensity": sources[c.source], "clip": c.clip}
     if c.estimator == "DR-DCG":
-        kwargs.update(reward_model=data.reward_model, impressions=data.impressions)
+        kwargs.update(reward_model=data.reward_models[c.reward], impressions=data.impressions)
     estimator: Callable[..., EstimateResult] = {
         "DCG": dcg, "nDCG": ndcg, "pnDCG": pn_dcg, "IPS-DCG": dcg,
         "SNIPS-DCG": lambda *a, **k: dcg(*a, self_normalised=True, **k), "DR-DCG": dr_dcg,

@@ -375,26 +375,40 @@ def _one_user_scores(model, user: int, n_items: int) -> np.ndarray:
 class _Scorer:
     """Scores for a batch of users: one matrix product for dot-product models (checked against
     ``model.score`` on the first user of every batch), one ``model.score`` call per user
-    otherwise."""
+    otherwise.
+
+    User vectors may be a scipy sparse matrix (Cornac's EASE returns its training matrix),
+    and the item matrix may hold items in rows (``U @ V.T``, BPR, …) or in columns (``U @ B``,
+    EASE's item-item weights): the first batch decides which product reproduces
+    ``model.score``. Models whose scores add terms to the product (MF's and SVD's biases) are
+    scored one user at a time, which is exact but slower.
+    """
 
     def __init__(self, model, n_items: int):
         self.model = getattr(model, "best_model", None) or model  # hyperopt searches wrap it
         self.n_items = n_items
         self.batched = _dot_product_model(self.model)
+        self.products = []
         if self.batched:
-            self.users_ = np.asarray(self.model.get_user_vectors())
-            self.items_ = np.asarray(self.model.get_item_vectors())[:n_items]
+            users = self.model.get_user_vectors()
+            self.users_ = sp.csr_matrix(users) if sp.issparse(users) else np.asarray(users)
+            items = np.asarray(self.model.get_item_vectors())
+            # Candidate score matrices (dimensions × items), tried in this order.
+            self.products = [items[:n_items].T]
+            if items.ndim == 2 and items.shape[0] == self.users_.shape[1]:
+                self.products.append(items[:, :n_items])
 
     def __call__(self, users: np.ndarray) -> np.ndarray:
         if self.batched and users.max() < self.users_.shape[0]:
-            scores = self.users_[users] @ self.items_.T
             reference = _one_user_scores(self.model, int(users[0]), self.n_items)
-            if np.allclose(scores[0], reference, rtol=1e-4, atol=1e-6):
-                return scores.astype(np.float64)
-            warnings.warn(
-                f"{type(self.model).__name__}'s user·item vectors do not reproduce its scores; "
-                "scoring one user at a time", RuntimeWarning, stacklevel=2,
-            )
+            vectors = self.users_[users]
+            for k, product in enumerate(self.products):
+                if product.shape[0] != vectors.shape[1] or product.shape[1] != self.n_items:
+                    continue
+                scores = np.asarray(vectors @ product, dtype=np.float64)
+                if np.allclose(scores[0], reference, rtol=1e-4, atol=1e-6):
+                    self.products = [product]  # the orientation that matched, for later batches
+                    return scores
             self.batched = False
         return np.vstack([_one_user_scores(self.model, int(u), self.n_items) for u in users])
 

@@ -199,8 +199,10 @@ def test_batched_ranking_equals_cornacs_rank(pse, bpr):
             return super().get_item_vectors() * 2.0
 
     wrong = Wrong(k=10, seed=123, verbose=False).fit(pse.train_set)
-    with pytest.warns(RuntimeWarning, match="do not reproduce its scores"):
-        fallback = pse.rank(wrong, users, 30)
+    scorer = adapter._Scorer(wrong, pse.n_items_)
+    scorer(users[:5])
+    assert not scorer.batched  # the vectors do not reproduce model.score: one user at a time
+    fallback = pse.rank(wrong, users, 30)
     np.testing.assert_array_equal(fallback.items, _cornac_top(pse, wrong, users, 30))
 
 

@@ -498,7 +498,7 @@ class RecPackAdapter:
         self.n_strata = check_positive_int(n_strata, "n_strata")
         self.binning = binning
         if reward_model is not None:
-            check_reward_model(reward_model, getattr(reward_model, "shape", ()))
+            check_reward_model(reward_model)  # the data's shape is checked at evaluation
         self.reward_model = reward_model
         self.impressions = impressions
 

@@ -33,7 +33,6 @@ from ..propensity.weights import clip_weights
 from ..reward.validation import check_reward_model, predict_rewards
 from .feed_log import FeedLog
 from .logged_dcg import SessionControl, logging_exposure
-from .policies import candidate_sums
 
 __all__ = ["logged_dr_dcg"]
 
@@ -94,20 +93,18 @@ def logged_dr_dcg(
     eps0, logging_discount = logging_exposure(log, discount, logging, logging_discount)
     with np.errstate(divide="ignore"):
         raw = np.where(eps0 > 0, 1.0 / eps0, 0.0)
-    control = SessionControl.build(log, target, discount, logging_discount)
-    _, direct = candidate_sums(target, log, discount, reward_model)
+    control = SessionControl.build(log, target, discount, logging_discount, reward_model)
     eps = control.exposure.values
     expected = control.view * predict_rewards(reward_model, log.context, log.item)
     residual = log.reward - expected
     # The evaluated rows: those the target exposes with a reward or an expected click.
     evaluated = (eps > 0) & (raw > 0) & ((log.reward > 0) | (expected > 0))
-    direct_s = direct[log.context[log.indptr[:-1]]]
     se = control.exposure.standard_error
 
     def estimate(m: float | None) -> LoggedEstimate:
         inverse = clip_weights(raw, m)
         contributions = eps * inverse * residual
-        dr_s = direct_s + np.bincount(log.session, weights=contributions, minlength=log.n_sessions)
+        dr_s = control.direct + np.bincount(log.session, weights=contributions, minlength=log.n_sessions)
         diagnostics = WeightDiagnostics.from_contributions(
             raw[evaluated], inverse[evaluated], np.abs(contributions[evaluated]), ess_threshold
         )

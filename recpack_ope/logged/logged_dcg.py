@@ -260,29 +260,37 @@ class SessionControl:
     """What the per-session control variate of a target on a feed log needs: the target's
     exposure ``ε`` of every row, the logged rows' examination ``δ0(k)`` and every session's
     total target exposure ``Σ_a ε(x_s, a)`` (docs/definitions.md, "Impressions and control
-    variates")."""
+    variates"); built with a reward model, also every session's direct method
+    ``Σ_a ε(x_s, a) ρ̂(x_s, a)`` (``direct``), from the same pass over the candidates."""
 
     exposure: Exposure
     view: np.ndarray
     total: np.ndarray
     session: np.ndarray
     n_sessions: int
+    direct: np.ndarray | None = None
 
     @classmethod
-    def build(cls, log: FeedLog, target, discount: Discount, logging_discount: Discount | None) -> "SessionControl":
-        """Rank every row once and sum the target's exposure over each context's candidates."""
+    def build(
+        cls, log: FeedLog, target, discount: Discount, logging_discount: Discount | None,
+        reward_model=None,
+    ) -> "SessionControl":
+        """Rank every row once and sum the target's exposure (and expected reward, given a
+        reward model) over each context's candidates."""
         if logging_discount is None:
             raise ValueError(
                 "the control variate needs the view curve of the logged ranks: pass "
                 "logging_discount= (discount is a shorter CustomDiscount)"
             )
-        total, _ = candidate_sums(target, log, discount)
+        total, direct = candidate_sums(target, log, discount, reward_model)
+        contexts = log.context[log.indptr[:-1]]
         return cls(
             exposure=_exposure(target, log, discount, "target", np.arange(log.n_rows)),
             view=logging_discount(log.rank),
-            total=total[log.context[log.indptr[:-1]]],
+            total=total[contexts],
             session=log.session,
             n_sessions=log.n_sessions,
+            direct=None if direct is None else direct[contexts],
         )
 
     def __call__(self, inverse: np.ndarray) -> np.ndarray:

@@ -28,7 +28,6 @@ clipped IPS plus the reward model's DCG of the part clipping removed,
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._validation import check_clip
 from ..inference.clipping import select_clip
@@ -108,7 +107,7 @@ def dr_dcg(
             "dr_dcg needs propensity=: the residual of the reward model is weighted by 1/p "
             "(for DCG without propensities use dcg)"
         )
-    check_reward_model(reward_model, np.shape(y_true) if not sp.issparse(y_true) else y_true.shape)
+    check_reward_model(reward_model, np.shape(y_true))
     clipped = auto or np.isfinite(check_clip(clip))
     ranked: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -122,8 +121,7 @@ def dr_dcg(
     users = data.users
     positions, items, delta = (np.concatenate(parts) for parts in zip(*ranked, strict=True))
     # Direct method: Σ_r δ(r) ρ̂ over the ranked items, per user.
-    rho_ranked = predict_rewards(reward_model, users[positions], items)
-    direct = rho_ranked * delta
+    direct = predict_rewards(reward_model, users[positions], items) * delta
     if data.impression is None:
         # e = p everywhere: the residual's expected-click part is Σ_ranked δ w p ρ̂, which
         # cancels the direct method except where w·p = min(1, m p) < 1.
@@ -131,6 +129,8 @@ def dr_dcg(
     else:
         rows = np.repeat(np.arange(data.pattern.shape[0]), np.diff(data.pattern.indptr))
         expected = data.impression * predict_rewards(reward_model, rows, data.pattern.indices)
+        # With impressions the direct method does not depend on the clipping.
+        direct_u = np.bincount(positions, weights=direct, minlength=users.size)
     # The evaluated entries: those the target shows (δ > 0) with a reward or an expected
     # click, whose weights move the estimate (docs/definitions.md, "Weight diagnostics").
     evaluated = (data.exposure > 0) & (
@@ -145,7 +145,7 @@ def dr_dcg(
             dm = np.bincount(positions, weights=direct * kept, minlength=users.size)
         else:
             residual = (data.reward - expected) * weights * data.exposure
-            dm = np.bincount(positions, weights=direct, minlength=users.size)
+            dm = direct_u
         dr_u = dm + np.add.reduceat(residual, data.starts)
         diagnostics = WeightDiagnostics.from_contributions(
             data.raw[evaluated], weights[evaluated], np.abs(residual[evaluated]), ess_threshold

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._sparse import SparseLookup
 from .._validation import as_csr, check_clip, check_propensities
 
 __all__ = [
@@ -81,12 +82,8 @@ def item_propensities(propensity, users: np.ndarray, items: np.ndarray) -> np.nd
     """
     p = _resolve(propensity)
     if sp.issparse(p):
-        p = as_csr(p, "propensity")
-        n_items = p.shape[1]
-        stored = np.repeat(np.arange(p.shape[0], dtype=np.int64), np.diff(p.indptr)) * n_items + p.indices
-        wanted = users.astype(np.int64) * n_items + items
-        at = np.minimum(np.searchsorted(stored, wanted), max(stored.size - 1, 0))
-        found = stored[at] == wanted if stored.size else np.zeros(wanted.size, dtype=bool)
+        table = SparseLookup(as_csr(p, "propensity"))
+        at, found = table.stored(users.astype(np.int64), items)
         missing = np.flatnonzero(~found)
         if missing.size:
             k = missing[0]
@@ -95,7 +92,7 @@ def item_propensities(propensity, users: np.ndarray, items: np.ndarray) -> np.nd
                 "which the target ranks; clipped estimates without impressions need the "
                 "propensity of every ranked item: give a per-item propensity or impressions="
             )
-        values = p.data[at]
+        values = table.values[at]
         check_propensities(values, lambda k: f"(user {users[k]}, item {items[k]})")
         return values
     p = np.asarray(p, dtype=np.float64)

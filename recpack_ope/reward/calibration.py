@@ -25,10 +25,10 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from threadpoolctl import threadpool_limits
 
 from .._chunks import CHUNK_ELEMENTS, rows_per_chunk
+from .._sparse import SparseLookup
 from .._validation import as_csr, check_positive_int, check_propensities
 from .models import (
     CalibratedScores,
-    SparseLookup,
     check_matrix,
     check_real,
     first_bad_dense,

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .._chunks import rows_per_chunk
+from .._sparse import SparseLookup
 from .._validation import as_csr, entry_position
 
 __all__ = ["CalibratedScores", "RewardMatrix", "RewardModel"]
@@ -109,32 +110,6 @@ def check_pairs(users, items, shape: tuple[int, int]) -> tuple[np.ndarray, np.nd
             f"and {out[1].size} items"
         )
     return out[0], out[1]
-
-
-class SparseLookup:
-    """Vectorised ``matrix[users, items]`` of a canonical CSR matrix (missing entries = 0):
-    the stored entries' keys ``row · n_items + column`` are sorted, so every pair is found by
-    one ``searchsorted``, without a dense copy."""
-
-    def __init__(self, matrix: sp.csr_matrix):
-        n_users, n_items = matrix.shape
-        self.shape = (int(n_users), int(n_items))
-        rows = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(matrix.indptr))
-        self.n_items = int(n_items)
-        self.keys = rows * self.n_items + matrix.indices.astype(np.int64)
-        self.values = matrix.data
-
-    def stored(self, users: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Position of each pair in the stored entries and whether it is stored at all."""
-        wanted = users * self.n_items + items
-        if self.keys.size == 0:
-            return np.zeros(wanted.size, dtype=np.int64), np.zeros(wanted.size, dtype=bool)
-        at = np.minimum(np.searchsorted(self.keys, wanted), self.keys.size - 1)
-        return at, self.keys[at] == wanted
-
-    def __call__(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-        at, found = self.stored(users, items)
-        return np.where(found, self.values[at], 0.0) if self.keys.size else np.zeros(users.size)
 
 
 def lookup(matrix, users: np.ndarray, items: np.ndarray) -> np.ndarray:

@@ -11,9 +11,9 @@ import numpy as np
 __all__ = ["check_reward_model", "predict_rewards"]
 
 
-def check_reward_model(model, shape: tuple[int, ...]) -> None:
+def check_reward_model(model, shape: tuple[int, ...] | None = None) -> None:
     """A reward model must have ``predict``; one with a ``shape`` must match the data's
-    ``(n_users, n_items)`` (or contexts × items)."""
+    ``(n_users, n_items)`` (or contexts × items) when ``shape`` is given."""
     if not callable(getattr(model, "predict", None)):
         raise TypeError(
             "reward_model must have a predict(users, items) method returning click "
@@ -21,7 +21,7 @@ def check_reward_model(model, shape: tuple[int, ...]) -> None:
             f"got {type(model).__name__}"
         )
     model_shape = getattr(model, "shape", None)
-    if model_shape is not None and tuple(model_shape) != tuple(shape):
+    if shape is not None and model_shape is not None and tuple(model_shape) != tuple(shape):
         raise ValueError(
             f"reward_model has shape {tuple(model_shape)} but the data has {tuple(shape)} "
             "(users or contexts × items)"

@@ -35,7 +35,7 @@ from ..propensity.discount import LogDiscount
 from ..propensity.models import PopularityPropensity, PowerLawPropensity
 from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import PopularityPolicy, SimulatedWorld
-from .reliability import practitioners_reward_model
+from .reliability import paired_with_control, practitioners_reward_model
 
 __all__ = ["DemoConfig", "DemoResult", "MetricSummary", "model_pool", "run_demo", "write_report"]
 
@@ -268,11 +268,8 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
     # The online winner against the runner-up, by IPS-DCG (true p) over the served users:
     # the plain paired interval and the one with the Δ-OPE control variate.
     first, second = np.argsort(-online)[:2]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ReliabilityWarning)
-        a, b = (unbiased_dcg(held_out, rankings[k], discount=disc, propensity=test_log.propensity_model(),
-                             impressions=test_log.impressions()) for k in (first, second))
-    plain, reduced = a.compare(b), a.compare(b, control_variate=True)
+    plain, reduced = paired_with_control(held_out, test_log.impressions(), [rankings[first], rankings[second]],
+                                         test_log.propensity_model(), disc)
     facts = {
         "train clicks": int(train_log.clicks.sum()),
         "held-out clicks": int(held_out.sum()),

@@ -46,7 +46,7 @@ from .._plots import pyplot, save
 from .._validation import check_positive_int
 from ..inference.agreement import agreement
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
-from ..inference.result import EstimateResult
+from ..inference.result import Comparison, EstimateResult
 from ..metrics.dcg import dcg, ndcg, pn_dcg
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
@@ -365,14 +365,21 @@ def practitioners_reward_model(train, propensity):
     return ScoreCalibration().fit(scores, train, propensity=propensity).reward_model(scores)
 
 
-def _paired(data: _HeldOut, rankings, propensity, discount, truth: float) -> dict:
-    """IPS-DCG with impressions of two models, compared plainly and with the control variate."""
+def paired_with_control(clicks, impressions, rankings, propensity, discount) -> tuple[Comparison, Comparison]:
+    """IPS-DCG with impressions of two models (``rankings``), compared plainly and with the
+    Δ-OPE control variate: (plain, with control variate)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReliabilityWarning)
-        a, b = (dcg(data.clicks, r, discount=discount, propensity=propensity,
-                    impressions=data.impressions) for r in rankings)
+        a, b = (dcg(clicks, r, discount=discount, propensity=propensity, impressions=impressions)
+                for r in rankings)
+    return a.compare(b), a.compare(b, control_variate=True)
+
+
+def _paired(data: _HeldOut, rankings, propensity, discount, truth: float) -> dict:
+    """Coverage of ``truth`` and interval widths of :func:`paired_with_control`."""
     out = {}
-    for key, comparison in (("plain", a.compare(b)), ("cv", a.compare(b, control_variate=True))):
+    comparisons = paired_with_control(data.clicks, data.impressions, rankings, propensity, discount)
+    for key, comparison in zip(("plain", "cv"), comparisons, strict=True):
         lo, hi = comparison.confidence_interval
         out[f"{key}_covered"] = bool(lo <= truth <= hi)
         out[f"{key}_width"] = hi - lo

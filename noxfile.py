@@ -9,6 +9,8 @@ RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs
   ``tests/needs_recpack/``, which need RecPack and are excluded explicitly here, not skipped.
 * ``editable``: the packaging checks against an editable install (the other two install
   the built wheel).
+* ``docs``: builds the documentation site (MkDocs Material, API reference from the
+  docstrings) in strict mode, so a warning fails the run; the site lands in ``site/``.
 * ``demo``: the main job, ``recpack-ope demo`` (README's first command; not part of the
   default test run). Arguments after ``--`` go to the demo, e.g. ``-- --users 5000``.
 
@@ -18,7 +20,7 @@ the MovieLens-100K file the tests read.
 
 import nox
 
-nox.options.sessions = ["legacy", "modern", "editable"]
+nox.options.sessions = ["legacy", "modern", "editable", "docs"]
 nox.options.reuse_venv = "yes"
 
 LEGACY_PINS = ["numpy<2", "cornac==2.2.2", "torch==2.13.0", "setuptools<81", "pyarrow<20"]
@@ -51,6 +53,12 @@ def modern(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     session.install(".[plot]")
     session.run("recpack-ope", "demo", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    session.install(".[docs]")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
 
 
 @nox.session

@@ -45,6 +45,7 @@ from .inference.significance import (
 )
 from .inference.systems import PreferenceMatrix, SystemScores
 from .io.movielens import load_movielens_100k
+from .io.split import holdout_split
 from .logged.doubly_robust import logged_dr_dcg
 from .logged.feed_log import FeedLog
 from .logged.logged_dcg import logged_dcg
@@ -143,6 +144,7 @@ __all__ = [
     "disagreement_probability",
     "steiger_test",
     "steiger_z",
+    "holdout_split",
     "load_movielens_100k",
 ]
 

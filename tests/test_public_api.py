@@ -26,7 +26,7 @@ PUBLIC = {
         "pn_dcg", "preference_matrix", "randomised_tukey_hsd", "recall", "rpp", "simpsons_paradox",
         "steiger_test", "steiger_z", "stratified", "unbiased_dcg", "win_rates",
         "dr_dcg", "logged_dr_dcg", "RewardMatrix", "CalibratedScores", "ScoreCalibration",
-        "adjust_p_values", "tied_with_best", "TiedWithBest",
+        "adjust_p_values", "tied_with_best", "TiedWithBest", "holdout_split",
     ),
     "recpack_ope.aggregation": ("METHODS", "borda", "majority", "mc4", "order"),
     "recpack_ope.banner_marginals": (

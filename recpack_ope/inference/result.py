@@ -103,7 +103,12 @@ class PairedEstimate(ABC):
         return None
 
     def compare(
-        self, other: "PairedEstimate", level: float = 0.95, *, control_variate: bool = False
+        self,
+        other: "PairedEstimate",
+        level: float = 0.95,
+        *,
+        control_variate: bool = False,
+        names: tuple[str, str] | None = None,
     ) -> "Comparison":
         """Paired comparison ``self − other`` over the same users.
 
@@ -124,6 +129,9 @@ class PairedEstimate(ABC):
             weights are unclipped; with clipping it equals the clipped doubly robust
             difference with the constant reward model β̂. Both estimates must carry a
             ``control`` (held-out estimates with ``impressions=``, logged DCG).
+        names : tuple of two str, optional
+            The two models' names, so the comparison's label says which is which:
+            ``("EASE", "popularity")`` labels it ``"EASE − popularity (IPS-DCG@10)"``.
 
         Returns
         -------
@@ -138,6 +146,13 @@ class PairedEstimate(ABC):
             )
         if not isinstance(control_variate, (bool, np.bool_)):
             raise ValueError(f"control_variate must be True or False, got {control_variate!r}")
+        name = f"{self.name} − {other.name}"
+        if names is not None:
+            if not (isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)):
+                raise ValueError(f"names must be a tuple of two model names, got {names!r}")
+            same = self.name == other.name
+            name = (f"{names[0]} − {names[1]} ({self.name})" if same
+                    else f"{names[0]} {self.name} − {names[1]} {other.name}")
         diff = self.value - other.value
         residual = self.influence - other.influence
         beta = reduction = None
@@ -163,7 +178,7 @@ class PairedEstimate(ABC):
         half = _half_width(se, self.n_users, level)
         p_value = float(t_test_p_value(diff, se, self.n_users))
         return Comparison(
-            name=f"{self.name} − {other.name}",
+            name=name,
             difference=diff,
             standard_error=se,
             confidence_interval=(diff - half, diff + half),

@@ -1,0 +1,97 @@
+"""Every code block of README.md and docs/ runs as pasted (blocks that import RecPack run in
+``tests/needs_recpack/test_snippets_recpack.py``); see ``tests/snippets.py`` for the rules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from glob import glob
+
+import pytest
+from snippets import (
+    LANGUAGES,
+    ROOT,
+    code_blocks,
+    commands,
+    extras,
+    nox_sessions,
+    python_blocks,
+    run_python,
+)
+
+from recpack_ope.cli import build_parser
+
+BLOCKS = code_blocks()
+BASH = [b for b in BLOCKS if b.lang == "bash"]
+#: Commands the tests run as pasted (seconds each); the others are checked by the CLI's parser
+#: here and run at small size by their study's own tests (demo, ndcg-disagreement, reliability).
+RUN = {("rpp",), ("reproduce", "sensitivity"), ("reproduce", "disagreement"),
+       ("reproduce", "simpsons-paradox"), ("reproduce", "rpp-power")}
+
+
+def test_every_block_names_a_known_language():
+    bad = [f"{b.id} ({b.lang or 'no language'})" for b in BLOCKS if b.lang not in LANGUAGES]
+    assert not bad, f"name each block's language, one of {sorted(LANGUAGES)}: {bad}"
+
+
+def test_the_documents_hold_programs_and_commands():
+    # The README alone has eight programs and eight shell blocks: a harness that finds fewer
+    # has stopped reading the documents.
+    readme = [b for b in BLOCKS if b.path.name == "README.md"]
+    assert sum(b.lang == "python" for b in readme) >= 8
+    assert sum(b.lang == "bash" for b in readme) >= 8
+
+
+@pytest.mark.parametrize("block", python_blocks(recpack=False), ids=lambda b: b.id)
+def test_python_block_runs_as_pasted(block, tmp_path):
+    run_python(block, tmp_path)
+
+
+def _cli(words: list[str]) -> list[str] | None:
+    if words[0] == "recpack-ope":
+        return words[1:]
+    if words[:3] in (["python", "-m", "recpack_ope"], ["python3", "-m", "recpack_ope"]):
+        return words[3:]
+    return None
+
+
+def _check(words: list[str], cwd) -> None:
+    # The shell expands wildcards before the program sees them.
+    words = [x for w in words for x in (sorted(glob(w, root_dir=cwd)) if "*" in w else [w])]
+    args = _cli(words)
+    if args is not None:
+        try:
+            build_parser().parse_args(args)
+        except SystemExit as stop:
+            assert stop.code == 0, f"the CLI refuses {' '.join(words)!r}"
+            return
+        if tuple(a for a in args[:2] if not a.startswith("-")) in RUN or tuple(args[:1]) in RUN:
+            done = subprocess.run([sys.executable, "-m", "recpack_ope", *args], cwd=cwd,
+                                  capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, f"{' '.join(words)!r} failed:\n{done.stderr[-3000:]}"
+        return
+    if words[:3] == ["python3", "-m", "pip"] or words[0] == "pip":
+        for req in (w for w in words[words.index("install") + 1:] if not w.startswith("-")):
+            assert not req.startswith(("recpack-ope", "recpack_ope")), (
+                f"{req!r}: recpack-ope is not on the package index; install from the clone: '.[…]'"
+            )
+            if req.startswith("."):
+                named = set(req[req.index("[") + 1:-1].split(",")) if "[" in req else set()
+                assert named <= extras(), f"{req!r} names extras the package lacks: {named - extras()}"
+        return
+    if words[:3] == ["python3", "-m", "nox"]:
+        tail = words.index("--") if "--" in words else len(words)
+        sessions = [words[i + 1] for i in range(3, tail - 1) if words[i] == "-s"]
+        assert set(sessions) <= nox_sessions(), f"unknown nox sessions {set(sessions) - nox_sessions()}"
+        if sessions == ["demo"] and tail < len(words):
+            _check(["recpack-ope", "demo", *words[tail + 1:]], cwd)
+        return
+    raise AssertionError(f"a bash block may hold pip, nox and recpack-ope commands, not {words!r}")
+
+
+@pytest.mark.parametrize("block", BASH, ids=lambda b: b.id)
+def test_shell_commands_are_valid_and_the_quick_ones_run(block, tmp_path):
+    # Relative paths in the documents are relative to the clone's root.
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    for words in commands(block):
+        _check(words, tmp_path)

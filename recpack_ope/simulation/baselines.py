@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
-from .._validation import as_csr
+from .._validation import as_csr, check_positive_int
 
 __all__ = ["Popularity", "ItemKNN", "EASE", "RandomScores"]
 
@@ -58,27 +58,35 @@ class ItemKNN(BaseEstimator):
 
     ``score(u, i) = Σ_j x_uj · s_ji`` where row ``s_j·`` keeps only the k items most similar
     to j (RecPack's ``ItemKNN`` convention: every history item votes for its k neighbours).
+    Among neighbours tied with the k-th largest similarity, the lowest item indices are kept.
 
     Parameters
     ----------
     k : int
-        Neighbours kept per item.
+        Neighbours kept per item, >= 1.
     """
 
     def __init__(self, k: int = 50):
         self.k = k
 
     def fit(self, X, y=None) -> "ItemKNN":
+        k = check_positive_int(self.k, "k")
         X = _interactions(X)
         gram = (X.T @ X).toarray()
         norms = np.sqrt(np.diag(gram))
         norms[norms == 0] = 1.0
         sim = gram / norms[:, None] / norms[None, :]
         np.fill_diagonal(sim, 0.0)
-        k = min(self.k, sim.shape[0] - 1)
-        if k < sim.shape[0] - 1:
-            drop = np.argpartition(-sim, k, axis=1)[:, k:]
-            np.put_along_axis(sim, drop, 0.0, axis=1)
+        n = sim.shape[1]
+        k = min(k, n - 1)
+        if k < n - 1:
+            # Not argpartition: which of the values tied with the k-th largest it keeps depends
+            # on its selection algorithm, which changed in numpy 2 (binary data ties a lot).
+            kth = np.partition(sim, n - k, axis=1)[:, n - k, None]
+            above = sim > kth
+            tied = sim == kth
+            room = k - above.sum(axis=1, keepdims=True)
+            sim[~(above | (tied & (np.cumsum(tied, axis=1) <= room)))] = 0.0
         self.similarity_ = sim
         return self
 

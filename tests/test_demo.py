@@ -93,6 +93,8 @@ def test_report_files(result, tmp_path):
     assert [m["metric"] for m in metrics] == list(result.values)
     summary = (folder / "summary.md").read_text()
     assert f"Online winner: **{result.winner()}**" in summary
+    # the two lines printed under the table (tested in test_demo_output.py) are in it too
+    assert f"\n{result.correlation_note()}\n" in summary and f"\n{result.inversion_note()}\n" in summary
     assert summary.count("\n| ") >= len(result.values)
     pngs = {p.name for p in folder.glob("*.png")}
     assert "scatter_all.png" in pngs and "scatter_ips_dcg__true_p.png" in pngs

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 from tqdm.auto import tqdm
 
-from .._plots import pyplot, save
+from .._plots import emptiest_corner, padded_limits, pyplot, save
 from ..inference.agreement import agreement, steiger_test
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
 from ..inference.result import EstimateResult
@@ -37,12 +37,64 @@ from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import PopularityPolicy, SimulatedWorld
 from .reliability import paired_with_control, practitioners_reward_model
 
-__all__ = ["DemoConfig", "DemoResult", "MetricSummary", "model_pool", "run_demo", "write_report"]
+__all__ = [
+    "DemoConfig",
+    "DemoResult",
+    "MetricSummary",
+    "model_family",
+    "model_pool",
+    "run_demo",
+    "scatter_panel",
+    "write_report",
+]
 
 KNN_GRID = (5, 10, 25, 50, 100, 200, 400)
 EASE_GRID = (1.0, 5.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 20000.0)
 # The reference metric: unbiased under the world's assumptions (Eq. 11 with true exposure).
 REFERENCE = "IPS-DCG (true p)"
+# The metrics that ignore exposure; the closing line compares their inversions.
+UNWEIGHTED = ("DCG", "nDCG", "pnDCG")
+# Plot colour of each model family, in legend order; see model_family.
+FAMILY_COLOURS = {
+    "EASE": "tab:blue", "ItemKNN": "tab:green", "popularity": "tab:orange", "random": "tab:gray"
+}
+# Families drawn only in a scatter plot's inset: random recommendations earn a fraction of
+# every trained model's reward and would squeeze the others into a corner.
+INSET_FAMILIES = frozenset({"random"})
+PICK_LABEL = "offline pick (metric's top model)"
+WINNER_LABEL = "online winner"
+# Marker styles of the two marks; the pick's ring is drawn over the winner's star, as the
+# two often coincide.
+PICK_STYLE = {"ls": "", "marker": "o", "mfc": "none", "mec": "black", "mew": 1.4, "zorder": 5}
+WINNER_STYLE = {"ls": "", "marker": "*", "color": "red", "mec": "darkred", "zorder": 4}
+
+
+def model_family(name: str) -> str:
+    """The family of a demo model: its name up to the parameters, e.g. ``"EASE(l2=50)"`` →
+    ``"EASE"``; one of ``FAMILY_COLOURS``.
+
+    Parameters
+    ----------
+    name : str
+        A model name of :func:`model_pool` (either backend).
+
+    Returns
+    -------
+    str
+    """
+    family = name.split("(", 1)[0]
+    if family not in FAMILY_COLOURS:
+        raise ValueError(
+            f"name must be a demo model of family {', '.join(FAMILY_COLOURS)} (parameters in "
+            f"parentheses), got {name!r}"
+        )
+    return family
+
+
+def _join(items) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 @dataclass(frozen=True)
@@ -105,12 +157,115 @@ class DemoResult:
         """The model with the highest online reward."""
         return self.models[int(np.argmax(self.online))]
 
+    def _agreement_signs(self, metric: str) -> np.ndarray:
+        """+1 where ``metric`` orders model pair (j, k), j < k, as the online reward does, −1
+        where it inverts it, 0 on ties and for j ≥ k."""
+        if metric not in self.values:
+            raise ValueError(f"metric must be one of {list(self.values)}, got {metric!r}")
+        v = self.values[metric]
+        truth = np.sign(self.online[:, None] - self.online[None, :])
+        return np.triu(np.sign(v[:, None] - v[None, :]) * truth, 1)
+
+    def inverted_pairs(self, metric: str) -> frozenset[tuple[int, int]]:
+        """Model pairs ``(j, k)``, j < k, that ``metric`` orders opposite to the online reward
+        (pairs tied under either are not inversions)."""
+        j, k = np.nonzero(self._agreement_signs(metric) < 0)
+        return frozenset(zip(j.tolist(), k.tolist(), strict=True))
+
     def inverted_but_reference_right(self, metric: str) -> int:
         """Pairs ``metric`` orders opposite to the online reward while IPS-DCG orders right."""
-        truth = np.sign(self.online[:, None] - self.online[None, :])
-        wrong = np.sign(self.values[metric][:, None] - self.values[metric][None, :]) * truth < 0
-        right = np.sign(self.values[REFERENCE][:, None] - self.values[REFERENCE][None, :]) * truth > 0
-        return int(np.count_nonzero(np.triu(wrong & right, 1)))
+        wrong = self._agreement_signs(metric) < 0
+        return int(np.count_nonzero(wrong & (self._agreement_signs(REFERENCE) > 0)))
+
+    def inversion_note(
+        self, metrics: tuple[str, ...] = UNWEIGHTED, reference: str = REFERENCE
+    ) -> str:
+        """One line: how many model pairs each of ``metrics`` inverts, whether they are the same
+        pairs, and how many of them ``reference`` orders right.
+
+        Parameters
+        ----------
+        metrics : tuple of str
+            Metrics to compare (at least two); by default those that ignore exposure.
+        reference : str
+            The metric that should order the inverted pairs right.
+
+        Returns
+        -------
+        str
+        """
+        if len(metrics) < 2:
+            raise ValueError(f"metrics must name at least two metrics, got {metrics!r}")
+        pairs = {m: self.inverted_pairs(m) for m in metrics}
+        union = frozenset().union(*pairs.values())
+        shared = frozenset.intersection(*pairs.values())
+        n_pairs = len(self.models) * (len(self.models) - 1) // 2
+        reference_signs = self._agreement_signs(reference)
+        right = sum(int(reference_signs[j, k] > 0) for j, k in union)
+        names = _join(metrics)
+        if len(shared) == len(union):
+            return (
+                f"{names} each invert the same {len(union)} of {n_pairs} model pairs; "
+                f"{reference} orders {right} of them right."
+            )
+        groups: dict[frozenset, list[str]] = {}
+        for m in metrics:
+            groups.setdefault(pairs[m], []).append(m)
+        same = [_join(group) for group in groups.values() if len(group) > 1]
+        return (
+            f"{names} invert {_join([str(len(pairs[m])) for m in metrics])} of {n_pairs} model "
+            f"pairs: {len(shared)} inverted by all, {len(union)} by any"
+            + "".join(f" ({g} invert identical pairs)" for g in same)
+            + f"; {reference} orders {right} of the {len(union)} right."
+        )
+
+    def correlation_note(self, gap: float = 0.2) -> str:
+        """One line on why Kendall's τ and Pearson's r disagree, for the metric where they
+        differ most.
+
+        Pearson's covariance is a sum over model pairs of the product of their differences, so
+        pairs far apart weigh most and one far-off model can set r; Kendall's τ counts every
+        pair in order alike. When removing one model halves the gap between τ and r, the line
+        names that model; otherwise it contrasts the inversion rate of the pairs far apart in
+        online reward (above the median distance) with that of the close pairs.
+
+        Parameters
+        ----------
+        gap : float
+            Smallest |τ − r| worth explaining.
+
+        Returns
+        -------
+        str
+        """
+        if not gap > 0:
+            raise ValueError(f"gap must be positive, got {gap!r}")
+        s = max(self.summaries, key=lambda s: abs(s.kendall - s.pearson))
+        head = "Kendall vs Pearson: "
+        if abs(s.kendall - s.pearson) < gap:
+            return head + f"τ and r differ by less than {gap:g} for every metric."
+        v = self.values[s.metric]
+        # Leave each model out in turn: the one whose removal moves r most.
+        without = [agreement(np.delete(self.online, m), np.delete(v, m)) for m in range(v.size)]
+        m = int(np.argmax([abs(a.pearson - s.pearson) for a in without]))
+        rest = without[m]
+        head += f"{s.metric} has τ {s.kendall:.2f} but r {s.pearson:.2f}"
+        if abs(rest.kendall - rest.pearson) <= abs(s.kendall - s.pearson) / 2:
+            return head + (
+                f" because Pearson weighs each pair of models by how far apart their values are "
+                f"and the pairs with {self.models[m]}, far from the rest, dominate (without it "
+                f"τ {rest.kendall:.2f}, r {rest.pearson:.2f}); Kendall counts every pair alike."
+            )
+        signs = self._agreement_signs(s.metric)
+        j, k = np.triu_indices(v.size, 1)
+        distance = np.abs(self.online[j] - self.online[k])
+        far = distance > np.median(distance)
+        return head + (
+            f" and no single model explains it: it inverts {np.mean(signs[j, k][far] < 0):.0%} "
+            f"of the pairs far apart online and {np.mean(signs[j, k][~far] < 0):.0%} of the "
+            "close ones; Pearson weighs pairs by how far apart their values are, Kendall counts "
+            "every pair alike."
+        )
 
     def table(self) -> str:
         """The per-metric summary as an aligned text table."""
@@ -132,6 +287,7 @@ class DemoResult:
                 f"! ESS/n below {ESS_RATIO_THRESHOLD:g}: a few interactions carry the weights, "
                 "do not trust that metric (ReliabilityWarning)"
             )
+        lines += [self.correlation_note(), self.inversion_note()]
         return "\n".join(lines)
 
 
@@ -341,38 +497,118 @@ def write_report(result: DemoResult, folder: str | Path, *, plots: bool = True) 
             f"{'yes' if s.picks_winner else 'no: ' + s.picked} | {s.regret:.1%} | "
             f"{result.inverted_but_reference_right(s.metric)} |"
         )
+    lines += ["", result.correlation_note(), "", result.inversion_note()]
     lines += ["", "| fact | value |", "|---|---|"]
     lines += [f"| {k} | {v if isinstance(v, str) else f'{v:.6g}'} |" for k, v in result.facts.items()]
     lines += ["", "Per-model values: `models.csv`; per-metric statistics: `metrics.csv`."]
     if made_plots:
         lines += ["", "![offline vs online](scatter_all.png)"]
     else:
-        lines += ["", "Scatter plots skipped: install matplotlib (`pip install recpack-ope[plot]`)."]
+        lines += ["", 'Scatter plots skipped: install matplotlib (in a clone of recpack-ope: `pip install ".[plot]"`).']
     (folder / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
+
+
+def scatter_panel(result: DemoResult, metric: str, ax) -> None:
+    """Draw ``metric`` against the online reward on ``ax``.
+
+    Models are coloured by :func:`model_family`, with their 95 % intervals; the metric's pick
+    (the model the table names) is ringed and the online winner starred. Models of
+    ``INSET_FAMILIES`` are left out of the main axes, whose limits span the other models
+    only, and drawn in an inset that shows every model, in the corner holding fewest points.
+
+    Parameters
+    ----------
+    result : DemoResult
+    metric : str
+        One of ``result.values``.
+    ax : matplotlib.axes.Axes
+    """
+    if metric not in result.values:
+        raise ValueError(f"metric must be one of {list(result.values)}, got {metric!r}")
+    summary = next(s for s in result.summaries if s.metric == metric)
+    x, y, err = result.values[metric], result.online, result.half_widths[metric]
+    families = np.array([model_family(m) for m in result.models])
+    main = ~np.isin(families, list(INSET_FAMILIES))
+    marks = (result.models.index(summary.picked), result.models.index(result.winner()))
+    for family, colour in FAMILY_COLOURS.items():
+        rows = main & (families == family)
+        if rows.any():
+            ax.errorbar(x[rows], y[rows], xerr=err[rows], fmt="o", ms=4, elinewidth=0.8,
+                        color=colour, label=family)
+    _mark(ax, x, y, marks, main, size=12)
+    xlim, ylim = padded_limits(x[main]), padded_limits(y[main])
+    ax.set_xlim(xlim)
+    ax.set_ylim(ylim)
+    ax.set_xlabel(f"{metric}@{result.config.cutoff} (offline)")
+    ax.set_ylabel("online reward")
+    ax.set_title(
+        f"{metric}\nτ={summary.kendall:.2f}  r={summary.pearson:.2f}  pick: {summary.picked}",
+        fontsize=9,
+    )
+    if main.all():
+        return
+    size = 0.34
+    corner = emptiest_corner(
+        (x[main] - xlim[0]) / (xlim[1] - xlim[0]), (y[main] - ylim[0]) / (ylim[1] - ylim[0]), size
+    )
+    inset = ax.inset_axes([*corner, size, size])
+    for family, colour in FAMILY_COLOURS.items():
+        rows = families == family
+        if rows.any():
+            inset.plot(x[rows], y[rows], "o", ms=2.5, color=colour, label=family)
+    _mark(inset, x, y, marks, np.ones_like(main), size=6)
+    # The main axes' view, so the reader sees how far the inset models lie from it.
+    inset.plot([xlim[0], xlim[1], xlim[1], xlim[0], xlim[0]],
+               [ylim[0], ylim[0], ylim[1], ylim[1], ylim[0]], "--", color="0.4", lw=0.6)
+    inset.tick_params(labelsize=5, length=2, pad=1)
+    inset.locator_params(nbins=3)
+
+
+def _mark(ax, x, y, marks: tuple[int, int], shown: np.ndarray, size: float) -> None:
+    """Star the online winner and ring the metric's pick where ``shown``."""
+    pick, best = marks
+    if shown[best]:
+        ax.plot(x[best], y[best], ms=size, label=WINNER_LABEL, **WINNER_STYLE)
+    if shown[pick]:
+        ax.plot(x[pick], y[pick], ms=size * 1.15, label=PICK_LABEL, **PICK_STYLE)
+
+
+def _legend_key(result: DemoResult) -> list:
+    """Legend handles shared by every panel, at main-axes marker sizes."""
+    from matplotlib.lines import Line2D
+
+    families = {model_family(m) for m in result.models}
+    key = [
+        Line2D([], [], ms=12, label=WINNER_LABEL, **WINNER_STYLE),
+        Line2D([], [], ms=12, label=PICK_LABEL, **PICK_STYLE),
+    ]
+    key += [
+        Line2D([], [], ls="-", lw=0.8, marker="o", ms=4, color=colour, label=family)
+        for family, colour in FAMILY_COLOURS.items()
+        if family in families
+    ]
+    if families & INSET_FAMILIES:
+        inset = _join(sorted(families & INSET_FAMILIES))
+        label = f"inset: all models, with {inset}; dashed: main view"
+        key.append(Line2D([], [], ls="--", lw=0.6, color="0.4", label=label))
+    return key
 
 
 def _scatter_plots(result: DemoResult, folder: Path, plt) -> None:
     names = list(result.values)
     cols = 4
-    rows = -(-len(names) // cols)
+    rows = -(-(len(names) + 1) // cols)  # one spare cell for the shared legend
     grid, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.6 * rows), squeeze=False)
     for ax in axes.ravel()[len(names) :]:
-        ax.set_visible(False)
-    summaries = {s.metric: s for s in result.summaries}
-    best = int(np.argmax(result.online))
+        ax.set_axis_off()
     for ax_grid, name in zip(axes.ravel()[: len(names)], names, strict=True):
-        single, ax_single = plt.subplots(figsize=(5, 4))
-        for ax in (ax_grid, ax_single):
-            ax.errorbar(
-                result.values[name], result.online, xerr=result.half_widths[name],
-                fmt="o", ms=4, elinewidth=0.8, label="model (95% CI)",
-            )
-            ax.plot(result.values[name][best], result.online[best], "r*", ms=12, label="online winner")
-            ax.set_xlabel(f"{name}@{result.config.cutoff} (offline)")
-            ax.set_ylabel("online reward")
-            s = summaries[name]
-            ax.set_title(f"{name}\nτ={s.kendall:.2f}  r={s.pearson:.2f}", fontsize=9)
-        ax_single.legend(fontsize=8, loc="lower right")
+        scatter_panel(result, name, ax_grid)
+        single, ax_single = plt.subplots(figsize=(6.4, 4))
+        scatter_panel(result, name, ax_single)
+        ax_single.legend(handles=_legend_key(result), fontsize=7, loc="upper left",
+                         bbox_to_anchor=(1.02, 1), title="bars: 95% CI", title_fontsize=7)
         save(single, folder / f"scatter_{_slug(name)}.png", dpi=110)
+    axes.ravel()[-1].legend(handles=_legend_key(result), loc="center", fontsize=9,
+                            title="bars: 95% CI", title_fontsize=9)
     save(grid, folder / "scatter_all.png", dpi=100)

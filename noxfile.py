@@ -58,7 +58,8 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     session.install(".[docs]")
-    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs,
+                env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session

@@ -90,7 +90,6 @@ import pandas as pd
 import scipy.sparse as sp
 from recpack.matrix import InteractionMatrix
 from recpack.metrics.base import ListwiseMetricK
-from recpack.pipelines import METRIC_REGISTRY, Pipeline
 from recpack.util import get_top_K_ranks
 
 from .._validation import check_clip, check_positive_int
@@ -105,6 +104,12 @@ from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
 from ..propensity.weights import RECOMMENDED_CLIP
 from ..reward.validation import check_reward_model
+
+with warnings.catch_warnings():
+    # hyperopt, which RecPack's pipelines import, imports the deprecated pkg_resources: a
+    # warning about RecPack's dependencies (pinned by the recpack extra), not about this code.
+    warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+    from recpack.pipelines import METRIC_REGISTRY, Pipeline
 
 __all__ = [
     "RecPackAdapter", "OPEMetricK", "RPPMetricK", "recpack_ranking", "metric_results", "compare",

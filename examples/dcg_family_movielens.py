@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         results = {name: estimate(np.where(seen, -np.inf, s)) for name, s in models.items()}
         for name, result in results.items():
             print(f"  {name:>10}: {result!r}")
-        diff = results["item-kNN"].compare(results["popularity"])
-        print(f"  item-kNN − popularity: {diff!r}")
+        diff = results["item-kNN"].compare(results["popularity"], names=("item-kNN", "popularity"))
+        print(f"  {diff!r}")
         out[metric] = {name: r.value for name, r in results.items()} | {"p_value": diff.p_value}
     return out
 

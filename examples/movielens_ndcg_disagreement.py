@@ -7,14 +7,14 @@ Trains the paper's grid of KUNN and EASE models in one RecPack pipeline
 RecPack's ``DCGK`` and ``NDCGK``, prints how often nDCG, pnDCG and power-law IPS-DCG invert
 DCG's order of a pair of models, and then asks the question a model-selection study should
 ask: is DCG's favourite model *significantly* better than nDCG's favourite, by a paired test
-over the same test users? Writes the paper's Figure 2 to ``ndcg-disagreement/``.
-Needs the ``recpack`` extra (``pip install 'recpack-ope[recpack,plot]'``).
+over the same test users? Writes the paper's Figure 2 to
+``recpack-ope-reports/examples/ndcg-disagreement/``. Needs the ``recpack`` extra (in a clone of
+recpack-ope, which is not on PyPI: ``pip install ".[recpack,plot]"``).
 """
 
 from __future__ import annotations
 
 import argparse
-import warnings
 
 from recpack_ope.adapters.recpack import compare
 
@@ -26,14 +26,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--dataset", default="ml-100k", choices=("ml-100k", "ml-1m", "synthetic"))
     parser.add_argument("--models", type=int, default=192, help="192 = the paper's grid")
     parser.add_argument("--cutoff", type=int, default=100)
-    parser.add_argument("--output", default="ndcg-disagreement")
+    parser.add_argument("--output", default="recpack-ope-reports/examples/ndcg-disagreement")
     args = parser.parse_args(argv)
 
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*missing similar items")
-        result = run_disagreement(
-            DisagreementConfig(dataset=args.dataset, n_models=args.models, K=args.cutoff)
-        )
+    # RecPack's logs, progress bars and warnings stay quiet (run_disagreement(verbose=True) shows them).
+    result = run_disagreement(DisagreementConfig(dataset=args.dataset, n_models=args.models, K=args.cutoff))
     write_report(result, args.output)
     print(result.table())
 

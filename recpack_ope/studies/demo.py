@@ -35,6 +35,7 @@ from ..propensity.discount import LogDiscount
 from ..propensity.models import PopularityPropensity, PowerLawPropensity
 from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import PopularityPolicy, SimulatedWorld
+from . import quiet_frameworks
 from .reliability import paired_with_control, practitioners_reward_model
 
 __all__ = [
@@ -348,7 +349,9 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
     }
 
 
-def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> DemoResult:
+def run_demo(
+    config: DemoConfig | None = None, *, progress: bool = True, verbose: bool = False
+) -> DemoResult:
     """Simulate, train the pool, evaluate every metric and compare with the online truth.
 
     Parameters
@@ -357,6 +360,9 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
         World and evaluation settings; defaults to ``DemoConfig()``.
     progress : bool
         Show a progress bar while models train and are evaluated.
+    verbose : bool
+        Let RecPack's logs and third-party warnings through while the models train (the
+        ``recpack`` backend); by default :func:`quiet_frameworks` keeps them off the terminal.
 
     Returns
     -------
@@ -384,8 +390,10 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
     bar = tqdm(pool, desc="train + evaluate", disable=not progress)
     for m, (name, model) in enumerate(bar):
         bar.set_postfix_str(name)
-        model.fit(train)
-        ranking = TopK.from_scores(model.predict(train), config.cutoff)
+        with quiet_frameworks(verbose):
+            model.fit(train)
+            scores = model.predict(train)
+        ranking = TopK.from_scores(scores, config.cutoff)
         rankings.append(ranking)
         online[m] = world.online_reward(ranking, disc).value
         for metric, evaluate in metrics.items():
@@ -435,7 +443,7 @@ def run_demo(config: DemoConfig | None = None, *, progress: bool = True) -> Demo
         "Steiger z (IPS-DCG vs nDCG, Kendall)": steiger.z,
         "Steiger p": steiger.p_value,
         f"online {models[first]} − {models[second]}": float(online[first] - online[second]),
-        "  IPS-DCG paired difference [95% CI]": _interval(plain),
+        f"  IPS-DCG {models[first]} − {models[second]} [95% CI]": _interval(plain),
         "  with the Δ-OPE control variate": _interval(reduced),
         "  variance removed by the control variate": f"{reduced.variance_reduction:.1%}",
     }

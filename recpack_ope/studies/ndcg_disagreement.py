@@ -15,7 +15,6 @@ by recpack-ope metrics registered in the same pipeline. The statistics are the c
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from ..adapters.recpack import RecPackAdapter
 from ..inference.agreement import MetricAgreement, agreement
 from ..io.recpack_datasets import load_interactions
 from ..propensity.models import PowerLawPropensity
+from . import quiet_frameworks
 
 __all__ = ["DisagreementConfig", "DisagreementResult", "model_grid", "run_disagreement", "write_report"]
 
@@ -112,37 +112,46 @@ class DisagreementResult:
         return "\n".join(lines)
 
 
-def run_disagreement(config: DisagreementConfig | None = None) -> DisagreementResult:
+def run_disagreement(
+    config: DisagreementConfig | None = None, *, verbose: bool = False
+) -> DisagreementResult:
     """Train the model grid in one RecPack pipeline and measure how each metric agrees with DCG.
 
-    RecPack's own progress bar follows the models. Registers recpack-ope's metrics
-    (``PostNormalisedDCGK`` with ``p ≡ 1``, and ``PowerLawIPSDCGK`` with power-law
-    propensities fitted on the training half) next to RecPack's ``DCGK`` and ``NDCGK``.
+    Registers recpack-ope's metrics (``PostNormalisedDCGK`` with ``p ≡ 1``, and
+    ``PowerLawIPSDCGK`` with power-law propensities fitted on the training half) next to
+    RecPack's ``DCGK`` and ``NDCGK``.
+
+    Parameters
+    ----------
+    config : DisagreementConfig, optional
+        The reproduction's settings (default: the paper's, on MovieLens-100K).
+    verbose : bool
+        Let RecPack talk: its per-fit logs, progress bars and warnings
+        (:func:`~recpack_ope.studies.quiet_frameworks`).
     """
     config = config or DisagreementConfig()
     K = check_positive_int(config.K, "K")
     grid = model_grid(config.n_models)
-    # RecPack logs every fit at INFO level; its progress bar already shows the run.
-    logging.getLogger("recpack").setLevel(logging.WARNING)
     start = time.perf_counter()
-    data = load_interactions(config.dataset, path=config.path, data_dir=config.data_dir, seed=config.seed)
-    scenario = WeakGeneralization(0.5, validation=False, seed=config.seed)
-    scenario.split(data)
-    RecPackAdapter().register()
-    RecPackAdapter(propensity=PowerLawPropensity(), clip=config.clip).fit(scenario.full_training_data).register(
-        prefix="PowerLaw"
-    )
+    with quiet_frameworks(verbose):
+        data = load_interactions(config.dataset, path=config.path, data_dir=config.data_dir,
+                                 seed=config.seed)
+        scenario = WeakGeneralization(0.5, validation=False, seed=config.seed)
+        scenario.split(data)
+        RecPackAdapter().register()
+        RecPackAdapter(propensity=PowerLawPropensity(), clip=config.clip).fit(
+            scenario.full_training_data).register(prefix="PowerLaw")
 
-    builder = PipelineBuilder()
-    for name, params in grid:
-        builder.add_algorithm(name, params=params)
-    for metric in _METRICS.values():
-        builder.add_metric(metric, K=K)
-    builder.set_data_from_scenario(scenario)
-    pipeline = builder.build()
-    pipeline.run()
+        builder = PipelineBuilder()
+        for name, params in grid:
+            builder.add_algorithm(name, params=params)
+        for metric in _METRICS.values():
+            builder.add_metric(metric, K=K)
+        builder.set_data_from_scenario(scenario)
+        pipeline = builder.build()
+        pipeline.run()
+        table = pipeline.get_metrics()
 
-    table = pipeline.get_metrics()
     values = pd.DataFrame(
         {name: table[f"{metric}_{K}"].to_numpy(dtype=float) for name, metric in _METRICS.items()},
         index=pd.Index(table.index, name="model"),

@@ -202,11 +202,13 @@ class ReliabilityResult:
         return "\n".join(lines)
 
     def comparison_table(self, size: tuple[int, int] | None = None) -> str:
-        """Markdown table: the paired comparison of the two best models, plain and with the
-        Δ-OPE control variate, per world and propensity source (means over the logs)."""
+        """Markdown table: the paired comparison of the two best models (best − second best by
+        online reward), plain and with the Δ-OPE control variate, per world and propensity
+        source (means over the logs)."""
         size = size or self.default_world()
-        lines = ["| world | propensities | comparison | 95% coverage | mean CI width | variance removed |",
-                 "|---|---|---|---|---|---|"]
+        lines = ["| world | propensities | difference | interval | 95% coverage | mean CI width "
+                 "| variance removed |",
+                 "|---|---|---|---|---|---|---|"]
         for world in self.config.worlds:
             for source in SOURCES:
                 mine = [c for c in self.comparisons if c["world"] == world and c["source"] == source
@@ -214,7 +216,7 @@ class ReliabilityResult:
                 for label, key in (("paired", "plain"), ("paired, Δ-OPE control variate", "cv")):
                     removed = np.mean([c["variance_removed"] for c in mine]) if key == "cv" else None
                     lines.append(
-                        f"| {world} | {source} | {label} | "
+                        f"| {world} | {source} | {mine[0]['difference']} | {label} | "
                         f"{np.mean([c[f'{key}_covered'] for c in mine]):.0%} | "
                         f"{np.mean([c[f'{key}_width'] for c in mine]):.4f} | "
                         f"{'—' if removed is None else f'{removed:.1%}'} |"
@@ -339,6 +341,7 @@ def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool =
                     comparisons.append({
                         "users": users, "items": items, "world": world_name, "seed": seed,
                         "source": source,
+                        "difference": f"{pool[best_two[0]][0]} − {pool[best_two[1]][0]}",
                         **_paired(data, [rankings[k] for k in best_two], sources[source], discount,
                                   online[best_two[0]] - online[best_two[1]]),
                     })

@@ -175,7 +175,8 @@ def write_report(result: SensitivityResult, folder: str | Path, *, plots: bool =
         "",
         f"{len(result.settings)} (logging, target) settings with exact online improvements "
         f"(simulated world: {cfg.n_users} users × {cfg.n_items} items, feeds of {cfg.feed_length}); "
-        f"one-sided paired test per trajectory at p < {cfg.alpha}; {result.seconds:.0f} s.",
+        f"one-sided paired test of target − logging per trajectory at p < {cfg.alpha}; "
+        f"sign: share of settings where target − logging > 0; {result.seconds:.0f} s.",
         "",
         result.table(),
         "",

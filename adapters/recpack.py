@@ -25,16 +25,19 @@ pipeline.
 
 Always registered, never weighted:
 
-========================  =================================================================
-``PlainDCGK``             DCG@K; equals RecPack's ``DCGK`` (per user, tied scores included)
-                          but keeps the per-user terms :func:`compare` needs
-``PlainNDCGK``            per-user nDCG@K; equals RecPack's ``NDCGK`` likewise
-``PostNormalisedDCGK``    pnDCG@K = Σ DCG_u / Σ iDCG_u (Jeunen et al. §5, Lemma 5.1)
-``RPPK``, ``dcgRPPK``,    recall-paired preference on the top-K lists (Diaz & Ferraro SIGIR'22):
-``invRPPK``               the algorithm's win rate against every other algorithm of the same
-                          pipeline (Eq. 7 / (M − 1)), computed when ``get_metrics()`` reads it;
-                          :func:`preferences` gives the pairwise matrix and the MC4 ordering
-========================  =================================================================
+==================================  =======================================================
+``PlainDCGK``                       DCG@K; equals RecPack's ``DCGK`` (per user, tied scores
+                                    included) but keeps the per-user terms :func:`compare`
+                                    needs
+``PlainNDCGK``                      per-user nDCG@K; equals RecPack's ``NDCGK`` likewise
+``PostNormalisedDCGK``              pnDCG@K = Σ DCG_u / Σ iDCG_u (Jeunen et al. §5, Lemma 5.1)
+``RPPK``, ``dcgRPPK``, ``invRPPK``  recall-paired preference on the top-K lists (Diaz &
+                                    Ferraro SIGIR'22): the algorithm's win rate against every
+                                    other algorithm of the same pipeline (Eq. 7 / (M − 1)),
+                                    computed when ``get_metrics()`` reads it;
+                                    :func:`preferences` gives the pairwise matrix and the MC4
+                                    ordering
+==================================  =======================================================
 
 Registered only when the adapter has propensities:
 

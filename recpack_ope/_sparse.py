@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._validation import check_key_space
+
 __all__ = ["SparseLookup"]
 
 
@@ -14,6 +16,7 @@ class SparseLookup:
     one ``searchsorted``, without a dense copy."""
 
     def __init__(self, matrix: sp.csr_matrix):
+        check_key_space(matrix.shape, "matrix")
         n_users, n_items = matrix.shape
         self.shape = (int(n_users), int(n_items))
         rows = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(matrix.indptr))

@@ -80,7 +80,10 @@ def brute_force_dcg(y_true, scores, delta, propensity=None, clip=math.inf):
         order = sorted(candidates, key=lambda i: -s[u, i])
         dcg = sum(y[u, i] * w[i] * delta(r + 1) for r, i in enumerate(order) if i in w)
         gains = sorted((y[u, i] * w[i] for i in items), reverse=True)
-        idcg = sum(g * delta(j + 1) for j, g in enumerate(gains))
+        # The ideal pairs the largest gains with the largest examination values over the
+        # ranks 1..n_items (for a decreasing curve: δ(1), δ(2), …).
+        best = sorted((delta(r) for r in range(1, y.shape[1] + 1)), reverse=True)
+        idcg = sum(g * d for g, d in zip(gains, best))
         out[u] = (dcg, idcg, sum(w.values()))
     return out
 

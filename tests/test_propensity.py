@@ -114,7 +114,7 @@ def test_bad_input_errors():
         PopularityPropensity().fit(np.array([1, -2, 3]))
     with pytest.raises(ValueError, match="at least two distinct non-zero item counts"):
         PowerLawPropensity().fit(np.array([0, 4, 4]))
-    with pytest.raises(ValueError, match="min_count must be > 0"):
+    with pytest.raises(ValueError, match="min_count must be finite and > 0"):
         PopularityPropensity(min_count=0).fit(np.array([1, 2]))
     with pytest.raises(ValueError, match="X has no interactions"):
         PopularityPropensity().fit(np.zeros(3))
@@ -122,3 +122,29 @@ def test_bad_input_errors():
         FixedPropensity(sp.csr_matrix(np.array([[0.5, 0], [2.0, 0.1]]))).fit()
     with pytest.raises(ValueError, match="propensity 0.0 of item 2 lies outside"):
         FixedPropensity(np.array([0.5, 1.0, 0.0])).fit()
+
+
+def _likelihood_argmax(tail, xmin):
+    """Brute force: the discrete power-law log-likelihood on a grid of step 1e-4."""
+    from scipy import special
+
+    grid = np.arange(1.01, 8.0, 1e-4)
+    ll = -grid * np.log(tail).sum() - tail.size * np.log(special.zeta(grid, xmin))
+    return grid[np.argmax(ll)]
+
+
+@pytest.mark.parametrize("exponent", [3.6, 4.5])
+def test_steep_tails_are_not_stopped_at_powerlaws_bound_of_three(exponent):
+    counts = stats.zipf.rvs(exponent, size=20_000, random_state=1)
+    fit = PowerLawPropensity(xmin=1).fit(counts)
+    assert fit.gamma_ == pytest.approx(_likelihood_argmax(counts.astype(float), 1.0), abs=2e-4)
+    # The MLE's standard error here is ≈ 0.02: the sample's exponent lies within 3 SE.
+    assert abs(fit.gamma_ - exponent) < 3 * fit.gamma_se_
+    tiny = PowerLawPropensity().fit(np.array([4, 4, 9]))
+    assert tiny.gamma_ == pytest.approx(_likelihood_argmax(np.array([4.0, 4.0, 9.0]), 4.0), abs=2e-4)
+
+
+def test_shallow_tails_keep_powerlaws_estimate():
+    counts = stats.zipf.rvs(2.2, size=20_000, random_state=1)
+    expected = powerlaw.Fit(counts, discrete=True, xmin=1, verbose=False).power_law.alpha
+    assert PowerLawPropensity(xmin=1).fit(counts).gamma_ == expected

@@ -219,3 +219,11 @@ def test_bad_input_is_named():
     matrix = preference_matrix(grades, {"a": scores, "b": -scores})
     with pytest.raises(ValueError, match="no system 'c'; the matrix has \\['a', 'b'\\]"):
         matrix.pair("a", "c")
+
+
+def test_matrix_table_names_its_measure():
+    y = sp.csr_matrix(np.array([[1.0, 0, 1, 0], [0, 1, 0, 1]]))
+    runs = {"a": np.array([[4.0, 3, 2, 1]] * 2), "b": np.array([[1.0, 2, 3, 4]] * 2)}
+    for weighting, name in (("uniform", "RPP"), ("dcg", "dcgRPP"), ("inverse", "invRPP")):
+        table = preference_matrix(y, runs, weighting=weighting).table()
+        assert table.splitlines()[0] == f"| {name}(row, col) | a | b |"

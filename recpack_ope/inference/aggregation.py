@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats
 
 from .._chunks import CHUNK_ELEMENTS
+from .._validation import check_fraction, real_array
 
 __all__ = ["borda", "majority", "mc4", "order"]
 
@@ -31,7 +32,7 @@ METHODS = ("mc4", "borda", "mean")
 
 
 def _scores(per_user) -> np.ndarray:
-    scores = np.asarray(per_user, dtype=np.float64)
+    scores = real_array(per_user, "per_user", axes=("user row", "system")).astype(np.float64, copy=False)
     if scores.ndim != 2 or scores.shape[1] < 2:
         raise ValueError(f"per-user scores must be users × systems with ≥ 2 systems, got shape {scores.shape}")
     if np.isnan(scores).any():
@@ -67,8 +68,7 @@ def mc4(per_user, damping: float = 0.15) -> np.ndarray:
     damping : float
         Teleport probability α in (0, 1).
     """
-    if not 0.0 < damping < 1.0:
-        raise ValueError(f"damping must lie in (0, 1), got {damping!r}")
+    damping = check_fraction(damping, "damping")
     wins = majority(per_user)
     m = wins.shape[0]
     # Row i moves to each j that a majority prefers to i with probability 1/M, else stays.

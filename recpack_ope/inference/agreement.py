@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .._validation import real_array, shown
+
 __all__ = [
     "MetricAgreement",
     "agreement",
@@ -32,14 +34,36 @@ _CORRELATIONS = {
 }
 
 
-def _paired_vectors(a, b, min_size: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(a, dtype=np.float64)
-    y = np.asarray(b, dtype=np.float64)
+def _aligned(a, b, names: tuple[str, str]):
+    """``b`` in the order of ``a`` when both are pandas Series labelled by model: values are
+    paired by label, never by position. Repeated or unmatched labels are refused."""
+    if not all(hasattr(v, "index") and hasattr(v, "reindex") and np.ndim(v) == 1 for v in (a, b)):
+        return a, b
+    for name, v in zip(names, (a, b), strict=True):
+        repeated = v.index[v.index.duplicated()]
+        if repeated.size:
+            raise ValueError(f"{name} metric vector labels model {shown(repeated[0])} more than once")
+    for lacking, (name, v, other) in zip(names[::-1], ((names[0], a, b), (names[1], b, a)), strict=True):
+        unmatched = v.index[~v.index.isin(other.index)]
+        if unmatched.size:
+            raise ValueError(
+                f"the metric vectors label different models: the {lacking} metric vector has "
+                f"no model {shown(unmatched[0])}, which the {name} has"
+            )
+    return a, b.reindex(a.index)
+
+
+def _paired_vectors(a, b, min_size: int = 2, names: tuple[str, str] = ("first", "second")) -> tuple[np.ndarray, np.ndarray]:
+    """Two metrics' values for the same models as float arrays (pandas Series aligned by
+    label), finite and of equal length."""
+    a, b = _aligned(a, b, names)
+    x = real_array(a, f"{names[0]} metric vector").astype(np.float64)
+    y = real_array(b, f"{names[1]} metric vector").astype(np.float64)
     if x.ndim != 1 or x.shape != y.shape:
         raise ValueError(f"metric vectors must be 1-D of equal length, got {x.shape} and {y.shape}")
     if x.size < min_size:
         raise ValueError(f"need at least {min_size} models, got {x.size}")
-    for name, v in (("first", x), ("second", y)):
+    for name, v in zip(names, (x, y), strict=True):
         bad = np.flatnonzero(~np.isfinite(v))
         if bad.size:
             raise ValueError(f"{name} metric vector has {float(v[bad[0]])} at model {bad[0]}")
@@ -95,6 +119,9 @@ def agreement(a, b) -> MetricAgreement:
     Returns
     -------
     MetricAgreement
+        The correlations are NaN, with scipy's ``ConstantInputWarning``, when either metric is
+        constant over the models (they are undefined); the disagreement probability is
+        defined for any values. Two pandas Series are paired by their model labels.
     """
     x, y = _paired_vectors(a, b, min_size=3)
     r, r_p = stats.pearsonr(x, y)
@@ -148,10 +175,10 @@ def steiger_z(
     -------
     (z, p_value) : tuple of float
     """
-    if n <= 3:
-        raise ValueError(f"Steiger's test needs n > 3 observations, got {n}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 3:
+        raise ValueError(f"Steiger's test needs an integer n > 3 observations, got {n!r}")
     for name, r in (("r_xy", r_xy), ("r_xz", r_xz), ("r_yz", r_yz)):
-        if not -1.0 < r < 1.0:
+        if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)) or not -1.0 < r < 1.0:
             raise ValueError(f"{name} must lie strictly inside (-1, 1), got {r!r}")
     rbar2 = ((r_xy + r_xz) / 2) ** 2
     psi = r_yz * (1 - 2 * rbar2) - 0.5 * rbar2 * (1 - 2 * rbar2 - r_yz**2)
@@ -191,10 +218,19 @@ def steiger_test(
     """
     if method not in _CORRELATIONS:
         raise ValueError(f"method must be one of {sorted(_CORRELATIONS)}, got {method!r}")
-    t, a = _paired_vectors(truth, y, min_size=4)
-    _, b = _paired_vectors(truth, z, min_size=4)
+    t, a = _paired_vectors(truth, y, min_size=4, names=("truth", "y"))
+    _, b = _paired_vectors(truth, z, min_size=4, names=("truth", "z"))
     corr = _CORRELATIONS[method]
     r_ty, r_tz, r_yz = corr(t, a), corr(t, b), corr(a, b)
+    for label, r in (("truth and y", r_ty), ("truth and z", r_tz), ("y and z", r_yz)):
+        # A perfect correlation computed in floating point can miss ±1 by one rounding; its
+        # Fisher transform is infinite either way, so Steiger's Z is undefined.
+        if not abs(r) < 1 - 1e-12:
+            raise ValueError(
+                f"the {method} correlation of {label} is {r!r}: Steiger's test needs "
+                "correlations strictly inside (-1, 1) (a constant or perfectly (anti-)correlated "
+                "metric has none)"
+            )
     stat, p = steiger_z(r_ty, r_tz, r_yz, t.size, alternative)
     return SteigerResult(
         r_truth_y=float(r_ty), r_truth_z=float(r_tz), r_y_z=float(r_yz), z=stat, p_value=p, n=int(t.size)

@@ -88,6 +88,18 @@ class ClipSelection:
     chosen: int
     method: str = "SLOPE"
 
+    def __post_init__(self) -> None:
+        sizes = {np.shape(self.thresholds), np.shape(self.values), np.shape(self.standard_errors)}
+        if len(sizes) != 1 or len(sizes.pop()) != 1:
+            raise ValueError(
+                "thresholds, values and standard_errors must be 1-D arrays of one length, got "
+                f"shapes {np.shape(self.thresholds)}, {np.shape(self.values)} and "
+                f"{np.shape(self.standard_errors)}"
+            )
+        n = np.shape(self.thresholds)[0]
+        if isinstance(self.chosen, bool) or not isinstance(self.chosen, (int, np.integer)) or not 0 <= self.chosen < n:
+            raise ValueError(f"chosen must index one of the {n} thresholds, got {self.chosen!r}")
+
     @property
     def clip(self) -> float | None:
         """The selected ``m``; None when no clipping was selected."""

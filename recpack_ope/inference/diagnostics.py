@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_fraction
+
 __all__ = [
     "ESS_RATIO_THRESHOLD",
     "ReliabilityWarning",
@@ -61,12 +63,9 @@ def share(part: float, total: float) -> float:
 def check_ess_threshold(threshold: float) -> float:
     """The ESS-ratio threshold as a float in (0, 1]; the message names the argument."""
     try:
-        value = float(threshold)
-    except (TypeError, ValueError):
+        return check_fraction(threshold, "ess_threshold", include_one=True)
+    except ValueError:
         raise ValueError(f"ess_threshold must be a number in (0, 1], got {threshold!r}") from None
-    if not 0 < value <= 1:
-        raise ValueError(f"ess_threshold must be in (0, 1], got {threshold!r}")
-    return value
 
 
 @dataclass(frozen=True)

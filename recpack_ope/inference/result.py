@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .._validation import check_fraction, real_array, shown
 from .clipping import ClipSelection
 from .diagnostics import WeightDiagnostics
 
@@ -41,8 +42,7 @@ def _standard_error(influence: np.ndarray, what: str) -> float:
 
 def _half_width(se: float, n_users: int, level: float) -> float:
     """Half-width of the two-sided Student-t interval with ``n_users − 1`` degrees of freedom."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    level = check_fraction(level, "level")
     return float(stats.t.ppf(0.5 + level / 2, n_users - 1) * se)
 
 
@@ -139,6 +139,11 @@ class PairedEstimate(ABC):
             Difference, its standard error, confidence interval and two-sided p-value; with a
             control variate also ``control_coefficient`` (β̂) and ``variance_reduction``.
         """
+        if not isinstance(other, PairedEstimate):
+            raise TypeError(
+                f"other must be an estimate (EstimateResult, StratifiedResult, …) to pair with "
+                f"{self.name}, got {type(other).__name__}"
+            )
         if not np.array_equal(self.user_ids, other.user_ids):
             raise ValueError(
                 f"cannot pair {self.name} ({self.n_users} users) with {other.name} "
@@ -234,12 +239,37 @@ class EstimateResult(PairedEstimate):
     control: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        terms = np.asarray(self.terms, dtype=np.float64).reshape(len(self.user_ids), -1)
-        if terms.shape[1] != len(self.exponents):
-            raise ValueError(f"{terms.shape[1]} term columns but {len(self.exponents)} exponents")
+        exponents = self.exponents
+        if not (isinstance(exponents, tuple) and exponents and all(
+            not isinstance(e, bool) and e in (1, -1) for e in exponents
+        )):
+            raise ValueError(f"exponents must be a non-empty tuple of +1 and -1, got {exponents!r}")
+        user_ids = real_array(self.user_ids, "user_ids")
+        if user_ids.ndim != 1 or user_ids.dtype.kind not in "iu":
+            raise ValueError(
+                f"user_ids must be a 1-D integer array, got dtype {user_ids.dtype} and shape {user_ids.shape}"
+            )
+        n_excluded = self.n_excluded_users
+        if isinstance(n_excluded, bool) or not isinstance(n_excluded, (int, np.integer)) or n_excluded < 0:
+            raise ValueError(f"n_excluded_users must be an integer >= 0, got {shown(n_excluded)}")
+        terms = real_array(self.terms, f"terms of {self.name}")
+        if terms.size != user_ids.size * len(exponents):
+            raise ValueError(
+                f"terms of {self.name} have shape {terms.shape}; expected one value per user and "
+                f"exponent, ({user_ids.size}, {len(exponents)})"
+            )
+        terms = terms.astype(np.float64, copy=False).reshape(user_ids.size, len(exponents))
+        bad = np.argwhere(~np.isfinite(terms))
+        if bad.size:
+            u, k = bad[0]
+            raise ValueError(
+                f"terms of {self.name} are not finite: {terms[u, k]} in column {k} for user "
+                f"{user_ids[u]}; check the inputs (e.g. propensities so small that 1/p overflows)"
+            )
         object.__setattr__(self, "terms", terms)
+        object.__setattr__(self, "user_ids", user_ids)
         if self.control is not None:
-            control = np.asarray(self.control, dtype=np.float64)
+            control = real_array(self.control, "control").astype(np.float64, copy=False)
             if control.shape != (len(self.user_ids),):
                 raise ValueError(
                     f"control has shape {control.shape}, expected one value per user "

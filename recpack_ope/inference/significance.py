@@ -50,12 +50,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 
 from .._chunks import CHUNK_ELEMENTS
-from .._validation import check_positive_int
+from .._validation import check_fraction, check_positive_int, check_seed, real_array
 from .result import t_test_p_value
 from .systems import PreferenceMatrix, SystemScores
 
@@ -73,6 +72,9 @@ __all__ = [
 
 #: Tests :func:`discriminative_power` accepts; its default runs the first two.
 TESTS = ("tukey", "bonferroni", "holm", "bh")
+#: Values :func:`randomised_tukey_hsd` may permute in total (resamples × users × systems,
+#: × systems again for preferences): about an hour of work at typical speeds.
+TUKEY_BUDGET = 2**40
 #: Multiple-testing corrections of :func:`adjust_p_values` and :func:`paired_t_tests`.
 CORRECTIONS = ("bonferroni", "holm", "bh", "none")
 
@@ -112,7 +114,7 @@ def adjust_p_values(p, method: str) -> np.ndarray:
     """
     if method not in CORRECTIONS:
         raise ValueError(f"method must be one of {CORRECTIONS}, got {method!r}")
-    p = np.array(p, dtype=np.float64)
+    p = real_array(p, "p").astype(np.float64)
     if p.ndim != 1:
         raise ValueError(f"p must be a 1-D array of p-values, got shape {p.shape}")
     bad = ~np.isfinite(p) | (p < 0) | (p > 1)
@@ -134,13 +136,6 @@ def adjust_p_values(p, method: str) -> np.ndarray:
     out = np.empty(n)
     out[order] = np.minimum(adjusted, 1.0)
     return out
-
-
-def _check_alpha(alpha) -> float:
-    """Significance level as a float in (0, 1); the message names ``alpha``."""
-    if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    return float(alpha)
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,11 +173,13 @@ class PairwiseTests:
 
     def power(self, alpha: float = 0.05) -> float:
         """Share of the unordered pairs separated at ``p < alpha``."""
+        alpha = check_fraction(alpha, "alpha")
         upper = np.triu_indices(len(self.names), 1)
         return float((self.p_value[upper] < alpha).mean())
 
     def pairs(self, alpha: float = 0.05) -> list[tuple[str, str, float, float]]:
         """Significant pairs ``(better, worse, difference, p)``, most significant first."""
+        alpha = check_fraction(alpha, "alpha")
         s, t = np.nonzero((self.p_value < alpha) & (self.difference > 0))
         rows = [(self.names[i], self.names[j], float(self.difference[i, j]), float(self.p_value[i, j]))
                 for i, j in zip(s, t, strict=False)]
@@ -198,6 +195,17 @@ def _kind(sample) -> str:
         "sample must be a SystemScores (per-user metric values) or a PreferenceMatrix, got "
         f"{type(sample).__name__}"
     )
+
+
+def _finite(sample) -> None:
+    """The tests need finite per-user values; the message names the user row and system."""
+    bad = ~np.isfinite(sample.per_user)
+    if bad.any():
+        u, s = np.argwhere(bad)[0][:2]
+        raise ValueError(
+            f"sample.per_user has {float(sample.per_user[bad][0])} for user row {u}, system "
+            f"{sample.names[s]!r}; scores must be finite"
+        )
 
 
 def _observed(sample) -> np.ndarray:
@@ -228,6 +236,8 @@ def paired_t_tests(sample, correction: str = "bonferroni") -> PairwiseTests:
     """
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {CORRECTIONS}, got {correction!r}")
+    _kind(sample)
+    _finite(sample)
     diff = _observed(sample)
     n = sample.per_user.shape[0]
     if n < 2:
@@ -261,18 +271,31 @@ def randomised_tukey_hsd(sample, n_resamples: int = 1000, seed: int | None = 0) 
     sample : SystemScores or PreferenceMatrix
         Per-user metric values or per-user preferences.
     n_resamples : int
-        Number of random relabellings B; the smallest attainable p-value is 1/(B + 1).
-    seed : int or None
+        Number of random relabellings B; the smallest attainable p-value is 1/(B + 1). The
+        work, B × users × systems values (× systems again for preferences), may not exceed
+        :data:`TUKEY_BUDGET`; a larger request is refused with its size named.
+    seed : int, numpy Generator or None
         Seed of the permutations.
     """
     n_resamples = check_positive_int(n_resamples, "n_resamples")
+    seed = check_seed(seed)
     kind = _kind(sample)
+    _finite(sample)
     observed = np.abs(_observed(sample))
     values = sample.per_user
     n_users, m = values.shape[0], len(sample.names)
-    rng = np.random.default_rng(seed)
-    maxima = np.empty(n_resamples)
     per_resample = n_users * m * (m if kind == "preference" else 1)
+    if n_resamples * per_resample > TUKEY_BUDGET:
+        raise ValueError(
+            f"n_resamples={n_resamples} would permute {n_resamples * per_resample:.3g} values "
+            f"({n_users} users × {m} systems{f' × {m}' if kind == 'preference' else ''} per "
+            f"resample), more than the {TUKEY_BUDGET:.3g} this test allows (hours of work); "
+            "use fewer resamples"
+        )
+    rng = np.random.default_rng(seed)
+    # Compare with a relative tolerance so float noise in the means cannot flip a tie.
+    thresholds = observed.ravel() * (1 - 1e-12)
+    reached = np.zeros(thresholds.size, dtype=np.int64)
     batch = max(1, CHUNK_ELEMENTS // per_resample)
     users = np.arange(n_users)[None, :, None]
     for start in range(0, n_resamples, batch):
@@ -280,15 +303,15 @@ def randomised_tukey_hsd(sample, n_resamples: int = 1000, seed: int | None = 0) 
         perm = _permutations(rng, n_users, m, size)
         if kind == "metric":
             means = values[users, perm].mean(axis=1)
-            maxima[start : start + size] = means.max(axis=1) - means.min(axis=1)
+            maxima = means.max(axis=1) - means.min(axis=1)
         else:
             # RPP_u(σ_u(s), σ_u(t)) for every pair: gather rows, then columns, of each user's matrix.
             rows = values[users, perm]
             permuted = np.take_along_axis(rows, perm[:, :, None, :], axis=3)
-            maxima[start : start + size] = np.abs(permuted.mean(axis=1)).max(axis=(1, 2))
-    # Compare with a relative tolerance so float noise in the means cannot flip a tie.
-    reached = maxima[None, None, :] >= observed[:, :, None] * (1 - 1e-12)
-    p = (1 + reached.sum(axis=2)) / (1 + n_resamples)
+            maxima = np.abs(permuted.mean(axis=1)).max(axis=(1, 2))
+        # Count the maxima reaching each pair's difference without keeping all B of them.
+        reached += size - np.searchsorted(np.sort(maxima), thresholds, side="left")
+    p = (1 + reached.reshape(observed.shape)) / (1 + n_resamples)
     np.fill_diagonal(p, 1.0)
     return PairwiseTests(names=sample.names, difference=_observed(sample), p_value=p,
                          test="tukey", measure=sample.name)
@@ -354,13 +377,21 @@ def discriminative_power(
     n_resamples, seed
         Of the randomised Tukey HSD.
     """
-    if not samples:
-        raise ValueError("samples is empty: give at least one measure")
+    if not isinstance(samples, Mapping) or not samples:
+        raise ValueError(
+            "samples must map measure names to SystemScores or PreferenceMatrix samples, got "
+            f"{type(samples).__name__}{' (empty)' if isinstance(samples, Mapping) else ''}"
+        )
+    if isinstance(tests, str) or not hasattr(tests, "__iter__"):
+        raise ValueError(f"tests must be a tuple of test names from {TESTS}, got {tests!r}")
     unknown = [t for t in tests if t not in TESTS]
     if unknown:
         raise ValueError(f"unknown test {unknown[0]!r}; choose from {TESTS}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    alpha = check_fraction(alpha, "alpha")
+    n_resamples = check_positive_int(n_resamples, "n_resamples")
+    seed = check_seed(seed)
+    for sample in samples.values():
+        _kind(sample)
     names = {tuple(s.names) for s in samples.values()}
     if len(names) != 1:
         raise ValueError(f"samples cover different systems: {sorted(names)}")
@@ -503,7 +534,9 @@ def tied_with_best(
             "sample must be a SystemScores (per-user scores of each system), got "
             f"{type(sample).__name__}; for a PreferenceMatrix use its win_rates()"
         )
-    alpha = _check_alpha(alpha)
+    alpha = check_fraction(alpha, "alpha")
+    n_resamples = check_positive_int(n_resamples, "n_resamples")
+    seed = check_seed(seed)
     if test not in ("t", "tukey"):
         raise ValueError(f"test must be 't' or 'tukey', got {test!r}")
     if test == "tukey":
@@ -513,7 +546,6 @@ def tied_with_best(
                 "already controls the family-wise error rate; leave correction None or 'none'"
             )
         correction = "none"
-        n_resamples = check_positive_int(n_resamples, "n_resamples")
     elif correction is None:
         correction = "holm"
     elif correction not in CORRECTIONS:
@@ -524,14 +556,7 @@ def tied_with_best(
         raise ValueError(f"sample must hold at least 2 systems, got {m}: {list(sample.names)}")
     if n_users < 2:
         raise ValueError(f"sample must hold at least 2 users, got {n_users}")
-    bad = ~np.isfinite(values)
-    if bad.any():
-        u, s = np.argwhere(bad)[0]
-        raise ValueError(
-            f"sample.per_user has {float(values[u, s])} for user row {u}, system {sample.names[s]!r}; "
-            "scores must be finite"
-        )
-
+    _finite(sample)
     means = sample.means
     order = np.argsort(-means, kind="stable")
     best = int(order[0])

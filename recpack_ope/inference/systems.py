@@ -15,13 +15,28 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._validation import real_array
 from . import aggregation
-from .result import EstimateResult
+from .result import EstimateResult, PairedEstimate
 
 if TYPE_CHECKING:
     from .significance import TiedWithBest
 
 __all__ = ["SystemScores", "PreferenceMatrix"]
+
+
+def _system_names(names) -> tuple[str, ...]:
+    """System names as a tuple of distinct strings; a bare string is refused rather than split
+    into one system per character."""
+    if isinstance(names, str) or not hasattr(names, "__iter__"):
+        raise ValueError(f"names must be a sequence of system names, got {names!r}")
+    names = tuple(names)
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError(f"system names must be strings, got {names!r}")
+    if len(set(names)) != len(names):
+        repeated = next(n for i, n in enumerate(names) if n in names[:i])
+        raise ValueError(f"system names must be distinct; {repeated!r} appears more than once")
+    return names
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,7 +48,8 @@ class SystemScores:
     names : tuple of str
         System names, in column order.
     per_user : numpy.ndarray, shape (n_users, M)
-        Score of each system for each user; higher is better.
+        Score of each system for each user; higher is better. A pandas DataFrame is aligned
+        to ``names`` by its column labels.
     user_ids : numpy.ndarray
         Rows of ``y_true`` the users are.
     name : str
@@ -49,13 +65,25 @@ class SystemScores:
     n_excluded_users: int = 0
 
     def __post_init__(self) -> None:
-        per_user = np.asarray(self.per_user, dtype=np.float64)
-        if per_user.shape != (len(self.user_ids), len(self.names)):
+        names = _system_names(self.names)
+        per_user = self.per_user
+        columns = getattr(per_user, "columns", None)
+        if columns is not None:
+            # A DataFrame's columns say which system each column is: align them by name.
+            labels = tuple(str(c) for c in columns)
+            if sorted(labels) != sorted(names):
+                raise ValueError(
+                    f"per_user is a DataFrame with columns {list(labels)} but names are "
+                    f"{list(names)}: they must name the same systems"
+                )
+            per_user = per_user.iloc[:, [labels.index(n) for n in names]].to_numpy()
+        per_user = real_array(per_user, "per_user", axes=("user row", "system")).astype(np.float64, copy=False)
+        if per_user.shape != (len(self.user_ids), len(names)):
             raise ValueError(
                 f"per_user has shape {per_user.shape}, expected (users, systems) = "
-                f"({len(self.user_ids)}, {len(self.names)})"
+                f"({len(self.user_ids)}, {len(names)})"
             )
-        object.__setattr__(self, "names", tuple(self.names))
+        object.__setattr__(self, "names", names)
         object.__setattr__(self, "per_user", per_user)
 
     @classmethod
@@ -65,8 +93,17 @@ class SystemScores:
         ``per_user`` of each result is used (the metric value for plain means; the
         contribution ``DCG_u / mean(iDCG)`` for pnDCG, whose mean is the value).
         """
-        if len(results) < 2:
-            raise ValueError(f"need at least two systems, got {len(results)}")
+        if not isinstance(results, Mapping) or len(results) < 2:
+            raise ValueError(
+                "results must map at least two system names to their estimates, got "
+                f"{type(results).__name__} of length {len(results) if hasattr(results, '__len__') else '?'}"
+            )
+        wrong = [n for n, r in results.items() if not isinstance(r, PairedEstimate)]
+        if wrong:
+            raise TypeError(
+                f"results[{wrong[0]!r}] is a {type(results[wrong[0]]).__name__}, not an estimate "
+                "(EstimateResult) of the metric"
+            )
         items = list(results.items())
         first_name, first = items[0]
         for other_name, other in items[1:]:
@@ -180,6 +217,18 @@ class PreferenceMatrix:
     name: str
     n_excluded_users: int
 
+    def __post_init__(self) -> None:
+        names = _system_names(self.names)
+        per_user = real_array(self.per_user, "per_user").astype(np.float64, copy=False)
+        m = len(names)
+        if per_user.shape != (len(self.user_ids), m, m):
+            raise ValueError(
+                f"per_user has shape {per_user.shape}, expected (users, systems, systems) = "
+                f"({len(self.user_ids)}, {m}, {m})"
+            )
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "per_user", per_user)
+
     @property
     def mean(self) -> np.ndarray:
         """Mean preference over users, ``mean[s, t]`` = RPP(s, t) (M × M)."""
@@ -210,8 +259,9 @@ class PreferenceMatrix:
         )
 
     def table(self) -> str:
-        """Markdown table of mean RPP(row, column) over users."""
-        lines = ["| RPP(row, col) | " + " | ".join(self.names) + " |", "|---|" + "---|" * len(self.names)]
+        """Markdown table of the mean preference of row over column (the matrix's measure, e.g.
+        ``dcgRPP(row, col)``) over users."""
+        lines = [f"| {self.name}(row, col) | " + " | ".join(self.names) + " |", "|---|" + "---|" * len(self.names)]
         for name, row in zip(self.names, self.mean, strict=False):
             lines.append(f"| {name} | " + " | ".join(f"{v:+.3f}" for v in row) + " |")
         return "\n".join(lines)

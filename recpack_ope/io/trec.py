@@ -10,17 +10,20 @@
   document omitted (worst case). Gzipped files are read transparently.
 
 The run's name is its file name without ``input.`` and ``.gz``, as in the reference.
-Reading uses pandas' C parser (the ``trec`` extra: ``pip install 'recpack-ope[trec]'``).
+Reading uses pandas' C parser (the ``trec`` extra; from a clone: ``pip install ".[trec]"``).
 """
 
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import check_finite_number
 from ..metrics.ranking import TopK
 
 __all__ = ["TrecCollection", "read_trec", "run_name"]
@@ -36,7 +39,7 @@ def _pandas():
         import pandas
     except ModuleNotFoundError:
         raise ModuleNotFoundError(
-            "reading trec files needs pandas: pip install 'recpack-ope[trec]'", name="pandas"
+            'reading trec files needs pandas: in a clone of recpack-ope, pip install ".[trec]"', name="pandas"
         ) from None
     return pandas
 
@@ -44,10 +47,13 @@ def _pandas():
 def _read_columns(path: str, columns: list[int], names: list[str], what: str):
     """The given columns of a whitespace-separated file (a DataFrame); the last one parsed as a number."""
     pd = _pandas()
+    if os.path.isdir(path):
+        raise ValueError(f"{what} file {path!r} is a directory, not a file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{what} file {path!r} does not exist")
+    compression = _compression(path)
     options = dict(sep=r"\s+", header=None, usecols=columns, na_filter=False,
-                   compression=_compression(path), engine="c")
+                   compression=compression, engine="c")
     try:
         try:
             frame = pd.read_csv(path, dtype={c: str for c in columns[:-1]} | {columns[-1]: np.float64}, **options)
@@ -56,6 +62,11 @@ def _read_columns(path: str, columns: list[int], names: list[str], what: str):
             frame = pd.read_csv(path, dtype=str, **options)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{what} file {path!r} is empty") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ValueError(
+            f"{what} file {path!r} is a truncated or corrupt gzip file ({exc}); download or "
+            "compress it again"
+        ) from None
     except ValueError as exc:
         raise ValueError(f"{what} file {path!r} is not in trec format ({exc})") from None
     frame.columns = names
@@ -79,6 +90,13 @@ def _numbers(values, path: str, what: str) -> np.ndarray:
         line = int(np.flatnonzero(bad)[0]) + 1
         raise ValueError(f"{what} file {path!r} has a non-numeric value {values.iloc[line - 1]!r} on line {line}")
     return numbers
+
+
+def _path(path, what: str) -> str:
+    """A file path as str; anything else is refused naming what it should be."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"a {what} file path must be a str or os.PathLike, got {type(path).__name__}")
+    return os.fsdecode(path)
 
 
 def run_name(path: str) -> str:
@@ -119,20 +137,50 @@ def read_trec(
 
     Parameters
     ----------
-    qrels : str
+    qrels : str or os.PathLike
         Path of the qrels file.
-    runs : list of str
-        Paths of the run files, one system each.
+    runs : list of str or os.PathLike
+        Paths of the run files, one system each (a list even for one run).
     relevance_threshold : float or None
         Binarise grades: relevant (1) when ``grade ≥ threshold``, else not relevant; None
         keeps the grades (the reference's ``--binary_relevance``).
     depth : int or None
         Keep only each query's top ``depth`` documents of every run (``--topk``).
+
+    Raises
+    ------
+    ValueError
+        For a single path given as ``runs``, an invalid ``depth`` or threshold, and files
+        that are empty, truncated or corrupt gzip, not in trec format, or with a grade that
+        is not finite (each naming the file and line).
+    FileNotFoundError
+        For a path that does not exist.
     """
-    if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
+    if isinstance(runs, (str, bytes, os.PathLike)):
+        raise ValueError(
+            f"runs must be a list of run file paths, got the single path {os.fsdecode(runs)!r}: "
+            "pass [path] for one run"
+        )
+    try:
+        runs = [_path(path, "run") for path in list(runs)]
+    except TypeError as exc:
+        raise TypeError(f"runs must be a list of run file paths: {exc}") from None
+    qrels = _path(qrels, "qrels")
+    if depth is not None and (
+        isinstance(depth, (bool, np.bool_)) or not isinstance(depth, (int, float, np.integer, np.floating))
+        or not np.isfinite(depth) or int(depth) != depth or depth < 1
+    ):
         raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
+    if relevance_threshold is not None:
+        relevance_threshold = check_finite_number(relevance_threshold, "relevance_threshold")
     pd = _pandas()
     judged = _read_columns(qrels, [0, 2, 3], ["query", "doc", "grade"], "qrels")
+    odd = np.flatnonzero(~np.isfinite(judged["grade"].to_numpy()))
+    if odd.size:
+        raise ValueError(
+            f"qrels file {qrels!r} has grade {judged['grade'].iloc[odd[0]]} on line {odd[0] + 1}; "
+            "grades are finite numbers"
+        )
     if relevance_threshold is not None:
         judged["grade"] = (judged["grade"].to_numpy() >= relevance_threshold).astype(np.float64)
     judged = judged[judged["grade"] > 0].groupby(["query", "doc"], sort=False, as_index=False)["grade"].max()

@@ -18,17 +18,27 @@ For subsets S ⊆ D (bit masks), with ``W_S`` their weight and ``W_out = W_C −
 
 Lemma 2 of the paper reaches the same numbers in O(n²·2ⁿ) per rank; splitting every ordering
 at rank r into the prefix S, the product p and the suffix gives all ranks at once in
-O(n·2ⁿ). Every term is a product of exactly n factors, so each factor is scaled by
-``n / W_D`` to keep products of tiny weights far from underflow; the scale cancels in q.
+O(n·2ⁿ).
+
+Every ordering of D is a product of n factors ``w_p / m``, m the mass left before the draw.
+The numerators multiply to ``Π_{p∈D} w_p`` in every ordering, so they cancel in q and are left
+out; the factor of the draw with c products of D left is taken as ``m_c / m`` instead of
+``1 / m``, where ``m_c = W_out + (the c lightest weights of D)`` is the least mass c products
+can leave, a constant of the position that also cancels. Every factor then lies in (0, 1] and
+the heaviest-first ordering has product 1, so nothing overflows and only orderings
+negligible next to it underflow, whatever the spread of the weights. The masses left are sums
+of weights (``W_out + W_T`` for the products T still to draw), never differences such as
+``W_C − W_S``, which lose every digit when a heavy product has been drawn.
 
 Approximation for large banners
 -------------------------------
 Beyond ``max_exact`` products (16 by default, Criteo's largest banner), orderings are drawn
 from the PL policy restricted to D (proposal ``Π_i w_{σ_i} / (W_D − W_{σ<i})``) and
 importance-weighted by ``Π_i (W_D − W_{σ<i}) / (W_C − W_{σ<i})``, the ratio of the true
-conditional to the proposal up to a constant. The self-normalised estimate of ``q_r(p)`` comes
-with its delta-method standard error; with ``W_out = 0`` the weights are all 1 and this is
-plain Monte Carlo.
+conditional to the proposal up to a constant (computed as ``Π_i L_i / (L_i + W_out)`` in log
+space, ``L_i`` the displayed weight still to draw, summed from the end). The self-normalised
+estimate of ``q_r(p)`` comes with its delta-method standard error; with ``W_out = 0`` the
+weights are all 1 and this is plain Monte Carlo.
 """
 
 from __future__ import annotations
@@ -38,24 +48,33 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._validation import check_positive_int
+from .._validation import check_finite_number, check_positive_int, check_seed, real_array
+from .plackett_luce import sample_rankings
 
 __all__ = ["banner_rank_marginals", "sampled_banner_rank_marginals", "exact_marginals", "MAX_EXACT"]
 
 MAX_EXACT = 16
+# An outside mass negative by at most this share of the displayed weight is rounding (a total
+# minus the displayed weights, all candidates displayed) and taken as 0.
+ROUNDING = 1e-12
 
 
 def _check_banner(weights, outside) -> tuple[np.ndarray, float]:
-    w = np.asarray(weights, dtype=np.float64)
+    w = np.asarray(real_array(weights, "weights"), dtype=np.float64)
     if w.ndim != 1 or w.size == 0:
         raise ValueError(f"weights must be a non-empty 1-D array, got shape {w.shape}")
     bad = np.flatnonzero(~np.isfinite(w) | (w <= 0))
     if bad.size:
         raise ValueError(f"Plackett–Luce weight of product {bad[0]} is {w[bad[0]]}; weights are > 0")
-    outside = float(outside)
-    if not (np.isfinite(outside) and outside >= 0):
-        raise ValueError(f"outside_mass must be finite and >= 0, got {outside!r}")
-    return w, outside
+    value = check_finite_number(outside, "outside_mass")
+    if value < 0:
+        if -value > ROUNDING * w.sum():
+            raise ValueError(
+                f"outside_mass must be finite and >= 0, got {outside!r}: more negative than the "
+                f"rounding of a total minus the displayed weights ({ROUNDING:g} × {w.sum():.6g})"
+            )
+        value = 0.0
+    return w, value
 
 
 @lru_cache(maxsize=None)
@@ -92,16 +111,23 @@ def exact_marginals(w: np.ndarray, outside: np.ndarray) -> np.ndarray:
     """``q[b, r, p] = P(P_{r+1} = p | D)`` for a batch of validated banners of one size n.
 
     Arrays are laid out masks × banners, so gathering the subsets of a layer moves whole
-    contiguous rows. Banners whose displayed weights are all equal are uniform over
-    orderings whatever the outside mass (every ordering has the same factors), so they get
-    exactly 1/n.
+    contiguous rows. Factors are ``m_c / (W_out + W_T)`` (module docstring). Banners whose
+    displayed weights are all equal are uniform over orderings whatever the outside mass
+    (every ordering has the same factors), so they get exactly 1/n.
     """
     n_banners, n = w.shape
     layers, containing, without, starts = _masks(n)
-    total_d = w.sum(axis=1)
-    total_c = total_d + outside
-    scaled = w * (n / total_d)[:, None]  # the common factor scale, see the module docstring
-    sums = _subset_sums(w)
+    with np.errstate(over="ignore"):
+        huge = ~np.isfinite(outside + w.sum(axis=1))
+    if huge.any():  # scale by a power of two (exact) so that every sum of masses is finite
+        scale = 2.0 ** -(math.ceil(math.log2(n + 1)) + 1)
+        w = np.where(huge[:, None], w * scale, w)
+        outside = np.where(huge, outside * scale, outside)
+    left = _subset_sums(w)
+    left += outside  # W_out + W_T: the mass left while the products of mask T are still to draw
+    least = np.zeros((n + 1, n_banners))  # least[c] = m_c
+    least[1:] = (outside[:, None] + np.cumsum(np.sort(w, axis=1), axis=1)).T
+    full = (1 << n) - 1
     forward = np.zeros((1 << n, n_banners))
     backward = np.zeros((1 << n, n_banners))
     forward[0] = backward[0] = 1.0
@@ -109,21 +135,26 @@ def exact_marginals(w: np.ndarray, outside: np.ndarray) -> np.ndarray:
         for p in range(n):
             sets = containing[k][p]
             before = sets ^ (1 << p)
-            forward[sets] += forward[before] * scaled[:, p] / (total_c - sums[before])
-            backward[sets] += backward[before] * scaled[:, p]
-        backward[layers[k]] /= outside + sums[layers[k]]
-    full = (1 << n) - 1
+            forward[sets] += forward[before] * _factor(least[n - k + 1], left[full ^ before])
+            backward[sets] += backward[before]
+        backward[layers[k]] *= _factor(least[k], left[layers[k]])
+    drawn = np.repeat(np.arange(n), [math.comb(n - 1, r) for r in range(n)])  # |S| of without[p]
     joint = np.empty((n_banners, n, n))
     for p in range(n):
         prefix = without[p]
         terms = (
-            forward[prefix] * scaled[:, p] / (total_c - sums[prefix])
+            forward[prefix] * _factor(least[n - drawn], left[full ^ prefix])
             * backward[full ^ prefix ^ (1 << p)]
         )
         joint[:, :, p] = np.add.reduceat(terms, starts, axis=0).T
     q = joint / forward[full][:, None, None]
     q[np.ptp(w, axis=1) == 0] = 1.0 / n
     return q
+
+
+def _factor(least: np.ndarray, left: np.ndarray) -> np.ndarray:
+    """``least / left`` in (0, 1]; 1 where both are 0 (weights below float range after scaling)."""
+    return np.divide(least, left, out=np.ones(np.broadcast_shapes(least.shape, left.shape)), where=left > 0)
 
 
 def banner_rank_marginals(weights, outside_mass: float = 0.0) -> np.ndarray:
@@ -166,11 +197,14 @@ def sampled_banner_rank_marginals(
     """
     w, outside = _check_banner(weights, outside_mass)
     n_samples = check_positive_int(n_samples, "n_samples")
-    rng = np.random.default_rng(rng)
+    rng = np.random.default_rng(check_seed(rng, "rng"))
     n = w.size
-    order = np.argsort(rng.standard_exponential((n_samples, n)) / w, axis=1)
-    drawn_before = np.cumsum(w[order], axis=1) - w[order]  # W of the products ranked above
-    log_ratio = np.sum(np.log(w.sum() - drawn_before) - np.log(w.sum() + outside - drawn_before), axis=1)
+    order = sample_rankings(w, n, n_samples, rng)
+    # log of the displayed weight still to draw before each draw, summed from the end in log
+    # space: no cancellation, no overflow.
+    to_draw = np.logaddexp.accumulate(np.log(w)[order][:, ::-1], axis=1)[:, ::-1]
+    with np.errstate(divide="ignore"):  # log(0) = -inf: no outside mass, every ratio 1
+        log_ratio = np.sum(to_draw - np.logaddexp(to_draw, np.log(outside)), axis=1)
     ratio = np.exp(log_ratio - log_ratio.max())
     cells = (np.arange(n) * n + order).ravel()  # (rank, product) of every draw
     per_draw = np.repeat(ratio, n)

@@ -20,28 +20,73 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_propensities
+from .._validation import (
+    check_float_exact,
+    check_key_space,
+    check_propensities,
+    check_sparse,
+    real_array,
+)
 
 __all__ = ["FeedLog"]
 
 
+# Ranks beyond this are refused: float64 no longer holds every integer above it.
+MAX_RANK = 2**53
+
+
 def _codes(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray | None, int]:
     """Non-negative integer ids as they are, anything else encoded: (codes, labels, size)."""
+    if values.dtype.kind == "c":
+        raise ValueError(f"{name} ids must be integers, text or reals, got complex dtype {values.dtype}")
     if np.issubdtype(values.dtype, np.integer) or values.dtype == bool:
+        if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
+            k = int(np.argmax(values))
+            raise ValueError(f"{name} id of row {k} is {int(values[k])}, beyond the int64 indices ids are used as")
         codes = values.astype(np.int64)
         if codes.size and codes.min() < 0:
-            raise ValueError(f"{name} ids must be >= 0, got {int(codes.min())}")
+            k = int(np.argmin(codes))
+            raise ValueError(f"{name} ids must be >= 0, got {int(codes[k])} in row {k}")
         return codes, None, int(codes.max()) + 1 if codes.size else 0
     if np.issubdtype(values.dtype, np.floating):
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
             raise ValueError(f"{name} id of row {bad[0]} is {values[bad[0]]}")
-    labels, codes = np.unique(values, return_inverse=True)
+    try:
+        labels, codes = np.unique(values, return_inverse=True)
+    except TypeError:  # objects that cannot be ordered: a missing id, or ids of mixed types
+        _unorderable(values, name)
+    if values.dtype.kind == "O":
+        missing = np.flatnonzero(np.frompyfunc(_is_missing, 1, 1)(labels).astype(bool))
+        if missing.size:
+            row = int(np.flatnonzero(codes.ravel() == missing[0])[0])
+            raise ValueError(f"{name} id of row {row} is missing ({labels[missing[0]]!r})")
     return codes.astype(np.int64).ravel(), labels, labels.size
 
 
+def _is_missing(value) -> bool:
+    """None, NaN or ``pd.NA`` (checked by name: the core does not import pandas)."""
+    return value is None or type(value).__name__ == "NAType" or (isinstance(value, float) and value != value)
+
+
+def _unorderable(values: np.ndarray, name: str):
+    """Raise for object ids that numpy cannot sort, naming the first missing or odd one out.
+
+    Only runs when sorting has failed, so its per-entry Python scan costs nothing otherwise."""
+    for row, value in enumerate(values):
+        if _is_missing(value):
+            raise ValueError(f"{name} id of row {row} is missing ({value!r})") from None
+    kinds = np.array([type(v).__name__ for v in values])
+    other = int(np.flatnonzero(kinds != kinds[0])[0])
+    raise ValueError(
+        f"{name} ids mix types that cannot be ordered: row 0 is {kinds[0]} {values[0]!r}, row "
+        f"{other} is {kinds[other]} {values[other]!r}; give ids of one type"
+    ) from None
+
+
 def _column(values, name: str, n: int, dtype=None) -> np.ndarray:
-    arr = np.asarray(values) if dtype is None else np.asarray(values, dtype=dtype)
+    """A 1-D column of n rows; with ``dtype`` (float64) a column of real numbers."""
+    arr = np.asarray(values) if dtype is None else np.asarray(real_array(values, name), dtype=dtype)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D column, got shape {arr.shape}")
     if arr.size != n:
@@ -128,22 +173,29 @@ class FeedLog:
         Raises
         ------
         ValueError
-            On length mismatches, ranks that are not integers >= 1, negative or non-finite
-            rewards, propensities or weights outside (0, 1], a session showing two items at
-            one rank or one item twice, or ids beyond ``n_items`` / ``n_contexts``.
+            On length mismatches, ranks that are not integers in 1..2**53, negative or
+            non-finite rewards, propensities or weights outside (0, 1], complex or text where
+            numbers belong, missing ids, ids of mixed types, a session showing two items at one
+            rank or one item twice, ids beyond ``n_items`` / ``n_contexts``, or integer ids so
+            large that ``n_contexts × n_items`` reaches 2**63 (the int64 keys of (context,
+            item) pairs).
         """
         session = np.asarray(session)
         if session.ndim != 1 or session.size == 0:
             raise ValueError(f"session must be a non-empty 1-D column, got shape {session.shape}")
         n = session.size
         item = _column(item, "item", n)
-        rank = _column(rank, "rank", n)
+        rank = _column(real_array(rank, "rank"), "rank", n)
         reward = _column(reward, "reward", n, np.float64)
         if not (np.issubdtype(rank.dtype, np.integer) or np.issubdtype(rank.dtype, np.floating)):
             raise ValueError(f"rank must be numeric, got dtype {rank.dtype}")
-        bad = np.flatnonzero(~np.isfinite(rank) | (rank < 1) | (rank != np.round(rank)))
+        bad = np.flatnonzero(
+            ~np.isfinite(rank) | (rank < 1) | (rank > MAX_RANK) | (rank != np.round(rank))
+        )
         if bad.size:
-            raise ValueError(f"rank of row {bad[0]} is {rank[bad[0]]}; ranks are integers >= 1")
+            raise ValueError(
+                f"rank of row {bad[0]} is {rank[bad[0]]}; ranks are integers >= 1 (at most 2**53)"
+            )
         rank = rank.astype(np.int64)
         bad = np.flatnonzero(~np.isfinite(reward) | (reward < 0))
         if bad.size:
@@ -158,6 +210,7 @@ class FeedLog:
             contexts, context_labels, contexts_seen = _codes(_column(context, "context", n), "context")
         n_items = _size(n_items, items_seen, "n_items", "item")
         n_contexts = _size(n_contexts, contexts_seen, "n_contexts", "context")
+        check_key_space((n_contexts, n_items), "the log's contexts × items")
 
         order = np.lexsort((rank, codes))
         codes, items, rank, reward, contexts = (
@@ -237,9 +290,13 @@ class FeedLog:
     ) -> "FeedLog":
         """Build from a DataFrame's columns, named by the keyword arguments.
 
-        Missing columns raise a ``KeyError`` that lists the frame's columns; see
-        :meth:`from_arrays` for the checks.
+        Missing columns raise a ``KeyError`` that lists the frame's columns; a column that
+        appears twice, or has a missing value (NaN, None, ``pd.NA`` of a nullable dtype), a
+        ``ValueError`` naming it. Nullable and categorical columns are read as their values;
+        see :meth:`from_arrays` for the other checks.
         """
+        if not hasattr(frame, "columns") or not hasattr(frame, "iloc"):
+            raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
         wanted = {
             "session": session, "item": item, "rank": rank, "reward": reward,
             "context": context, "propensity": propensity, "logging_weight": logging_weight,
@@ -247,7 +304,7 @@ class FeedLog:
         missing = [c for c in wanted.values() if c is not None and c not in frame.columns]
         if missing:
             raise KeyError(f"columns {missing} not in the frame; it has {list(frame.columns)}")
-        cols = {k: (None if c is None else frame[c].to_numpy()) for k, c in wanted.items()}
+        cols = {k: (None if c is None else _series(frame, c, k)) for k, c in wanted.items()}
         return cls.from_arrays(
             cols.pop("session"), cols.pop("item"), cols.pop("rank"), cols.pop("reward"),
             **cols, n_items=n_items, n_contexts=n_contexts,
@@ -288,7 +345,9 @@ class FeedLog:
                     f"({self.n_contexts} contexts, {self.n_items} items)"
                 )
             if sp.issparse(scores):
-                csr = sp.csr_matrix(scores, dtype=np.float64)
+                csr = sp.csr_matrix(check_sparse(scores, name))
+                check_float_exact(csr.data, name, lambda k: f"stored entry {k}")
+                csr = sp.csr_matrix(csr, dtype=np.float64)
                 csr.sum_duplicates()  # canonical: sorted indices, so the keys are sorted
                 stored = _lookup_csr(csr, self.context, self.item)
                 missing = np.flatnonzero(stored < 0)
@@ -300,9 +359,13 @@ class FeedLog:
                     )
                 values = csr.data[stored]
             else:
-                values = np.asarray(scores, dtype=np.float64)[self.context, self.item]
+                logged = real_array(scores, name, axes=("context", "item"))[self.context, self.item]
+                check_float_exact(logged, name, lambda k: f"row {k} of the log")
+                values = np.asarray(logged, dtype=np.float64)
         else:
-            values = np.asarray(scores, dtype=np.float64)
+            given = real_array(scores, name)
+            check_float_exact(given, name, lambda k: f"row {k} of the log")
+            values = np.asarray(given, dtype=np.float64)
             if values.shape != (self.n_rows,):
                 raise ValueError(
                     f"{name} must have one value per logged row ({self.n_rows}) or be a "
@@ -315,6 +378,21 @@ class FeedLog:
                 f"{self.session_label(nan[0])!r}"
             )
         return values
+
+
+def _series(frame, column, role: str) -> np.ndarray:
+    """A frame column's values as numpy, refusing repeated columns and missing values."""
+    values = frame[column]
+    if getattr(values, "ndim", 1) != 1:
+        raise ValueError(f"column {column!r} ({role}) appears {values.shape[1]} times in the frame")
+    absent = np.flatnonzero(np.asarray(values.isna(), dtype=bool))
+    if absent.size:
+        k = int(absent[0])
+        raise ValueError(
+            f"column {column!r} ({role}) has a missing value at row {k} (index "
+            f"{values.index[k]!r}); fill or drop it"
+        )
+    return values.to_numpy()
 
 
 def _lookup_csr(csr: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -334,7 +412,9 @@ def find_keys(sorted_keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 def _size(given: int | None, seen: int, name: str, what: str) -> int:
     if given is None:
         return seen
-    if isinstance(given, bool) or not isinstance(given, (int, np.integer)) or given < seen:
+    if isinstance(given, (bool, np.bool_)) or not isinstance(given, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer or None, got {given!r}")
+    if given < seen:
         raise ValueError(f"{name}={given!r} but the log has {what} index {seen - 1}")
     return int(given)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_clip
+from .._validation import check_bool, check_clip
 from ..inference.clipping import select_clip
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
@@ -73,6 +73,10 @@ def logging_exposure(
     :class:`Exposure`) under ``logging_discount``; that defaults to ``discount`` extended to the
     deepest logged rank. A positive reward where ``ε0 = 0`` is refused.
     """
+    if logging_discount is not None and not isinstance(logging_discount, Discount):
+        raise TypeError(
+            f"logging_discount must be a Discount model or None, got {type(logging_discount).__name__}"
+        )
     if logging_discount is None:
         deepest = int(log.rank.max(initial=1))
         if isinstance(discount, CustomDiscount) and discount.cutoff < deepest:
@@ -175,6 +179,7 @@ def logged_dcg(
     if normalise not in _NORMALISE:
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
     auto = check_clip(clip, allow_auto=True) == "auto"
+    control_variate = check_bool(control_variate, "control_variate")
     ess_threshold = check_ess_threshold(ess_threshold)
     eps0, logging_discount = logging_exposure(log, discount, logging, logging_discount)
     with np.errstate(divide="ignore"):

@@ -36,7 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._chunks import rows_per_chunk
-from .._validation import check_positive_int
+from .._validation import check_bool, check_positive_int, check_seed
 from ..inference.result import LoggedEstimate
 from .banner_marginals import MAX_EXACT, exact_marginals, sampled_banner_rank_marginals
 from .feed_log import FeedLog
@@ -118,6 +118,8 @@ class Disagreement:
         if max_exact > 20:
             raise ValueError(f"max_exact={max_exact} would need 2^{max_exact} floats per banner; use <= 20")
         n_samples = check_positive_int(n_samples, "n_samples")
+        seed = check_seed(seed)
+        progress = check_bool(progress, "progress")
         sizes = np.diff(log.indptr)
         gaps = np.flatnonzero(log.rank[log.indptr[1:] - 1] != sizes)
         if gaps.size:
@@ -179,6 +181,11 @@ class Disagreement:
         num = np.bincount(banner, weights=self.weight * (plus < minus), minlength=n)[self.banners]
         den = np.bincount(banner, weights=self.weight * (plus != minus), minlength=n)[self.banners]
         if not den.sum() > 0:
+            if not (self.weight > 0).any():  # the log's fault, not the model's
+                raise ValueError(
+                    f"no comparable pair for {self.name}: every (clicked, non-clicked) pair has "
+                    "weight 0 (the logging policy never puts a non-clicked product at a click's rank)"
+                )
             raise ValueError(f"no comparable pair for {self.name}: the model ties every pair")
         error = 0.0
         if self.weight_error is not None:
@@ -199,7 +206,9 @@ class Disagreement:
 
 
 def _pairs(log: FeedLog):
-    """Every (clicked row, non-clicked row) of the same banner; eligible banners; rejected count."""
+    """Every (clicked row, non-clicked row) of the same banner; eligible banners; rejected count.
+
+    A log without such a banner is refused, saying what its banners lack."""
     if not isinstance(log, FeedLog):
         raise TypeError(f"log must be a FeedLog, got {type(log).__name__}")
     click = log.reward > 0
@@ -207,6 +216,13 @@ def _pairs(log: FeedLog):
     sizes = np.diff(log.indptr)
     eligible = (clicks > 0) & (clicks < sizes)
     banners = np.flatnonzero(eligible)
+    if not banners.size:
+        without = int((clicks == 0).sum())
+        raise ValueError(
+            f"the log has no banner with both a clicked and a non-clicked product: of its "
+            f"{log.n_sessions} banners, {without} have no click (reward > 0) and "
+            f"{log.n_sessions - without} have every product clicked, so there is no pair to compare"
+        )
     rows = np.flatnonzero(click & eligible[log.session])
     per_click = sizes[log.session[rows]]
     clicked = np.repeat(rows, per_click)

@@ -21,7 +21,20 @@ propagated as polynomial coefficients truncated at degree ``n``. Leave-one-out d
 come from dividing item i back out of the all-items polynomial, which is numerically stable
 while ``q_i(t) ≤ 1/2``; the few items that pass 1/2 before T ("heavy", at most about ``2n +
 O(√n)`` of them) get their leave-one-out products from prefix and suffix products instead.
-Cost: O(N · n · nodes) time, O(nodes · n) memory per block of items.
+Cost: O(N · n · nodes) time, O(nodes · n) memory per block of items; requests beyond a few
+GiB or about a minute are refused with their cost named (ask for fewer ranks, or sample).
+
+Weights across float range
+--------------------------
+Weights are accepted as they are or as logarithms (``log_weights=True``, e.g.
+``score / temperature``). When the weights, scaled to sum to 1, reach below 1e-290 (they
+span more orders of magnitude than the quadrature's time axis can hold, or underflow), the
+items are sorted by weight and split where the lighter ones cannot overtake any of the
+heavier ones within the ranks asked for, except with probability below 2⁻⁶⁴ (a union bound,
+``min(k, n) · W_lighter / w_min(k, n)``): each group then fills its own ranks, computed on
+weights rescaled by its heaviest, and items past the first such split after rank n are never
+shown. Other splits are made only where a group would otherwise span too many orders of
+magnitude; a probability lost to a split (returned as 0) is below 2⁻⁶⁴.
 """
 
 from __future__ import annotations
@@ -31,7 +44,7 @@ import math
 import numpy as np
 
 from .._chunks import rows_per_chunk
-from .._validation import check_positive_int
+from .._validation import check_bool, check_positive_int, real_array
 from ..propensity.discount import Discount
 
 __all__ = ["rank_marginals", "exposure", "sample_rankings"]
@@ -42,16 +55,44 @@ _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
 _BLOCK = 2048
 
 
-def _check_weights(weights) -> np.ndarray:
-    w = np.asarray(weights, dtype=np.float64)
-    if w.ndim != 1 or w.size == 0:
-        raise ValueError(f"weights must be a non-empty 1-D array, got shape {w.shape}")
-    bad = np.flatnonzero(~np.isfinite(w) | (w <= 0))
-    if bad.size:
-        raise ValueError(
-            f"Plackett–Luce weights must be finite and > 0; item {bad[0]} has {float(w[bad[0]])}"
-        )
-    return w / w.sum()
+# Weights scaled to sum to 1 must stay above this for the quadrature (its horizon is 40 / the
+# smallest weight); below it the log-space split of ``rank_marginals`` takes over.
+_TINY = 1e-290
+# A lighter group of items counts as never overtaking a heavier one below this probability.
+_SPLIT = 2.0**-64
+# Exact marginals costing more are refused: bytes of the largest arrays, and elementary steps
+# (nodes × ranks × (4 · items + heavy items × ranks), about 1–2 ns each).
+_MAX_BYTES = 4 * 2**30
+_MAX_WORK = 5e10
+
+
+def _check_weights(weights, log_weights: bool = False) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Validated Plackett–Luce weights: (weights scaled to sum to 1, None) when every scaled
+    weight is at least ``_TINY``, else (None, log-weights) for the log-space route."""
+    given = np.asarray(real_array(weights, "weights"), dtype=np.float64)
+    if given.ndim != 1 or given.size == 0:
+        raise ValueError(f"weights must be a non-empty 1-D array, got shape {given.shape}")
+    if log_weights:
+        bad = np.flatnonzero(~np.isfinite(given))
+        if bad.size:
+            raise ValueError(
+                f"Plackett–Luce log-weights must be finite; item {bad[0]} has {float(given[bad[0]])}"
+            )
+        w = np.exp(given - given.max())
+    else:
+        bad = np.flatnonzero(~np.isfinite(given) | (given <= 0))
+        if bad.size:
+            raise ValueError(
+                f"Plackett–Luce weights must be finite and > 0; item {bad[0]} has {float(given[bad[0]])}"
+            )
+        w = given
+    with np.errstate(over="ignore"):  # an overflowing sum takes the log-space route
+        total = w.sum()
+    if np.isfinite(total):
+        w = w / total
+        if w.min() >= _TINY:
+            return w, None
+    return None, given if log_weights else np.log(given)
 
 
 def _check_n_ranks(n_ranks: int, n_items: int) -> int:
@@ -116,31 +157,103 @@ def _times_poly(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def rank_marginals(weights, n_ranks: int) -> np.ndarray:
+def rank_marginals(weights, n_ranks: int, *, log_weights: bool = False) -> np.ndarray:
     """Exact probabilities ``P(rank_i = r)`` of a Plackett–Luce ranking, for ranks 1..n_ranks.
 
     Parameters
     ----------
     weights : array_like of float, shape (n_items,)
-        Positive PL weights (any scale; e.g. ``exp(score / temperature)``).
+        Positive PL weights (any scale; e.g. ``exp(score / temperature)``), or their
+        logarithms with ``log_weights=True``.
     n_ranks : int
         Number of ranks filled (the feed length), at most ``n_items``.
+    log_weights : bool
+        ``weights`` are logarithms (any finite reals), for weights beyond float range.
 
     Returns
     -------
     numpy.ndarray, shape (n_items, n_ranks)
         ``out[i, r-1] = P(item i at rank r)``. Every column sums to 1; each row sums to the
         probability that the item is shown at all. Accurate to ~1e-12 (tested against
-        enumeration of all orderings); see the module docstring for the method.
+        enumeration of all orderings in exact arithmetic), also for weights spanning hundreds
+        of orders of magnitude; see the module docstring for the method.
+
+    Raises
+    ------
+    ValueError
+        For weights that are not finite and positive, ``n_ranks`` outside ``1..n_items``, or
+        a computation beyond a few GiB or about a minute (the message names its cost).
     """
-    w = _check_weights(weights)
-    n = _check_n_ranks(n_ranks, w.size)
+    w, logw = _check_weights(weights, check_bool(log_weights, "log_weights"))
+    n = _check_n_ranks(n_ranks, (w if logw is None else logw).size)
+    return _marginals(w, n) if logw is None else _split_marginals(logw, n)
+
+
+def _split_marginals(logw: np.ndarray, n: int) -> np.ndarray:
+    """Rank marginals for log-weights too spread for one quadrature (module docstring)."""
+    order = np.argsort(-logw, kind="stable")
+    lw = logw[order]
+    size = lw.size
+    # Split after the first k items when the lighter ones overtake one of them within the
+    # first min(k, n) draws with probability below _SPLIT: before each of those draws one of
+    # the top min(k, n) items is left, so the chance is at most min(k, n) · W_lighter / w_min(k, n).
+    k = np.arange(1, size)
+    j = np.minimum(k, n)
+    lighter = np.logaddexp.accumulate(lw[::-1])[::-1][1:]
+    splittable = np.log(j) + lighter - lw[j - 1] < math.log(_SPLIT)
+    # Items past the first split point after rank n are never shown: leave them out.
+    past = np.flatnonzero(splittable[n - 1 :])
+    end = n + int(past[0]) if past.size else size
+    # Nats a group may span and still have every weight, scaled to sum 1, above _TINY.
+    span = -math.log(_TINY) - math.log(size)
+    out = np.zeros((size, n))
+    start = 0
+    while start < n:
+        # Split only where needed: at the last split point within ``span`` of the group's top.
+        reach = min(int(np.searchsorted(-lw, span - lw[start], side="right")), end)
+        stop = end
+        if reach < end:
+            points = np.flatnonzero(splittable[start:reach]) + start + 1
+            if not points.size:
+                raise ValueError(
+                    f"Plackett–Luce weights of items {order[start]} and {order[reach]} differ by a "
+                    f"factor of e^{lw[start] - lw[reach]:.0f}, with no gap between them wide enough "
+                    "to rank the heavier and lighter items separately; shrink their range"
+                )
+            stop = int(points[-1])
+        group = np.exp(lw[start:stop] - lw[start])
+        ranks = min(stop, n) - start
+        out[order[start:stop], start : start + ranks] = _marginals(group / group.sum(), ranks)
+        start = stop
+    return out
+
+
+def _check_cost(n_bytes: float, work: float, n_items: int, n_ranks: int) -> None:
+    """Refuse exact marginals beyond ``_MAX_BYTES`` of memory or ``_MAX_WORK`` steps (0: not
+    yet estimated)."""
+    if n_bytes > _MAX_BYTES or work > _MAX_WORK:
+        steps = f" and {work:.1e} steps" if work else ""
+        raise ValueError(
+            f"exact rank marginals of {n_items} items over {n_ranks} ranks would need about "
+            f"{n_bytes / 2**30:.1f} GiB{steps} (limits {_MAX_BYTES / 2**30:.0f} GiB and "
+            f"{_MAX_WORK:.0e} steps, about a minute): ask for fewer ranks (an exposure needs only "
+            "the ranks up to its discount's cutoff, the feed length) or sample rankings"
+        )
+
+
+def _marginals(w: np.ndarray, n: int) -> np.ndarray:
+    """Rank marginals of weights that sum to 1, each at least ``_TINY`` (module docstring)."""
+    _check_cost(8.0 * w.size * n, 0.0, w.size, n)
     if np.ptp(w) == 0:  # uniform random order: every item equally likely at every rank
         return np.full((w.size, n), 1.0 / w.size)
     horizon = _horizon(w, n)
     t, tw = _quadrature(w, horizon)
     heavy = np.flatnonzero(w * horizon > math.log(2.0))
     light = np.setdiff1d(np.arange(w.size), heavy)
+    _check_cost(
+        8.0 * n * (w.size + t.size * (heavy.size + 4)),
+        t.size * n * (4.0 * w.size + heavy.size * n), w.size, n,
+    )
 
     # Poisson-binomial polynomial of the light items, at every node: shape (nodes, n).
     base = np.zeros((t.size, n))
@@ -180,48 +293,74 @@ def rank_marginals(weights, n_ranks: int) -> np.ndarray:
     return np.clip(out, 0.0, 1.0)
 
 
-def exposure(weights, discount: Discount, n_ranks: int) -> np.ndarray:
+def exposure(weights, discount: Discount, n_ranks: int, *, log_weights: bool = False) -> np.ndarray:
     """Expected exposure ``ε(i) = Σ_{r ≤ n} P(rank_i = r) · δ(r)`` of every item (Eq. 8).
 
     Parameters
     ----------
     weights : array_like of float, shape (n_items,)
-        Positive Plackett–Luce weights.
+        Positive Plackett–Luce weights, or their logarithms with ``log_weights=True``.
     discount : Discount
         Examination curve ``δ(r) = P(V=1 | R=r)`` of the position-based model.
     n_ranks : int
         Feed length; ranks past it are never shown.
+    log_weights : bool
+        ``weights`` are logarithms, as in :func:`rank_marginals`.
 
     Returns
     -------
     numpy.ndarray, shape (n_items,)
         Per-item exposure probabilities.
     """
-    return rank_marginals(weights, n_ranks) @ discount.weights(n_ranks)
+    if not isinstance(discount, Discount):
+        raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+    return rank_marginals(weights, n_ranks, log_weights=log_weights) @ discount.weights(n_ranks)
 
 
-def sample_rankings(weights, n_ranks: int, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+def sample_rankings(
+    weights, n_ranks: int, n_samples: int, rng: np.random.Generator, *, log_weights: bool = False
+) -> np.ndarray:
     """Draw ``n_samples`` independent Plackett–Luce rankings of length ``n_ranks``.
 
     Uses the exponential race (the smallest ``E_j / w_j`` with ``E_j ~ Exp(1)`` fill the
     ranks in order), which is exact and vectorised; memory is bounded by drawing in blocks.
+    Weights too spread for float ratios race in log space (``log E_j − log w_j``, the same
+    order).
+
+    Parameters
+    ----------
+    weights : array_like of float, shape (n_items,)
+        Positive Plackett–Luce weights, or their logarithms with ``log_weights=True``.
+    n_ranks : int
+        Length of each ranking, at most ``n_items``.
+    n_samples : int
+        Number of rankings, >= 1.
+    rng : numpy.random.Generator
+        Source of the draws.
+    log_weights : bool
+        ``weights`` are logarithms, as in :func:`rank_marginals`.
 
     Returns
     -------
     numpy.ndarray of int64, shape (n_samples, n_ranks)
         Item indices, rank 1 first.
     """
-    w = _check_weights(weights)
-    n = _check_n_ranks(n_ranks, w.size)
+    w, logw = _check_weights(weights, check_bool(log_weights, "log_weights"))
+    size = (w if logw is None else logw).size
+    n = _check_n_ranks(n_ranks, size)
+    n_samples = check_positive_int(n_samples, "n_samples")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     out = np.empty((n_samples, n), dtype=np.int64)
-    step = rows_per_chunk(w.size)
+    step = rows_per_chunk(size)
     for start in range(0, n_samples, step):
         rows = min(step, n_samples - start)
-        clocks = rng.standard_exponential((rows, w.size)) / w
-        if n < w.size:
+        draws = rng.standard_exponential((rows, size))
+        clocks = draws / w if logw is None else np.log(draws) - logw
+        if n < size:
             first = np.argpartition(clocks, n - 1, axis=1)[:, :n]
         else:
-            first = np.broadcast_to(np.arange(w.size), (rows, w.size))
+            first = np.broadcast_to(np.arange(size), (rows, size))
         order = np.argsort(np.take_along_axis(clocks, first, axis=1), axis=1)
         out[start : start + rows] = np.take_along_axis(first, order, axis=1)
     return out

@@ -24,7 +24,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
-from .._validation import check_positive_int
+from .._validation import (
+    check_finite_number,
+    check_float_exact,
+    check_positive_int,
+    check_seed,
+    check_sparse,
+    real_array,
+)
 from ..metrics.ranking import ScoreSource
 from ..propensity.discount import Discount
 from ..reward.validation import predict_rewards
@@ -41,13 +48,40 @@ class Exposure:
     Attributes
     ----------
     values : numpy.ndarray
-        ``ε`` of every logged row, in [0, 1].
+        ``ε`` of every logged row, in [0, 1] (above 1 only where a learnt view curve is).
     standard_error : numpy.ndarray or None
         Monte Carlo standard error of each value; None when the values are exact.
+
+    Raises
+    ------
+    ValueError
+        Unless ``values`` is a 1-D array of finite reals >= 0 and ``standard_error`` is None
+        or of the same shape, finite and >= 0.
     """
 
     values: np.ndarray
     standard_error: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("values", "standard_error"):
+            given = getattr(self, name)
+            if given is None and name == "standard_error":
+                continue
+            arr = np.asarray(real_array(given, f"Exposure {name}"), dtype=np.float64)
+            if arr.ndim != 1:
+                raise ValueError(f"Exposure {name} must be 1-D with one value per logged row, got shape {arr.shape}")
+            if name == "standard_error" and arr.shape != self.values.shape:
+                raise ValueError(
+                    f"Exposure standard_error has shape {arr.shape}, values {self.values.shape}: "
+                    "give one standard error per value"
+                )
+            bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0))
+            if bad.size:
+                raise ValueError(
+                    f"Exposure {name} of row {bad[0]} is {arr[bad[0]]}; exposures and their "
+                    "standard errors are finite and >= 0"
+                )
+            object.__setattr__(self, name, arr)
 
 
 def _check(log: FeedLog, discount: Discount, rows) -> np.ndarray:
@@ -153,11 +187,19 @@ class PlackettLuceRanker:
         ``n_samples`` rankings per context and reports each value's standard error.
         ``"auto"``: exact for 1-D scores or at most ``max_exact_contexts`` contexts.
     n_samples : int
-        Rankings drawn per context by Monte Carlo.
+        Rankings drawn per context by Monte Carlo, >= 2 (for the standard error).
     max_exact_contexts : int
         Contexts up to which ``"auto"`` stays exact.
-    seed : int
-        Seed of the Monte Carlo draws.
+    seed : int, numpy.random.Generator or None
+        Seed of the Monte Carlo draws (an integer >= 0 makes them reproducible).
+
+    Raises
+    ------
+    ValueError
+        For a temperature that is not finite and > 0, an unknown method, ``n_samples < 2``
+        or an invalid seed; when ranking, for complex scores, integer scores beyond ±2**53
+        (float64 would merge them), or an exact computation too costly (its cost named: give
+        the discount a cutoff or use ``"monte_carlo"``).
     """
 
     def __init__(
@@ -170,22 +212,24 @@ class PlackettLuceRanker:
         max_exact_contexts: int = 100,
         seed: int = 0,
     ):
-        if not (np.isfinite(temperature) and temperature > 0):
-            raise ValueError(f"temperature must be finite and > 0, got {temperature!r}")
-        if method not in ("auto", "exact", "monte_carlo"):
+        self.temperature = check_finite_number(temperature, "temperature", above=0)
+        if not isinstance(method, str) or method not in ("auto", "exact", "monte_carlo"):
             raise ValueError(f"method must be 'auto', 'exact' or 'monte_carlo', got {method!r}")
         self.scores = scores
-        self.temperature = float(temperature)
         self.method = method
         self.n_samples = check_positive_int(n_samples, "n_samples")
+        if self.n_samples < 2:
+            raise ValueError(
+                f"n_samples must be >= 2: the Monte Carlo standard error needs two draws, got {n_samples!r}"
+            )
         self.max_exact_contexts = check_positive_int(max_exact_contexts, "max_exact_contexts")
-        self.seed = seed
+        self.seed = check_seed(seed)
 
     def _candidates(self, log: FeedLog, rows: np.ndarray):
-        """Yield (positions in ``rows``, candidate items, PL weights), one policy at a time."""
+        """Yield (positions in ``rows``, candidate items, PL log-weights), one policy at a time."""
         scores = self.scores
         if not sp.issparse(scores) and np.ndim(scores) == 1:
-            s = np.asarray(scores, dtype=np.float64)
+            s = _real_scores(real_array(scores, "scores"), ("item",))
             if s.size != log.n_items:
                 raise ValueError(f"scores has {s.size} items but the log needs {log.n_items}")
             yield np.arange(rows.size), *_weights(np.arange(s.size), s, self.temperature, "every context")
@@ -196,7 +240,13 @@ class PlackettLuceRanker:
                 f"shape mismatch: scores has shape {shape}, the log needs "
                 f"({log.n_contexts} contexts, {log.n_items} items)"
             )
-        matrix = sp.csr_matrix(scores, dtype=np.float64) if sp.issparse(scores) else None
+        if sp.issparse(scores):
+            matrix = sp.csr_matrix(check_sparse(scores, "scores"))
+            _real_scores(matrix.data, ("stored entry",))
+            matrix = sp.csr_matrix(matrix, dtype=np.float64)
+        else:
+            matrix = None
+            dense = _real_scores(real_array(scores, "scores", axes=("context", "item")), ("context", "item"))
         contexts, order, starts, ends = _by_context(log, rows)
         for c, lo, hi in zip(contexts, starts, ends, strict=True):
             if matrix is not None:
@@ -204,7 +254,7 @@ class PlackettLuceRanker:
                 row.sum_duplicates()
                 items, s = row.indices, row.data
             else:
-                s = np.asarray(scores[c], dtype=np.float64)
+                s = np.asarray(dense[c], dtype=np.float64)
                 items = np.flatnonzero(s > -np.inf)
                 s = s[items]
             yield order[lo:hi], *_weights(items, s, self.temperature, f"context {c}")
@@ -251,16 +301,21 @@ class PlackettLuceRanker:
     def _exact(self, n_contexts: int) -> bool:
         return self.method == "exact" or (self.method == "auto" and n_contexts <= self.max_exact_contexts)
 
-    def _candidate_exposure(self, weights: np.ndarray, discount: Discount, exact: bool, rng):
+    def _candidate_exposure(self, log_weights: np.ndarray, discount: Discount, exact: bool, rng):
         """(ε of every candidate, its Monte Carlo standard error or None) for one candidate set."""
-        n = weights.size if discount.cutoff is None else min(discount.cutoff, weights.size)
+        size = log_weights.size
+        n = size if discount.cutoff is None else min(discount.cutoff, size)
         delta = discount.weights(n)
         if exact:
-            return rank_marginals(weights, n) @ delta, None
-        drawn = sample_rankings(weights, n, self.n_samples, rng)
-        view = np.broadcast_to(delta, drawn.shape).ravel()
-        first = np.bincount(drawn.ravel(), weights=view, minlength=weights.size)
-        second = np.bincount(drawn.ravel(), weights=view**2, minlength=weights.size)
+            return rank_marginals(log_weights, n, log_weights=True) @ delta, None
+        # Draw in blocks so that memory stays bounded for long rankings of large catalogues.
+        first, second = np.zeros(size), np.zeros(size)
+        step = rows_per_chunk(n)
+        for start in range(0, self.n_samples, step):
+            drawn = sample_rankings(log_weights, n, min(step, self.n_samples - start), rng, log_weights=True)
+            view = np.broadcast_to(delta, drawn.shape).ravel()
+            first += np.bincount(drawn.ravel(), weights=view, minlength=size)
+            second += np.bincount(drawn.ravel(), weights=view**2, minlength=size)
         eps = first / self.n_samples
         return eps, np.sqrt(np.maximum(second / self.n_samples - eps**2, 0.0) / (self.n_samples - 1))
 
@@ -325,8 +380,16 @@ def _first_rows(log: FeedLog, contexts: np.ndarray) -> np.ndarray:
     return order[np.searchsorted(log.context[order], contexts)]
 
 
+def _real_scores(values: np.ndarray, axes: tuple[str, ...]) -> np.ndarray:
+    """Real scores that float64 holds exactly (integers beyond ±2**53 would merge)."""
+    check_float_exact(
+        values, "scores", lambda k: " ".join(f"{a} {int(i)}" for a, i in zip(axes, np.unravel_index(k, values.shape)))
+    )
+    return values
+
+
 def _weights(items: np.ndarray, scores: np.ndarray, temperature: float, where: str):
-    """Candidates with finite scores and their PL weights, scaled so the largest is 1."""
+    """Candidates with finite scores and their PL log-weights, the largest 0."""
     if np.isnan(scores).any():
         raise ValueError(f"Plackett–Luce scores are NaN in {where}")
     keep = scores > -np.inf
@@ -335,4 +398,11 @@ def _weights(items: np.ndarray, scores: np.ndarray, temperature: float, where: s
         raise ValueError(f"{where} has no candidate with a finite score")
     if np.isinf(scores).any():
         raise ValueError(f"Plackett–Luce scores must be finite or -inf; {where} has +inf")
-    return items, np.exp((scores - scores.max()) / temperature)
+    with np.errstate(over="ignore"):
+        log_weights = (scores - scores.max()) / temperature
+        if not np.isfinite(log_weights).all():
+            raise ValueError(
+                f"scores / temperature overflows in {where}: scores spanning {np.ptp(scores):.3g} "
+                f"need a temperature above {temperature!r}"
+            )
+    return items, log_weights

@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_positive_int
+from .._validation import check_finite_number, check_positive_int
 from ..propensity.discount import CustomDiscount
 from .feed_log import FeedLog
 
 __all__ = ["ShuffledPositionBias", "PositionBiasEM"]
+
+# Iterations beyond this are refused: each one is a pass over the log, and EM that has not
+# met a sensible tolerance by then is not converging.
+MAX_ITERATIONS = 100_000
 
 
 def _ranks(log: FeedLog, n_ranks: int | None) -> tuple[np.ndarray, int]:
@@ -39,16 +43,26 @@ def _ranks(log: FeedLog, n_ranks: int | None) -> tuple[np.ndarray, int]:
     return log.rank <= n, n
 
 
-def _check_clicks(log: FeedLog) -> None:
+def _check_clicks(log: FeedLog, keep: np.ndarray, n: int) -> None:
     bad = np.flatnonzero((log.reward != 0) & (log.reward != 1))
     if bad.size:
         raise ValueError(
             f"position-bias estimation needs binary clicks; reward {log.reward[bad[0]]} at rank "
             f"{log.rank[bad[0]]} of session {log.session_label(bad[0])!r}"
         )
+    if not log.reward[keep].any():
+        raise ValueError(
+            f"the log has no click (reward 1) at ranks 1..{n}: position bias is estimated from "
+            "clicks, so this log cannot give one"
+        )
 
 
 def _counts(rank: np.ndarray, n: int, what: str) -> np.ndarray:
+    if n > rank.size:  # some rank is empty; find it without counting up to a huge n
+        present = np.unique(rank)
+        gap = np.flatnonzero(present != np.arange(1, present.size + 1))
+        first = int(gap[0]) + 1 if gap.size else present.size + 1
+        raise ValueError(f"no impression at rank {first}: cannot estimate {what} there")
     counts = np.bincount(rank - 1, minlength=n)
     empty = np.flatnonzero(counts == 0)
     if empty.size:
@@ -76,12 +90,12 @@ class ShuffledPositionBias:
     """
 
     def __init__(self, n_ranks: int | None = None):
-        self.n_ranks = n_ranks
+        self.n_ranks = check_positive_int(n_ranks, "n_ranks", allow_none=True)
 
     def fit(self, log: FeedLog) -> "ShuffledPositionBias":
         """Estimate the curve from a log of shuffled banners (binary clicks)."""
         keep, n = _ranks(log, self.n_ranks)
-        _check_clicks(log)
+        _check_clicks(log, keep, n)
         counts = _counts(log.rank[keep], n, "a click-through rate")
         clicks = np.bincount(log.rank[keep] - 1, weights=log.reward[keep], minlength=n)
         ctr = clicks / counts
@@ -106,9 +120,9 @@ class PositionBiasEM:
     n_ranks : int, optional
         Ranks to estimate (default: the deepest logged rank); deeper rows are ignored.
     max_iter : int
-        Iteration limit.
+        Iteration limit, at most ``MAX_ITERATIONS`` (100,000).
     tol : float
-        Stop when the log-likelihood per impression improves by less than this.
+        Stop when the log-likelihood per impression improves by less than this (finite, >= 0).
 
     Attributes
     ----------
@@ -137,14 +151,19 @@ class PositionBiasEM:
         if relevance not in ("item", "context_item"):
             raise ValueError(f"relevance must be 'item' or 'context_item', got {relevance!r}")
         self.relevance = relevance
-        self.n_ranks = n_ranks
+        self.n_ranks = check_positive_int(n_ranks, "n_ranks", allow_none=True)
         self.max_iter = check_positive_int(max_iter, "max_iter")
-        self.tol = float(tol)
+        if self.max_iter > MAX_ITERATIONS:
+            raise ValueError(
+                f"max_iter={max_iter} exceeds {MAX_ITERATIONS} passes over the log; loosen tol "
+                "instead (EM that has not converged by then will not)"
+            )
+        self.tol = check_finite_number(tol, "tol", minimum=0)
 
     def fit(self, log: FeedLog) -> "PositionBiasEM":
         """Fit θ (by rank) and γ (by key) to the log's binary clicks."""
         keep, n = _ranks(log, self.n_ranks)
-        _check_clicks(log)
+        _check_clicks(log, keep, n)
         rank = log.rank[keep] - 1
         click = log.reward[keep]
         key = log.item[keep]

@@ -6,7 +6,11 @@ Evaluation Metric for Top-n Recommendation", KDD 2024. Notation of docs/definiti
 
 * ``DCG_u = Σ_i c_ui · w_ui · δ(r_u(i))`` with ``w_ui = min(m, 1/p_ui)`` (Eq. 10–11; the
   clipping of §6.2). With ``p ≡ 1`` and ``LogDiscount(K)`` this is RecPack's ``DCGK(K)``.
-* ``iDCG_u = Σ_j δ(j) · g_u[j]``, ``g_u`` the user's held-out gains ``c·w`` sorted descending.
+* ``iDCG_u = Σ_j d_u[j] · g_u[j]``, ``g_u`` the user's held-out gains ``c·w`` sorted descending
+  and ``d_u`` the values of ``δ`` over the ranks a ranking can use (1 … min(cutoff, n_items))
+  sorted descending: the ideal ranking puts the largest gains where the examination is
+  highest. For the usual decreasing curves ``d_u[j] = δ(j)``; for a learnt curve that is not
+  monotone this keeps ``DCG_u ≤ iDCG_u``, so nDCG and pnDCG stay in [0, 1].
 * unbiased DCG ``= (1/|U|) Σ_u DCG_u`` (Eq. 11, one trajectory per user).
 * self-normalised DCG ``= Σ_ui c·w·δ / Σ_ui w × (N / |U|)``, N = number of held-out
   interactions: SNIPS rescaled so that it equals DCG when all weights are equal.
@@ -25,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
-from .._validation import as_csr, check_clip, check_positive_int, check_rewards
+from .._validation import as_csr, check_bool, check_clip, check_positive_int, check_rewards
 from ..inference.clipping import select_clip
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
@@ -42,13 +46,17 @@ __all__ = ["dcg", "unbiased_dcg", "ndcg", "pn_dcg", "ideal_dcg"]
 _NORMALISE = (None, "per_user", "post")
 
 
-def ideal_dcg(gains: sp.csr_matrix, discount: Discount) -> np.ndarray:
-    """``iDCG_u = Σ_j δ(j) · g_u[j]`` for every row of a users×items gain matrix.
+def ideal_dcg(gains, discount: Discount) -> np.ndarray:
+    """``iDCG_u`` for every row of a users×items gain matrix (module docstring).
+
+    The largest gains are paired with the largest values of the examination curve over the
+    ranks 1 … min(cutoff, n_items), so the ideal is the best DCG any ranking can reach even
+    when the curve is not decreasing (a learnt :class:`~recpack_ope.propensity.CustomDiscount`).
 
     Parameters
     ----------
-    gains : scipy.sparse.csr_matrix
-        Held-out gains ``c_ui · w_ui`` (canonical CSR).
+    gains : scipy.sparse matrix or array_like, shape (n_users, n_items)
+        Held-out gains ``c_ui · w_ui``, finite and ≥ 0.
     discount : Discount
         The examination curve, including its cutoff.
 
@@ -57,10 +65,33 @@ def ideal_dcg(gains: sp.csr_matrix, discount: Discount) -> np.ndarray:
     numpy.ndarray
         One ideal DCG per row (0 for rows without gains).
     """
+    if not isinstance(discount, Discount):
+        raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+    matrix = as_csr(gains, "gains")
+    check_rewards(matrix, "gains", "gains must be finite and >= 0")
+    most = int(np.diff(matrix.indptr).max(initial=0))
+    return _ideal_dcg(matrix, ideal_discounts(discount, matrix.shape[1], most))
+
+
+def ideal_discounts(discount: Discount, n_items: int, n_gains: int) -> np.ndarray:
+    """The ``n_gains`` largest values of ``δ`` over the ranks 1 … min(cutoff, n_items) that a
+    ranking of ``n_items`` can use, in descending order; for a non-increasing curve exactly
+    ``δ(1), δ(2), …``. O(min(cutoff, n_items))."""
+    n_ranks = n_items if discount.cutoff is None else min(discount.cutoff, n_items)
+    curve = discount(np.arange(1, n_ranks + 1))
+    take = min(n_gains, n_ranks)
+    if take < n_ranks:
+        curve = np.partition(curve, n_ranks - take)[n_ranks - take :] if take else curve[:0]
+    return np.sort(curve)[::-1]
+
+
+def _ideal_dcg(gains: sp.csr_matrix, discounts: np.ndarray) -> np.ndarray:
+    """``Σ_j discounts[j] · g_u[j]`` per row of a canonical gain matrix, ``g_u`` sorted
+    descending (``discounts`` from :func:`ideal_discounts`)."""
     values, _ = padded_rows(gains)
-    rows, pos, ranks = top_k_positions(values, discount.cutoff)
+    rows, pos, ranks = top_k_positions(values, discounts.size)
     return np.bincount(
-        rows, weights=values[rows, pos] * discount(ranks), minlength=gains.shape[0]
+        rows, weights=values[rows, pos] * discounts[ranks - 1], minlength=gains.shape[0]
     )
 
 
@@ -84,13 +115,17 @@ def dcg(
 
     Parameters
     ----------
-    y_true : scipy.sparse matrix or array_like, shape (n_users, n_items)
+    y_true : scipy.sparse matrix, array_like or pandas.DataFrame, shape (n_users, n_items)
         Held-out rewards ``c_ui ≥ 0``, binary or graded. Explicit zeros are not interactions.
-    y_score : array_like, scipy.sparse matrix or TopK
+        An entry stored more than once (a COO matrix built from a log with repeated clicks)
+        counts with the sum of its values, as in scipy. A DataFrame is aligned by its labels,
+        which must be the user (index) and item (column) indices.
+    y_score : array_like, scipy.sparse matrix, pandas.DataFrame or TopK
         The model's scores (users × items) or precomputed rankings. A dense matrix ranks every
         item (``-inf`` = not a candidate); a sparse one ranks only its stored entries, like
-        RecPack's ``X_pred``. Items a user saw in training must be masked by the caller.
-        Ties go to the lower item index.
+        RecPack's ``X_pred``, and must store each (user, item) once. Items a user saw in
+        training must be masked by the caller. Ties go to the lower item index; 64-bit
+        integer scores are ranked exactly, also beyond ±2**53.
     discount : Discount
         Examination curve ``δ(r)`` with its cutoff, e.g. ``LogDiscount(cutoff=10)``.
     propensity : None, fitted propensity model, 1-D array or sparse matrix
@@ -250,6 +285,7 @@ def _dcg(
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
     ess_threshold = check_ess_threshold(ess_threshold)
     auto = check_clip(clip, allow_auto=True) == "auto"
+    self_normalised = check_bool(self_normalised, "self_normalised")
     if self_normalised and normalise is not None:
         raise ValueError(
             f"self_normalised applies to unnormalised DCG only, got normalise={normalise!r}: "
@@ -351,8 +387,9 @@ def _ideal(
 ) -> np.ndarray:
     """``iDCG_u`` of the evaluated users over their gains ``c·w``, in chunks of users."""
     gains = sp.csr_matrix((rewards.data * weights, rewards.indices, rewards.indptr), rewards.shape)
+    discounts = ideal_discounts(discount, rewards.shape[1], int(np.diff(rewards.indptr).max()))
     return np.concatenate(
-        [ideal_dcg(gains[users[i : i + step]], discount) for i in range(0, users.size, step)]
+        [_ideal_dcg(gains[users[i : i + step]], discounts) for i in range(0, users.size, step)]
     )
 
 

@@ -20,7 +20,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
-from .._validation import check_positive_int, entry_position
+from .._validation import (
+    EXACT_INTEGER_LIMIT,
+    check_positive_int,
+    check_sparse,
+    entry_position,
+    first_duplicate,
+    real_array,
+)
 
 __all__ = ["TopK", "top_k_positions", "padded_rows", "ScoreSource"]
 
@@ -47,6 +54,9 @@ class TopK:
                 f"TopK items must be a 2-D integer array (users × k), got dtype {items.dtype} "
                 f"and shape {items.shape}"
             )
+        if items.dtype.kind == "u" and items.size and items.max() > np.iinfo(np.int64).max:
+            u, j = np.argwhere(items > np.iinfo(np.int64).max)[0]
+            raise ValueError(f"TopK has item index {items[u, j]} at (user {u}, rank {j + 1})")
         items = items.astype(np.int64)
         if items.size and items.min() < -1:
             u, j = np.argwhere(items < -1)[0]
@@ -152,6 +162,18 @@ def top_k_positions(values: np.ndarray, k: int | None):
     return rows, pos[keep].astype(np.int64), ranks
 
 
+def exact_order(values: np.ndarray) -> np.ndarray:
+    """Scores as float64, in exactly their order. 64-bit integers beyond ±2**53, which float64
+    would round into ties (2**53 + 1 becomes 2**53), are replaced by their rank among the
+    distinct values (``np.unique``): float64 holds those exactly and they rank identically."""
+    if (
+        values.dtype.kind in "iu" and values.dtype.itemsize == 8 and values.size
+        and (values.max() > EXACT_INTEGER_LIMIT or values.min() < -EXACT_INTEGER_LIMIT)
+    ):
+        return np.unique(values, return_inverse=True)[1].reshape(values.shape).astype(np.float64)
+    return np.asarray(values, dtype=np.float64)
+
+
 class ScoreSource:
     """Validated view of ``y_score`` that yields the ranked items of a chunk of users.
 
@@ -183,9 +205,20 @@ class ScoreSource:
                 raise ValueError(
                     f"shape mismatch: y_score has shape {y_score.shape}, y_true has {shape}"
                 )
+            checked = check_sparse(y_score, "y_score")
+            canonical = checked.format == "csr" and checked.has_canonical_format
+            repeat = None if canonical else first_duplicate(checked)
+            if repeat is not None:
+                raise ValueError(
+                    f"y_score stores (user {repeat[0]}, item {repeat[1]}) more than once; scores "
+                    "cannot be summed: give each (user, item) one score"
+                )
             # May share the caller's buffers: never modified here; chunks are canonicalised
             # in ranked(), on the copies that row indexing makes anyway.
-            scores = sp.csr_matrix(y_score, dtype=np.float64)
+            scores = sp.csr_matrix(checked)
+            data = exact_order(scores.data)
+            if data is not scores.data:
+                scores = sp.csr_matrix((data, scores.indices, scores.indptr), shape=scores.shape)
             nan = np.flatnonzero(np.isnan(scores.data))
             if nan.size:
                 u, i = entry_position(scores, nan[0])
@@ -194,8 +227,8 @@ class ScoreSource:
             self._kind, self._data = "sparse", scores
             self.width = int(lengths.max()) if lengths.size else 0
         else:
-            scores = np.asarray(y_score)
-            if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.number):
+            scores = real_array(y_score, "y_score", axes=("user", "item"))
+            if scores.ndim != 2:
                 raise ValueError(
                     "y_score must be a users×items score matrix (dense or sparse) or a TopK "
                     f"ranking, got {type(y_score).__name__} with shape {np.shape(y_score)}"
@@ -218,7 +251,7 @@ class ScoreSource:
             values, columns = padded_rows(chunk)
             local, pos, ranks = top_k_positions(values, cutoff)
             return local, columns[local, pos], ranks
-        values = np.asarray(self._data[users], dtype=np.float64)
+        values = exact_order(self._data[users])
         nan = np.argwhere(np.isnan(values))
         if nan.size:
             raise ValueError(f"y_score is NaN at (user {users[nan[0, 0]]}, item {nan[0, 1]})")

@@ -57,12 +57,16 @@ def recall(
         Mean per-user recall with its per-user values and uncertainty.
     """
     k = check_positive_int(k, "k")
+    shape = getattr(y_true, "shape", np.shape(y_true))
+    # No ranking reaches past the last item, so a deeper cutoff changes nothing (and the flat
+    # discount below is never longer than the catalogue).
+    depth = min(k, shape[1]) if len(shape) == 2 and shape[1] > 0 else k
     # A flat discount of length k turns DCG into the reward-weighted hit count in the top k;
     # dividing by the user's total gain Σ_i c·w gives recall.
     result = _dcg(
         y_true,
         y_score,
-        discount=CustomDiscount(np.ones(k)),
+        discount=CustomDiscount(np.ones(depth)),
         propensity=propensity,
         clip=clip,
         normalise="total",

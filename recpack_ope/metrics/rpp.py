@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from .._chunks import CHUNK_ELEMENTS, rows_per_chunk
-from .._validation import as_csr, check_positive_int, check_rewards
+from .._validation import as_csr, check_bool, check_positive_int, check_rewards
 from ..inference.result import EstimateResult
 from ..inference.systems import PreferenceMatrix, SystemScores
 from .ranking import ScoreSource
@@ -94,6 +94,8 @@ class RecallLevels:
         ``"RPP"``, ``"dcgRPP"`` or ``"invRPP"``.
     n_excluded_users : int
         Users of ``y_true`` without relevant items (no preference is defined for them).
+    graded : bool
+        Whether the levels follow Eq. 5 (grade thresholds) or binary relevance.
     """
 
     shape: tuple[int, int]
@@ -106,6 +108,12 @@ class RecallLevels:
     n_excluded_users: int
     _entries: sp.csr_matrix
     _entry_user: np.ndarray
+    graded: bool = True
+
+    @property
+    def weighting(self) -> str:
+        """The p(i) the levels were built with: ``"uniform"``, ``"dcg"`` or ``"inverse"``."""
+        return next(key for key, name in WEIGHTINGS.items() if name == self.name)
 
     @classmethod
     def from_y_true(cls, y_true, *, weighting: str = "uniform", graded: bool = True) -> "RecallLevels":
@@ -121,8 +129,9 @@ class RecallLevels:
             Eq. 5 (one population per grade threshold, p(λ) ∝ m_λ) when True; binary
             relevance (Eq. 4, every positive grade relevant) when False.
         """
-        if weighting not in WEIGHTINGS:
+        if not isinstance(weighting, str) or weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {sorted(WEIGHTINGS)}, got {weighting!r}")
+        graded = check_bool(graded, "graded")
         rewards = as_csr(y_true, "y_true")
         check_rewards(rewards)
         rewards.eliminate_zeros()
@@ -171,6 +180,7 @@ class RecallLevels:
             n_excluded_users=int(rewards.shape[0] - user_ids.size),
             _entries=rewards,
             _entry_user=entry_user,
+            graded=graded,
         )
 
     @property
@@ -270,10 +280,22 @@ class RecallLevels:
         )
 
 
-def _levels(y_true, weighting: str, graded: bool) -> RecallLevels:
+def _levels(y_true, weighting: str | None, graded: bool | None) -> RecallLevels:
+    """Levels built from ``y_true``, or ``y_true`` itself when it already is levels; then a
+    ``weighting`` or ``graded`` other than the levels' own would be ignored, so it is refused."""
     if isinstance(y_true, RecallLevels):
+        for arg, given, own in (("weighting", weighting, y_true.weighting), ("graded", graded, y_true.graded)):
+            if given is not None and given != own:
+                raise ValueError(
+                    f"{arg}={given!r} would be ignored: y_true is a RecallLevels built with "
+                    f"{arg}={own!r}; build the levels with RecallLevels.from_y_true(..., "
+                    f"{arg}={given!r}) or leave {arg} out"
+                )
         return y_true
-    return RecallLevels.from_y_true(y_true, weighting=weighting, graded=graded)
+    return RecallLevels.from_y_true(
+        y_true, weighting="uniform" if weighting is None else weighting,
+        graded=True if graded is None else graded,
+    )
 
 
 def _search_lengths(levels: RecallLevels, rankings: Mapping, k: int | None) -> tuple[list[str], np.ndarray]:
@@ -298,8 +320,8 @@ def rpp(
     y_score_a,
     y_score_b,
     *,
-    weighting: str = "uniform",
-    graded: bool = True,
+    weighting: str | None = None,
+    graded: bool | None = None,
     k: int | None = None,
 ) -> EstimateResult:
     """Recall-paired preference of system A over system B, per user and on average.
@@ -310,10 +332,13 @@ def rpp(
         Relevance grades (users × items), or levels already built from them.
     y_score_a, y_score_b : array_like, scipy.sparse matrix or TopK
         The two systems' scores or rankings (see :meth:`RecallLevels.search_lengths`).
-    weighting : {"uniform", "dcg", "inverse"}
-        p(i): RPP, dcgRPP or invRPP.
-    graded : bool
-        Eq. 5 over grade thresholds (True) or binary relevance (False).
+    weighting : {"uniform", "dcg", "inverse"} or None
+        p(i): RPP, dcgRPP or invRPP; None means ``"uniform"``. With ``y_true`` given as
+        :class:`RecallLevels` the levels' own weighting applies: leave it None (a different
+        one is refused rather than ignored).
+    graded : bool or None
+        Eq. 5 over grade thresholds (True, the default for None) or binary relevance (False);
+        with :class:`RecallLevels`, as for ``weighting``.
     k : int or None
         Ranking depth; None = whole ranking.
 
@@ -340,8 +365,8 @@ def preference_matrix(
     y_true,
     rankings: Mapping,
     *,
-    weighting: str = "uniform",
-    graded: bool = True,
+    weighting: str | None = None,
+    graded: bool | None = None,
     k: int | None = None,
 ) -> PreferenceMatrix:
     """RPP between every pair of systems, per user.
@@ -369,8 +394,8 @@ def win_rates(
     y_true,
     rankings: Mapping,
     *,
-    weighting: str = "uniform",
-    graded: bool = True,
+    weighting: str | None = None,
+    graded: bool | None = None,
     k: int | None = None,
 ) -> SystemScores:
     """Every system's per-user win rate against all the others, without forming the pairs.

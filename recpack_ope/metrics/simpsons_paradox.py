@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_fraction
 from ..inference.result import EstimateResult, PairedEstimate
 from .stratified import StratifiedResult
 
@@ -179,10 +180,21 @@ def simpsons_paradox(
     -------
     SimpsonsParadoxReport
     """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    if len(names) != 2:
+    alpha = check_fraction(alpha, "alpha")
+    for arg, value in (("a", a), ("b", b)):
+        if not isinstance(value, StratifiedResult):
+            raise TypeError(
+                f"{arg} must be the StratifiedResult of recpack_ope.metrics.stratified, got "
+                f"{type(value).__name__}"
+            )
+    if not isinstance(names, (tuple, list)) or len(names) != 2 or not all(isinstance(n, str) for n in names):
         raise ValueError(f"names must hold two model names, got {names!r}")
+    if ips is not None and (
+        not isinstance(ips, (tuple, list)) or len(ips) != 2
+        or not all(isinstance(e, PairedEstimate) for e in ips)
+    ):
+        kinds = [type(e).__name__ for e in ips] if isinstance(ips, (tuple, list)) else type(ips).__name__
+        raise ValueError(f"ips must be a pair of estimates (EstimateResult of A, of B), got {kinds}")
     if a.holdout.name != b.holdout.name:
         raise ValueError(f"cannot compare {a.holdout.name} with {b.holdout.name}: different metrics")
     if not (

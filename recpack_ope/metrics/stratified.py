@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
-from .._validation import as_csr, check_positive_int, check_rewards
+from .._validation import as_csr, check_positive_int, check_rewards, real_array
 from ..inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from ..inference.result import EstimateResult, PairedEstimate
 from ..propensity.weights import entry_propensities
@@ -47,9 +48,10 @@ def stratum_index(
     Parameters
     ----------
     propensities : numpy.ndarray
-        One propensity per held-out interaction.
+        One finite value per held-out interaction.
     n_strata : int
-        Number of strata S.
+        Number of strata S, at most the number of values (more would leave strata empty by
+        construction, each still costing a stratum record).
     binning : {"width", "mass"}
         ``"width"``: S equal-width bins between the smallest and largest propensity (the
         paper's and Cornac's stratification). ``"mass"``: bins at the empirical quantiles, so
@@ -63,20 +65,72 @@ def stratum_index(
     edges : numpy.ndarray
         The S+1 bin edges. Bins are closed on the right, ``(e_s, e_{s+1}]`` (the first also
         holds ``e_0``), as in ``pandas.cut`` and ``pandas.qcut``.
+
+    Notes
+    -----
+    A value on an edge belongs to the bin below it, decided without rounding the edge:
+
+    * ``"width"``: ``v`` lies on edge j when ``S·(v − min) = j·(max − min)``. The test allows
+      a relative tolerance of 2**-40 of the magnitudes involved, far above the rounding of
+      values that were computed or rescaled in floating point (2**-53 each) and far below
+      any real gap between distinct propensities. Only the ratios ``(v − min)/(max − min)``
+      matter, so multiplying every value by the same positive constant (without overflow or
+      underflow) leaves every stratum unchanged, also for values on edges (e.g. counts
+      ``[1, 2, 3]`` and the same counts divided by 7 both put 2 in the first stratum).
+    * ``"mass"``: edge j is the quantile at level j/S, linearly interpolated between the
+      sorted values at virtual position ``h = (N − 1)·j/S``; a value lies at or below it
+      exactly when it is at most the sorted value at ``⌊h⌋`` (computed in integers). The
+      strata depend only on the order of the values, so any increasing transformation keeps
+      them.
     """
     n_strata = check_positive_int(n_strata, "n_strata")
     if binning not in BINNINGS:
         raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
-    values = np.asarray(propensities, dtype=np.float64)
+    values = real_array(propensities, "propensities").astype(np.float64, copy=False)
     if values.ndim != 1 or values.size == 0:
         raise ValueError(f"need a non-empty 1-D array of propensities, got shape {values.shape}")
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise ValueError(f"propensities must be finite, got {values[bad[0]]} at position {bad[0]}")
+    if n_strata > values.size:
+        raise ValueError(
+            f"n_strata={n_strata} exceeds the {values.size} values to stratify: at least "
+            f"{n_strata - values.size} strata would be empty, and every stratum costs a record "
+            f"and a metric evaluation; use at most {values.size} strata"
+        )
     levels = np.linspace(0.0, 1.0, n_strata + 1)
     if binning == "width":
         edges = values.min() + levels * (values.max() - values.min())
         edges[-1] = values.max()
-    else:
-        edges = np.quantile(values, levels)
-    return np.searchsorted(edges[1:-1], values, side="left"), edges
+        return _width_index(values, n_strata), edges
+    ordered = np.sort(values)
+    thresholds = ordered[(values.size - 1) * np.arange(1, n_strata, dtype=np.int64) // n_strata]
+    return np.searchsorted(thresholds, values, side="left"), np.quantile(values, levels)
+
+
+# Relative tolerance of the on-edge test of equal-width binning (stratum_index, Notes).
+_EDGE_TOLERANCE = 2.0**-40
+
+
+def _width_index(values: np.ndarray, n_strata: int) -> np.ndarray:
+    """Equal-width stratum of every value, right-closed, with values on an edge placed below
+    it whatever the scale of the values (:func:`stratum_index`, Notes). O(N)."""
+    lo, hi = values.min(), values.max()
+    if not np.isfinite(hi - lo):
+        # Halving is exact for the huge magnitudes whose difference overflows.
+        values, lo, hi = values / 2, lo / 2, hi / 2
+    spread = hi - lo
+    if spread == 0:
+        return np.zeros(values.size, dtype=np.intp)
+    position = (values - lo) / spread * n_strata
+    edge = np.rint(position)
+    # |S·(v − lo) − j·(hi − lo)| relative to the magnitudes that rounding acts on.
+    magnitude = n_strata * (np.abs(values) / spread + abs(lo) / spread) + edge * (
+        abs(hi) / spread + abs(lo) / spread
+    )
+    on_edge = np.abs(position - edge) <= _EDGE_TOLERANCE * magnitude
+    index = np.where(on_edge, edge - 1, np.ceil(position) - 1)
+    return np.clip(index, 0, n_strata - 1).astype(np.intp)
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,9 +301,10 @@ def stratified(
     stratify_by : fitted propensity model, 1-D array or sparse matrix
         Exposure propensities the strata are built from: per item, or per (user, item) as a
         users×items matrix storing every held-out entry. Only their order and spacing
-        matter, so any positive scale in (0, 1] gives the same strata.
+        matter, so any positive scale gives the same strata, also for values on a bin edge
+        (:func:`stratum_index`).
     n_strata : int
-        Number of strata S (the paper uses 2).
+        Number of strata S (the paper uses 2), at most the number of held-out interactions.
     binning : {"width", "mass"}
         Equal-width bins in propensity value or equal-mass quantiles, see
         :func:`stratum_index`.
@@ -262,12 +317,23 @@ def stratified(
         The combined value, the holdout value, per-stratum results, per-user values and
         influence for intervals and paired comparisons.
     """
+    if not callable(metric):
+        raise TypeError(
+            f"metric must be a metric function such as ndcg or recall, got {type(metric).__name__}"
+        )
+    n_strata = check_positive_int(n_strata, "n_strata")
     rewards = as_csr(y_true, "y_true")
     check_rewards(rewards)
     rewards.eliminate_zeros()
     if rewards.nnz == 0:
         raise ValueError("y_true has no non-zero held-out rewards: nothing to stratify")
-    index, edges = stratum_index(entry_propensities(stratify_by, rewards), n_strata, binning)
+    if n_strata > rewards.nnz:
+        raise ValueError(
+            f"n_strata={n_strata} exceeds the {rewards.nnz} held-out interactions: at least "
+            f"{n_strata - rewards.nnz} strata would be empty, and every stratum costs a record "
+            f"and a metric evaluation; use at most {rewards.nnz} strata"
+        )
+    index, edges = stratum_index(entry_propensities(stratify_by, rewards, name="stratify_by"), n_strata, binning)
     # One warning for the whole stratified estimate instead of one per stratum (below).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReliabilityWarning)
@@ -293,23 +359,32 @@ def _stratified(metric, rewards, y_score, index, edges, binning, metric_kwargs) 
             f"returned {type(holdout).__name__}"
         )
     rows = np.repeat(np.arange(rewards.shape[0]), np.diff(rewards.indptr))
-    counts = np.zeros((rewards.shape[0], edges.size - 1), dtype=np.int64)
+    n_strata = edges.size - 1
+    counts = np.zeros((rewards.shape[0], n_strata), dtype=np.int64)
     np.add.at(counts, (rows, index), 1)
+    # Each stratum's entries, in CSR order: only non-empty strata cost a pass, so the work is
+    # proportional to the data, not to the number of strata.
+    order = np.argsort(index, kind="stable")
+    bounds = np.searchsorted(index[order], np.arange(n_strata + 1))
     strata = []
-    for s in range(edges.size - 1):
-        mask = index == s
-        part = rewards.copy()  # eliminate_zeros works in place on shared index arrays
-        part.data *= mask
-        part.eliminate_zeros()
+    for s in range(n_strata):
+        entries = order[bounds[s] : bounds[s + 1]]
+        result = None
+        if entries.size:
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[entries], minlength=rewards.shape[0]))])
+            part = sp.csr_matrix(
+                (rewards.data[entries], rewards.indices[entries], indptr), shape=rewards.shape
+            )
+            result = metric(part, y_score, **metric_kwargs)
         strata.append(
             Stratum(
                 label=f"Q{s + 1}",
                 lower=float(edges[s]),
                 upper=float(edges[s + 1]),
-                n_interactions=int(mask.sum()),
-                n_items=int(np.unique(rewards.indices[mask]).size),
-                share=float(mask.mean()),
-                result=metric(part, y_score, **metric_kwargs) if part.nnz else None,
+                n_interactions=int(entries.size),
+                n_items=int(np.unique(rewards.indices[entries]).size),
+                share=entries.size / rewards.nnz,
+                result=result,
             )
         )
     return StratifiedResult(

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import scipy.sparse as sp
 
-from .._validation import check_positive_int
+from .._validation import _is_pandas, check_fraction, check_positive_int, real_array
 
 __all__ = [
     "Discount",
@@ -26,8 +27,10 @@ __all__ = [
 ]
 
 
-def _check_cutoff(cutoff: int | None) -> None:
-    check_positive_int(cutoff, "cutoff", allow_none=True)
+def _set_cutoff(discount: "Discount") -> None:
+    """Validate a frozen discount's cutoff and store it as a Python int (or None)."""
+    cutoff = check_positive_int(discount.cutoff, "cutoff", allow_none=True)
+    object.__setattr__(discount, "cutoff", cutoff)
 
 
 class Discount:
@@ -56,17 +59,19 @@ class Discount:
             ``δ(r)`` as float64, 0 for ranks past the cutoff.
         """
         r = np.asarray(ranks)
-        if r.size and (not np.issubdtype(r.dtype, np.integer) or r.min() < 1):
-            raise ValueError(
-                f"ranks must be integers >= 1, got dtype {r.dtype} with minimum {r.min()}"
-            )
+        if not np.issubdtype(r.dtype, np.integer):
+            raise ValueError(f"ranks must be integers >= 1, got dtype {r.dtype}")
+        if r.size and r.min() < 1:
+            raise ValueError(f"ranks must be integers >= 1, got minimum {r.min()}")
         out = self._curve(r.astype(np.float64))
         if self.cutoff is not None:
             out = np.where(r <= self.cutoff, out, 0.0)
         return out
 
     def weights(self, n: int) -> np.ndarray:
-        """``δ(1), …, δ(n)``: the curve over the first ``n`` ranks."""
+        """``δ(1), …, δ(n)``: the curve over the first ``n`` ranks (``n`` an integer >= 0)."""
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be an integer >= 0, got {n!r}")
         return self(np.arange(1, n + 1))
 
     def with_cutoff(self, k: int) -> "Discount":
@@ -94,7 +99,7 @@ class LogDiscount(Discount):
     cutoff: int | None = None
 
     def __post_init__(self) -> None:
-        _check_cutoff(self.cutoff)
+        _set_cutoff(self)
 
     def _curve(self, ranks: np.ndarray) -> np.ndarray:
         return 1.0 / np.log2(ranks + 1.0)
@@ -116,9 +121,8 @@ class ExponentialDiscount(Discount):
     cutoff: int | None = None
 
     def __post_init__(self) -> None:
-        if not (0.0 < self.gamma <= 1.0):
-            raise ValueError(f"gamma must lie in (0, 1], got {self.gamma!r}")
-        _check_cutoff(self.cutoff)
+        object.__setattr__(self, "gamma", check_fraction(self.gamma, "gamma", include_one=True))
+        _set_cutoff(self)
 
     def _curve(self, ranks: np.ndarray) -> np.ndarray:
         return self.gamma ** (ranks - 1.0)
@@ -131,7 +135,7 @@ class ReciprocalDiscount(Discount):
     cutoff: int | None = None
 
     def __post_init__(self) -> None:
-        _check_cutoff(self.cutoff)
+        _set_cutoff(self)
 
     def _curve(self, ranks: np.ndarray) -> np.ndarray:
         return 1.0 / ranks
@@ -147,14 +151,29 @@ class CustomDiscount(Discount):
     ----------
     values : array_like of float
         Non-negative, finite examination probabilities for ranks 1..n; ``values[0] > 0``
-        because the top rank must be examined for any estimator to have support.
+        because the top rank must be examined for any estimator to have support. A pandas
+        Series must be in rank order, indexed 0..n−1 or by the ranks 1..n; other labels are
+        refused rather than read by position.
     """
 
     values: np.ndarray
     cutoff: int = field(init=False)
 
     def __post_init__(self) -> None:
-        v = np.array(self.values, dtype=np.float64)
+        given = self.values
+        if sp.issparse(given):
+            raise ValueError("values must be a non-empty 1-D array, got a sparse matrix")
+        if _is_pandas(given, "index"):
+            n = len(given.index)
+            labels = np.asarray(given.index)
+            if not any(np.array_equal(labels, np.arange(start, start + n)) for start in (0, 1)):
+                shown = ", ".join(repr(x) for x in given.index[:5]) + (", …" if n > 5 else "")
+                raise ValueError(
+                    f"values is a pandas Series indexed by [{shown}], not by 0..{n - 1} or the "
+                    f"ranks 1..{n} in order: sort it by rank (values[r-1] = δ(r)), or pass "
+                    ".to_numpy()"
+                )
+        v = np.array(real_array(given, "values"), dtype=np.float64)
         if v.ndim != 1 or v.size == 0:
             raise ValueError(f"values must be a non-empty 1-D array, got shape {v.shape}")
         bad = np.flatnonzero(~np.isfinite(v) | (v < 0))
@@ -169,7 +188,8 @@ class CustomDiscount(Discount):
         object.__setattr__(self, "cutoff", int(v.size))
 
     def _curve(self, ranks: np.ndarray) -> np.ndarray:
-        idx = np.minimum(ranks.astype(np.int64), self.cutoff) - 1
+        # Clamp before the int cast: a rank beyond int64 must not wrap around.
+        idx = np.minimum(ranks, self.cutoff).astype(np.int64) - 1
         return self.values[idx]
 
     def with_cutoff(self, k: int) -> "CustomDiscount":

@@ -28,6 +28,7 @@ import numpy as np
 from scipy.special import zeta
 
 from .._plots import axes
+from .._validation import check_finite_number, check_propensities, item_values
 
 __all__ = ["SIGNIFICANCE", "PropensityFitReport"]
 
@@ -39,12 +40,27 @@ SIGNIFICANCE = 0.1
 _ALTERNATIVES = (("lognormal", "a"), ("exponential", "an"))
 
 
-def _float_or_none(value) -> float | None:
-    return None if value is None else float(value)
+# The power-law fields of a report: given all together or not at all.
+_FIT_FIELDS = ("gamma", "gamma_se", "xmin", "ks_distance", "lr_lognormal", "lr_exponential")
 
 
-def _test_or_none(test) -> tuple[float, float] | None:
-    return None if test is None else (float(test[0]), float(test[1]))
+def _float_or_none(value, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    return float(value)
+
+
+def _test_or_none(test, name: str) -> tuple[float, float] | None:
+    """A likelihood-ratio test ``(R, p)``; NaN is allowed (powerlaw gives it for tiny tails)."""
+    if test is None:
+        return None
+    if isinstance(test, (str, bytes)) or np.shape(test) != (2,):
+        raise ValueError(f"{name} must be a pair (R, p), got {test!r}")
+    return _float_or_none(test[0], f"{name}[0]"), _float_or_none(test[1], f"{name}[1]")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -146,15 +162,44 @@ class PropensityFitReport:
         -------
         PropensityFitReport
         """
-        counts = np.array(counts, dtype=np.float64)
-        propensity = np.asarray(propensity, dtype=np.float64)
+        if not isinstance(model, str):
+            raise TypeError(f"model must be a str naming the model, got {type(model).__name__}")
+        counts = np.array(item_values(counts, "counts"), dtype=np.float64)
+        propensity = item_values(propensity, "propensity").astype(np.float64)
         if counts.ndim != 1 or counts.size == 0 or propensity.shape != counts.shape:
             raise ValueError(
                 "counts and propensity must be non-empty 1-D arrays of the same length, got "
                 f"shapes {counts.shape} and {propensity.shape}"
             )
+        bad = np.flatnonzero(~np.isfinite(counts) | (counts < 0))
+        if bad.size:
+            raise ValueError(
+                f"counts must be finite and >= 0; item {bad[0]} has {float(counts[bad[0]])}"
+            )
+        check_propensities(propensity, lambda k: f"item {k}")
+        min_count = check_finite_number(min_count, "min_count", above=0)
+        fit = {
+            "gamma": _float_or_none(gamma, "gamma"),
+            "gamma_se": _float_or_none(gamma_se, "gamma_se"),
+            "xmin": _float_or_none(xmin, "xmin"),
+            "ks_distance": _float_or_none(ks_distance, "ks_distance"),
+            "lr_lognormal": _test_or_none(lr_lognormal, "lr_lognormal"),
+            "lr_exponential": _test_or_none(lr_exponential, "lr_exponential"),
+        }
+        missing = [name for name in _FIT_FIELDS if fit[name] is None]
+        if 0 < len(missing) < len(_FIT_FIELDS):
+            raise ValueError(
+                f"a power-law fit needs all of {', '.join(_FIT_FIELDS)}; {', '.join(missing)} "
+                "not given (give none of them for a model without a fit)"
+            )
+        if xmin is not None and not (np.isfinite(fit["gamma"]) and np.isfinite(fit["xmin"])):
+            raise ValueError(
+                f"gamma and xmin of a power-law fit must be finite, got {gamma!r} and {xmin!r}"
+            )
         counts.setflags(write=False)
         total = float(counts.sum())
+        if total == 0:
+            raise ValueError("counts hold no interaction: there is nothing to report on")
         if xmin is None:
             share_items = share_interactions = None
         else:
@@ -166,7 +211,7 @@ class PropensityFitReport:
             model=model,
             n_items=int(counts.size),
             n_interactions=total,
-            min_count=float(min_count),
+            min_count=min_count,
             n_zero_count_items=int(np.count_nonzero(counts == 0)),
             n_below_min_count=int(np.count_nonzero(counts < min_count)),
             count_min=float(counts.min()),
@@ -176,14 +221,9 @@ class PropensityFitReport:
             min_propensity=min_propensity,
             max_propensity=float(propensity.max()),
             max_inverse_propensity=1.0 / min_propensity,
-            gamma=_float_or_none(gamma),
-            gamma_se=_float_or_none(gamma_se),
-            xmin=_float_or_none(xmin),
             share_items_below_xmin=share_items,
             share_interactions_below_xmin=share_interactions,
-            ks_distance=_float_or_none(ks_distance),
-            lr_lognormal=_test_or_none(lr_lognormal),
-            lr_exponential=_test_or_none(lr_exponential),
+            **fit,
             counts=counts,
         )
 

@@ -17,10 +17,19 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from scipy import optimize, special
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from .._validation import as_csr, check_propensities, entry_position
+from .._validation import (
+    EXACT_INTEGER_LIMIT,
+    as_csr,
+    check_finite_number,
+    check_float_exact,
+    check_propensities,
+    entry_position,
+    item_values,
+)
 from .fit_report import PropensityFitReport
 
 __all__ = ["PowerLawPropensity", "PopularityPropensity", "FixedPropensity", "item_counts"]
@@ -31,34 +40,67 @@ def item_counts(X) -> np.ndarray:
 
     Parameters
     ----------
-    X : array_like or sparse matrix
+    X : array_like, sparse matrix or pandas object
         Either a users×items interaction matrix, where ``n_i`` is the number of users with a
         non-zero entry for item i (ratings and repeat counts count once, as in Cornac's and
-        RecPack's popularity), or a 1-D vector of non-negative counts used as given.
+        RecPack's popularity), or a 1-D vector of non-negative counts used as given. A
+        DataFrame is aligned by its user and item labels, a Series (e.g. ``value_counts()``
+        of item indices) by its item labels; labels that are not the indices 0..n−1 are
+        refused rather than used by position.
 
     Returns
     -------
     numpy.ndarray
         float64 counts, one per item.
+
+    Raises
+    ------
+    ValueError
+        For a matrix entry that is NaN or infinite, a count that is negative, not finite or
+        above 2**53 (where float64 stops counting exactly), complex or non-numeric values,
+        and pandas labels that are not item indices; the message names the item or the
+        (user, item).
     """
     if sp.issparse(X) or np.ndim(X) == 2:
         m = as_csr(X, "X")
+        bad = np.flatnonzero(~np.isfinite(m.data))
+        if bad.size:
+            u, i = entry_position(m, int(bad[0]))
+            raise ValueError(
+                f"X has value {float(m.data[bad[0]])} at (user {u}, item {i}); interactions "
+                "must be finite"
+            )
         m.eliminate_zeros()
         return np.bincount(m.indices, minlength=m.shape[1]).astype(np.float64)
-    counts = np.asarray(X, dtype=np.float64)
-    if counts.ndim != 1 or counts.size == 0:
+    given = item_values(X, "X")
+    if given.ndim != 1 or given.size == 0:
         raise ValueError(
-            f"X must be a users×items matrix or a non-empty 1-D count vector, got shape {counts.shape}"
+            "X must be a users×items matrix or a non-empty 1-D count vector, got shape "
+            f"{given.shape}"
         )
-    bad = np.flatnonzero(~np.isfinite(counts) | (counts < 0))
+    check_float_exact(given, "X", lambda k: f"item {k}")
+    counts = given.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(counts) | (counts < 0) | (counts > EXACT_INTEGER_LIMIT))
     if bad.size:
-        raise ValueError(f"item counts must be finite and >= 0; item {bad[0]} has {float(counts[bad[0]])}")
+        raise ValueError(
+            f"item counts must be finite, >= 0 and at most 2**53; item {bad[0]} has "
+            f"{float(counts[bad[0]])}"
+        )
     return counts
 
 
-def _check_min_count(min_count: float) -> None:
-    if not min_count > 0:
-        raise ValueError(f"min_count must be > 0, got {min_count!r}")
+def _check_xmin(xmin) -> float | None:
+    """None, or the lower bound of a discrete power-law tail: a whole number >= 1."""
+    if xmin is None:
+        return None
+    number = isinstance(xmin, (int, float, np.integer, np.floating))
+    value = float(xmin) if number and not isinstance(xmin, (bool, np.bool_)) else np.nan
+    if not (np.isfinite(value) and value >= 1 and value == np.floor(value)):
+        raise ValueError(
+            "xmin must be None or a whole number >= 1 (the smallest count in the power-law "
+            f"tail), got {xmin!r}"
+        )
+    return value
 
 
 def _check_fitted(model: BaseEstimator) -> None:
@@ -68,6 +110,24 @@ def _check_fitted(model: BaseEstimator) -> None:
             f"{type(model).__name__} is not fitted: call fit(X) on the training interactions "
             "before report()"
         )
+
+
+#: powerlaw 2.0's upper bound on α (its ``DEFAULT_PARAMETER_RANGES``); Fit takes no other.
+_POWERLAW_ALPHA_CAP = 3.0
+
+
+def _discrete_power_law_mle(tail: np.ndarray, xmin: float) -> tuple[float, float]:
+    """γ maximising the discrete power-law likelihood of ``tail`` (all ≥ ``xmin``), Clauset
+    et al. (2009) Eq. 3.5, ``ℓ(γ) = −γ Σ ln x − n ln ζ(γ, xmin)``, without an upper bound on γ,
+    and its standard error ``(γ − 1)/√n`` as ``powerlaw`` reports it."""
+    n, log_sum = tail.size, float(np.log(tail).sum())
+
+    def negative_log_likelihood(gamma: float) -> float:
+        return gamma * log_sum + n * float(np.log(special.zeta(gamma, xmin)))
+
+    best = optimize.minimize_scalar(negative_log_likelihood, bounds=(1.0 + 1e-9, 100.0),
+                                    method="bounded", options={"xatol": 1e-10})
+    return float(best.x), (float(best.x) - 1.0) / np.sqrt(n)
 
 
 class PowerLawPropensity(BaseEstimator):
@@ -80,7 +140,9 @@ class PowerLawPropensity(BaseEstimator):
     where ``n_i`` is item i's interaction count and γ the exponent of the power law
     ``P(n) ∝ n^(−γ)`` that the counts follow, estimated by discrete maximum likelihood with
     the ``powerlaw`` package (Alstott et al. 2014; Clauset et al. 2009): ``γ`` is
-    ``powerlaw.Fit(counts, discrete=True, xmin=xmin).power_law.alpha``. Propensities are
+    ``powerlaw.Fit(counts, discrete=True, xmin=xmin).power_law.alpha``; where ``powerlaw``
+    stops at its upper bound γ = 3, the same likelihood is maximised without the bound, at the
+    same ``xmin``. Propensities are
     rescaled so the largest is 1, which makes every value a valid probability in (0, 1] and
     leaves self-normalised estimates unchanged.
 
@@ -91,13 +153,17 @@ class PowerLawPropensity(BaseEstimator):
         ``PropensityStratifiedEvaluation``: ``p_i ∝ n_i ** γ`` for counts above the fitted
         ``xmin`` and ``p_i ∝ n_i`` below it. Provided for comparison with Cornac results.
     xmin : float or None
-        Lower bound of the power-law tail. ``None`` lets ``powerlaw`` choose it by minimising
-        the Kolmogorov–Smirnov distance (its default, and Cornac's); ``1`` fits all counts.
+        Lower bound of the power-law tail, a whole number >= 1 below the largest count.
+        ``None`` lets ``powerlaw`` choose it by minimising the Kolmogorov–Smirnov distance
+        (its default, and Cornac's); ``1`` fits all counts. ``powerlaw`` only searches when
+        there are at least four distinct non-zero counts (it never tries the two largest);
+        with two or three the tail starts at the smallest count, i.e. all counts are fitted.
     min_count : float
         Items with zero interactions are treated as having ``min_count`` interactions
-        (default 1). The power law is defined on observed counts only; an item never
-        interacted with was at most as exposed as the rarest observed item, so it gets that
-        item's propensity rather than a zero that would make its IPS weight infinite.
+        (default 1), a finite number > 0. The power law is defined on observed counts only;
+        an item never interacted with was at most as exposed as the rarest observed item, so
+        it gets that item's propensity rather than a zero that would make its IPS weight
+        infinite.
 
     Attributes
     ----------
@@ -119,31 +185,66 @@ class PowerLawPropensity(BaseEstimator):
         self.min_count = min_count
 
     def fit(self, X, y=None) -> "PowerLawPropensity":
-        """Fit γ on the item counts of ``X`` (see :func:`item_counts`) and set ``propensity_``."""
+        """Fit γ on the item counts of ``X`` (see :func:`item_counts`) and set ``propensity_``.
+
+        Raises
+        ------
+        ValueError
+            For invalid parameters; for counts :func:`item_counts` refuses, or that are not
+            whole numbers (the fit is discrete); when fewer than two distinct non-zero counts
+            are observed, or none above a given ``xmin``, so the exponent has no finite
+            maximum-likelihood estimate.
+        """
         import powerlaw
 
-        if self.variant not in ("yang", "cornac"):
+        if not isinstance(self.variant, str) or self.variant not in ("yang", "cornac"):
             raise ValueError(f"variant must be 'yang' or 'cornac', got {self.variant!r}")
-        _check_min_count(self.min_count)
+        xmin = _check_xmin(self.xmin)
+        min_count = check_finite_number(self.min_count, "min_count", above=0)
         counts = item_counts(X)
+        fractional = np.flatnonzero(counts != np.floor(counts))
+        if fractional.size:
+            k = int(fractional[0])
+            raise ValueError(
+                "PowerLawPropensity fits a discrete power law to whole interaction counts; "
+                f"item {k} has {float(counts[k])}"
+            )
         observed = counts[counts > 0]
-        if np.unique(observed).size < 2:
+        distinct = np.unique(observed)
+        if distinct.size < 2:
             raise ValueError(
                 "a power law needs at least two distinct non-zero item counts, got "
-                f"{np.unique(observed).tolist()}"
+                f"{distinct.tolist()}"
+            )
+        # With every tail count equal to xmin the likelihood grows without bound in γ.
+        if xmin is not None and distinct[-1] <= xmin:
+            raise ValueError(
+                f"xmin = {xmin:g} leaves no item count above it (the largest is "
+                f"{distinct[-1]:g}): the exponent has no finite maximum-likelihood estimate; "
+                "lower xmin"
             )
         with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
             warnings.simplefilter("ignore")
             # powerlaw fits lazily: read the fitted values while its warnings are silenced.
-            fit = powerlaw.Fit(observed, discrete=True, xmin=self.xmin, verbose=False)
+            fit = powerlaw.Fit(observed, discrete=True, xmin=xmin, verbose=False)
+            if not np.isfinite(fit.xmin):
+                # Fewer than two candidate xmins to compare (class docstring): fit all counts.
+                fit = powerlaw.Fit(observed, discrete=True, xmin=distinct[0], verbose=False)
             tail = fit.power_law
-            self.gamma_ = float(tail.alpha)
-            self.gamma_se_ = float(tail.sigma)
-            self.xmin_ = float(tail.xmin)
+            gamma, gamma_se, fitted_xmin = float(tail.alpha), float(tail.sigma), float(tail.xmin)
+        if np.isfinite(gamma) and gamma >= _POWERLAW_ALPHA_CAP - 1e-6:
+            # powerlaw 2.0 bounds α to (0, 3] and returns the bound for steeper tails.
+            gamma, gamma_se = _discrete_power_law_mle(observed[observed >= fitted_xmin], fitted_xmin)
+        if not np.isfinite(gamma):
+            raise ValueError(
+                f"the power-law fit of the item counts failed (γ = {gamma}, xmin = "
+                f"{fitted_xmin:g}); give xmin, or check the counts"
+            )
+        self.gamma_, self.gamma_se_, self.xmin_ = gamma, gamma_se, fitted_xmin
         # Kept for report(): its KS distance and likelihood-ratio tests need the fitted data.
         self._powerlaw_fit = fit
         self.counts_ = counts
-        log_n = np.log(np.maximum(counts, self.min_count))
+        log_n = np.log(np.maximum(counts, min_count))
         if self.variant == "yang":
             log_p = 0.5 * (self.gamma_ + 1.0) * log_n
         else:
@@ -217,13 +318,27 @@ class PopularityPropensity(BaseEstimator):
         self.min_count = min_count
 
     def fit(self, X, y=None) -> "PopularityPropensity":
-        """Compute ``propensity_`` from the item counts of ``X`` (see :func:`item_counts`)."""
-        _check_min_count(self.min_count)
+        """Compute ``propensity_`` from the item counts of ``X`` (see :func:`item_counts`).
+
+        Raises
+        ------
+        ValueError
+            For counts :func:`item_counts` refuses, when ``X`` has no interactions, and when
+            ``min_count`` is not a finite number > 0 or exceeds the N interactions (a
+            propensity ``min_count / N`` above 1 would not be a probability).
+        """
+        min_count = check_finite_number(self.min_count, "min_count", above=0)
         counts = item_counts(X)
-        if counts.sum() <= 0:
+        total = counts.sum()
+        if total <= 0:
             raise ValueError("X has no interactions: item popularity is undefined")
+        if min_count > total:
+            raise ValueError(
+                f"min_count = {self.min_count!r} exceeds the N = {total:g} interactions of X: "
+                "the propensity min_count / N of a rarely seen item would exceed 1"
+            )
         self.counts_ = counts
-        self.propensity_ = np.maximum(counts, self.min_count) / counts.sum()
+        self.propensity_ = np.maximum(counts, min_count) / total
         return self
 
     def report(self) -> PropensityFitReport:
@@ -252,27 +367,38 @@ class FixedPropensity(BaseEstimator):
 
     Parameters
     ----------
-    propensity : array_like or sparse matrix
-        Per-item propensities (1-D) or user-dependent ones as a users×items sparse matrix,
-        all in (0, 1]. ``fit`` only validates them; it is there so the same code path can
-        take fitted and given propensities.
+    propensity : array_like, pandas Series or sparse matrix
+        Per-item propensities (1-D; a Series is aligned by its item labels, which must be the
+        item indices 0..n−1) or user-dependent ones as a users×items sparse matrix storing
+        each (user, item) once, all in (0, 1]. ``fit`` only validates them; it is there so
+        the same code path can take fitted and given propensities.
     """
 
     def __init__(self, propensity):
         self.propensity = propensity
 
     def fit(self, X=None, y=None) -> "FixedPropensity":
-        """Validate and store the given propensities as ``propensity_``."""
+        """Validate and store the given propensities as ``propensity_``.
+
+        Raises
+        ------
+        ValueError
+            For a value outside (0, 1] (named with its item or (user, item)), an empty or
+            multi-dimensional dense array, complex or non-numeric values, Series labels that
+            are not item indices, and a sparse matrix that stores an entry twice (its values
+            would be summed) or is structurally corrupt.
+        """
         p = self.propensity
         if sp.issparse(p):
-            p = as_csr(p, "propensity")
+            p = as_csr(p, "propensity", duplicates="refuse")
             p.eliminate_zeros()
             check_propensities(p.data, lambda k: "(user {}, item {})".format(*entry_position(p, k)))
         else:
-            p = np.asarray(p, dtype=np.float64)
-            if p.ndim != 1:
+            p = item_values(p, "propensity").astype(np.float64)
+            if p.ndim != 1 or p.size == 0:
                 raise ValueError(
-                    f"propensity must be a 1-D per-item vector or a sparse matrix, got shape {p.shape}"
+                    "propensity must be a non-empty 1-D per-item vector or a sparse matrix, got "
+                    f"shape {p.shape}"
                 )
             check_propensities(p, lambda k: f"item {k}")
         self.propensity_ = p

@@ -11,10 +11,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._sparse import SparseLookup
-from .._validation import as_csr, check_clip, check_propensities
+from .._validation import as_csr, check_clip, check_propensities, item_values
 
 __all__ = [
-    "RECOMMENDED_CLIP", "entry_propensities", "item_propensities", "ips_weights", "clip_weights"
+    "RECOMMENDED_CLIP", "resolve_propensity", "entry_propensities", "item_propensities",
+    "ips_weights", "clip_weights",
 ]
 
 # The clipping that the adapters and PropensityStratifiedEvaluation use unless told otherwise.
@@ -36,53 +37,101 @@ def _resolve(propensity):
     return getattr(propensity, "propensity_", propensity)
 
 
-def entry_propensities(propensity, y_true: sp.csr_matrix) -> np.ndarray:
+def resolve_propensity(
+    propensity, shape: tuple[int, int] | None, data: str = "y_true", name: str = "propensity"
+) -> np.ndarray | sp.csr_matrix:
+    """The propensities behind a model, vector or matrix, checked against data of ``shape``.
+
+    Parameters
+    ----------
+    propensity : fitted model, array_like, pandas Series or sparse matrix
+        A model contributes its ``propensity_``. A 1-D vector holds one propensity per item;
+        a Series is aligned by its item labels (:func:`~recpack_ope._validation.item_values`).
+        A users×items sparse matrix may not store an entry twice: propensities are never
+        summed.
+    shape : (n_users, n_items) or None
+        Shape of the data the propensities meet; None checks the propensities alone.
+    data, name : str
+        Names of that data and of the propensity argument, for messages.
+
+    Returns
+    -------
+    numpy.ndarray or scipy.sparse.csr_matrix
+        A float64 vector of ``n_items`` propensities, each in (0, 1], or a canonical CSR
+        matrix of ``shape`` whose values are checked where they are looked up.
+    """
+    p = _resolve(propensity)
+    if sp.issparse(p):
+        if shape is not None and tuple(p.shape) != tuple(shape):
+            raise ValueError(
+                f"{name} matrix has shape {p.shape} but {data} has shape {tuple(shape)}"
+            )
+        return as_csr(p, name, duplicates="refuse")
+    n_items = None if shape is None else shape[1]
+    p = np.asarray(item_values(p, name, n_items), dtype=np.float64)
+    if p.ndim != 1 or p.size == 0 or (shape is not None and p.shape[0] != shape[1]):
+        expected = "a non-empty vector" if shape is None else f"{shape[1]} items"
+        raise ValueError(
+            f"{name} has shape {p.shape} but {data} has {expected}; give one propensity per "
+            "item or a users×items matrix"
+        )
+    check_propensities(p, lambda k: f"item {k}")
+    return p
+
+
+def entry_propensities(
+    propensity, y_true: sp.csr_matrix, name: str = "propensity"
+) -> np.ndarray:
     """The validated propensity ``p_ui`` of every stored entry of ``y_true``.
 
     Parameters
     ----------
-    propensity : fitted model, 1-D array or sparse matrix
-        A model contributes its ``propensity_``. A 1-D array holds one propensity per item;
-        a users×items sparse matrix must store a propensity for every held-out (user, item).
+    propensity : fitted model, 1-D array, pandas Series or sparse matrix
+        A model contributes its ``propensity_``. A 1-D array holds one propensity per item
+        (a Series is aligned by its item labels); a users×items sparse matrix must store a
+        propensity for every held-out (user, item), each once.
     y_true : scipy.sparse.csr_matrix
         Canonical held-out matrix (sorted indices, no explicit zeros).
+    name : str
+        The propensity argument's name in messages (e.g. ``"stratify_by"``).
 
     Returns
     -------
     numpy.ndarray
         One propensity in (0, 1] per stored entry, aligned with ``y_true.data``.
     """
-    p = _resolve(propensity)
+    p = resolve_propensity(propensity, y_true.shape, name=name)
     if sp.issparse(p):
-        if p.shape != y_true.shape:
-            raise ValueError(
-                f"propensity matrix has shape {p.shape} but y_true has shape {y_true.shape}"
-            )
-        p = as_csr(p, "propensity")
         rows = np.repeat(np.arange(y_true.shape[0]), np.diff(y_true.indptr))
         values = np.asarray(p[rows, y_true.indices]).ravel()
         check_propensities(values, lambda k: f"held-out (user {rows[k]}, item {y_true.indices[k]})")
         return values
-    p = np.asarray(p, dtype=np.float64)
-    if p.ndim != 1 or p.shape[0] != y_true.shape[1]:
-        raise ValueError(
-            f"propensity has shape {p.shape} but y_true has {y_true.shape[1]} items; "
-            "give one propensity per item or a users×items matrix"
-        )
-    check_propensities(p, lambda k: f"item {k}")
     return p[y_true.indices]
 
 
-def item_propensities(propensity, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+def item_propensities(
+    propensity, users: np.ndarray, items: np.ndarray, shape: tuple[int, int] | None = None
+) -> np.ndarray:
     """The validated propensity ``p_ui`` of paired (user, item) arrays, e.g. a target's ranked
     items, which a held-out matrix need not store.
 
-    A users×items sparse matrix must store every pair asked for; the message names the first
-    it lacks.
+    ``shape`` is that of the data the pairs index; without it the propensities' own extent
+    is used, and a pair outside it is refused. A users×items sparse matrix must store every
+    pair asked for; the message names the first it lacks.
     """
-    p = _resolve(propensity)
+    p = resolve_propensity(propensity, shape)
+    n_users, n_items = p.shape if sp.issparse(p) else (None, p.shape[0])
+    outside = (items < 0) | (items >= n_items)
+    if n_users is not None:
+        outside |= (users < 0) | (users >= n_users)
+    if outside.any():
+        k = int(np.flatnonzero(outside)[0])
+        raise ValueError(
+            f"(user {users[k]}, item {items[k]}) has no propensity: the propensities cover "
+            f"{'' if n_users is None else f'{n_users} users and '}{n_items} items"
+        )
     if sp.issparse(p):
-        table = SparseLookup(as_csr(p, "propensity"))
+        table = SparseLookup(p)
         at, found = table.stored(users.astype(np.int64), items)
         missing = np.flatnonzero(~found)
         if missing.size:
@@ -95,10 +144,6 @@ def item_propensities(propensity, users: np.ndarray, items: np.ndarray) -> np.nd
         values = table.values[at]
         check_propensities(values, lambda k: f"(user {users[k]}, item {items[k]})")
         return values
-    p = np.asarray(p, dtype=np.float64)
-    if p.ndim != 1:
-        raise ValueError(f"propensity must be 1-D (one per item) or a sparse matrix, got shape {p.shape}")
-    check_propensities(p, lambda k: f"item {k}")
     return p[items]
 
 

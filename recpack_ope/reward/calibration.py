@@ -27,6 +27,7 @@ from threadpoolctl import threadpool_limits
 from .._chunks import CHUNK_ELEMENTS, rows_per_chunk
 from .._sparse import SparseLookup
 from .._validation import as_csr, check_positive_int, check_propensities
+from ..propensity.weights import resolve_propensity
 from .models import (
     CalibratedScores,
     check_matrix,
@@ -120,13 +121,16 @@ class ScoreCalibration(BaseEstimator):
         ----------
         scores : array_like or sparse matrix, shape (n_users, n_items)
             The model's scores, finite; a sparse matrix's missing entries are score 0.
+            Integers beyond ±2**53, which float64 would round, are refused; a DataFrame is
+            aligned by its user and item labels (as are ``clicks``).
         clicks : array_like or sparse matrix, shape (n_users, n_items)
             Held-out clicks, finite and ≥ 0: an entry > 0 is a click (its size is ignored),
             0 or missing is a non-click.
         propensity : None, fitted propensity model, 1-D array or users×items matrix
             Exposure probability ``p_ui`` in (0, 1] of each pair: a model contributes its
-            ``propensity_``; a 1-D array holds one per item; a users×items array (or sparse
-            matrix storing every pair used) one per pair. None means ``p ≡ 1``.
+            ``propensity_``; a 1-D array holds one per item (a pandas Series is aligned by
+            its item labels); a users×items array (or sparse matrix storing every pair used,
+            each once: propensities are never summed) one per pair. None means ``p ≡ 1``.
 
         Returns
         -------
@@ -223,7 +227,7 @@ class ScoreCalibration(BaseEstimator):
             When not fitted, or when a value is NaN or infinite (its index is named).
         """
         self._check_fitted()
-        s = np.asarray(check_real(values, "values"), dtype=np.float64)
+        s = np.asarray(check_real(values, "values", axes=None), dtype=np.float64)
         bad = np.flatnonzero(~np.isfinite(s.ravel()))
         if bad.size:
             index = np.unravel_index(int(bad[0]), s.shape) if s.ndim else ()
@@ -300,30 +304,24 @@ def _check_propensity(propensity, shape: tuple[int, int]):
             f"propensity {type(propensity).__name__} is not fitted: call fit(...) on the "
             "training interactions first"
         )
-    p = check_real(getattr(propensity, "propensity_", propensity), "propensity")
-    n_items = shape[1]
-    if sp.issparse(p) or p.ndim == 2:
-        if tuple(p.shape) != tuple(shape):
-            raise ValueError(
-                f"propensity has shape {p.shape} but scores has shape {tuple(shape)}; give one "
-                "propensity per item or a users×items matrix"
-            )
+    p = getattr(propensity, "propensity_", propensity)
+    if sp.issparse(p) or np.ndim(p) != 2:
+        check_real(p, "propensity")
+        p = resolve_propensity(p, shape, data="scores")
         if sp.issparse(p):
-            p = as_csr(p, "propensity")
             p.eliminate_zeros()  # a stored 0 is as invalid as a missing entry: both are named
             return SparseLookup(p)
-        bad = first_bad_dense(p, lambda v: ~np.isfinite(v) | (v <= 0) | (v > 1))
-        if bad is not None:
-            u, i = bad
-            check_propensities(np.array([float(p[u, i])]), lambda k: f"(user {u}, item {i})")
         return p
-    p = np.asarray(p, dtype=np.float64)
-    if p.ndim != 1 or p.shape[0] != n_items:
+    p = check_real(p, "propensity")
+    if tuple(p.shape) != tuple(shape):
         raise ValueError(
-            f"propensity has shape {p.shape} but scores has {n_items} items; give one "
+            f"propensity has shape {p.shape} but scores has shape {tuple(shape)}; give one "
             "propensity per item or a users×items matrix"
         )
-    check_propensities(p, lambda k: f"item {k}")
+    bad = first_bad_dense(p, lambda v: ~np.isfinite(v) | (v <= 0) | (v > 1))
+    if bad is not None:
+        u, i = bad
+        check_propensities(np.array([float(p[u, i])]), lambda k: f"(user {u}, item {i})")
     return p
 
 
@@ -358,8 +356,14 @@ def _bernoulli_ranks(n: int, rate: float, seed: int) -> np.ndarray:
         # geometric(q) ≥ 1 is the number of positions up to and including the next kept one
         gaps = rng.geometric(rate, size=batch).astype(np.int64)
         positions = last + np.cumsum(gaps)
+        # Positions increase until one passes n, or wraps below 0 when n is near 2**63:
+        # either ends the sample (without the wrap check the loop could run forever).
+        past = np.flatnonzero((positions >= n) | (positions < 0))
+        if past.size:
+            parts.append(positions[: past[0]])
+            break
         last = int(positions[-1])
-        parts.append(positions[positions < n])
+        parts.append(positions)
     return np.concatenate(parts)
 
 

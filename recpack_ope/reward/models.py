@@ -22,7 +22,7 @@ from scipy.special import expit
 
 from .._chunks import rows_per_chunk
 from .._sparse import SparseLookup
-from .._validation import as_csr, entry_position
+from .._validation import _is_pandas, as_csr, check_float_exact, entry_position, real_array
 
 __all__ = ["CalibratedScores", "RewardMatrix", "RewardModel"]
 
@@ -44,9 +44,16 @@ class RewardModel(Protocol):
 # --------------------------------------------------------------------------- shared helpers
 
 
-def check_real(matrix, name: str):
-    """``matrix`` as a sparse matrix or an ndarray of real numbers (bool, int or float)."""
+def check_real(matrix, name: str, *, axes: tuple[str, ...] | None = ("user", "item")):
+    """``matrix`` as a sparse matrix or an ndarray of real numbers (bool, int or float).
+
+    A pandas object goes through :func:`~recpack_ope._validation.real_array`: a DataFrame is
+    aligned by its user and item labels, and missing values are refused with their labels.
+    ``axes`` name the dimensions in messages.
+    """
     if not sp.issparse(matrix):
+        if _is_pandas(matrix, "index"):
+            return real_array(matrix, name, axes=axes)
         matrix = np.asarray(matrix)
     if matrix.dtype.kind not in "biuf":
         raise ValueError(f"{name} must hold real numbers, got dtype {matrix.dtype}")
@@ -55,12 +62,16 @@ def check_real(matrix, name: str):
 
 def check_matrix(matrix, name: str):
     """A real users×items matrix: a canonical float64 CSR copy if sparse, else the 2-D ndarray
-    as given (not copied)."""
+    as given (not copied). Integers beyond ±2**53, which float64 would round and so reorder,
+    are refused with their (user, item)."""
     matrix = check_real(matrix, name)
     if sp.issparse(matrix):
         return as_csr(matrix, name)
     if matrix.ndim != 2:
         raise ValueError(f"{name} must be a 2-D users×items matrix, got shape {matrix.shape}")
+    check_float_exact(
+        matrix, name, lambda k: "(user {}, item {})".format(*np.unravel_index(k, matrix.shape))
+    )
     return matrix
 
 
@@ -211,7 +222,13 @@ class CalibratedScores:
                 f"calibration {type(calibration).__name__} is not fitted (it has no slope_ and "
                 "intercept_): call fit(scores, clicks) on held-out clicks first"
             )
-        slope, intercept = float(calibration.slope_), float(calibration.intercept_)
+        try:
+            slope, intercept = float(calibration.slope_), float(calibration.intercept_)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"calibration has slope_ {calibration.slope_!r} and intercept_ "
+                f"{calibration.intercept_!r}; both must be finite numbers"
+            ) from None
         if not (np.isfinite(slope) and np.isfinite(intercept)):
             raise ValueError(
                 f"calibration has slope_ {slope} and intercept_ {intercept}; both must be finite"

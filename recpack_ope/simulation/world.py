@@ -42,13 +42,14 @@ Nothing is stored densely over users × items: relevance is computed from the fa
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
-from .._validation import as_csr, check_positive_int
+from .._validation import as_csr, check_finite_number, check_positive_int
 from ..inference.result import EstimateResult
 from ..logged.feed_log import FeedLog
 from ..logged.plackett_luce import exposure, sample_rankings
@@ -62,6 +63,10 @@ __all__ = [
 ]
 
 CLICK_MODELS = ("pbm", "cascade")
+# Worlds whose factors, and logs whose rows, would take more memory than this are refused.
+MAX_BYTES = 8 * 2**30
+# Memory of one logged row: its user, feed, item, rank, propensity and click, and temporaries.
+_BYTES_PER_ROW = 64
 # Spawn key of the random stream that segments users; distinct from the world's and the logs'
 # streams, so segmenting does not change the factors or any log of a world.
 _SEGMENT_STREAM = 0x5E6
@@ -81,12 +86,14 @@ class PopularityPolicy:
     temperature: float = 1.0
 
     def __post_init__(self) -> None:
-        if not (np.isfinite(self.temperature) and self.temperature > 0):
-            raise ValueError(f"temperature must be finite and > 0, got {self.temperature!r}")
+        check_finite_number(self.temperature, "temperature", above=0)
 
     def weights(self, world: "SimulatedWorld") -> np.ndarray:
-        """Plackett–Luce weights ``π_i^(1/τ)`` of the world's items."""
-        return np.exp(np.log(world.popularity) / self.temperature)
+        """Plackett–Luce weights ``π_i^(1/τ)`` of the world's items (0 where they underflow)."""
+        return np.exp(self._log_weights(world))
+
+    def _log_weights(self, world: "SimulatedWorld") -> np.ndarray:
+        return _finite_log_weights(np.log(world.popularity) / self.temperature, self.temperature)
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,9 @@ class UniformPolicy:
     def weights(self, world: "SimulatedWorld") -> np.ndarray:
         """Equal Plackett–Luce weights."""
         return np.ones(world.n_items)
+
+    def _log_weights(self, world: "SimulatedWorld") -> np.ndarray:
+        return np.zeros(world.n_items)
 
 
 @dataclass(frozen=True)
@@ -132,12 +142,10 @@ class PersonalisedPolicy:
     noise: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (np.isfinite(self.temperature) and self.temperature > 0):
-            raise ValueError(f"temperature must be finite and > 0, got {self.temperature!r}")
-        if not np.isfinite(self.personalisation):
-            raise ValueError(f"personalisation must be finite, got {self.personalisation!r}")
+        check_finite_number(self.temperature, "temperature", above=0)
+        check_finite_number(self.personalisation, "personalisation")
         check_positive_int(self.n_segments, "n_segments")
-        if not (np.isfinite(self.noise) and self.noise >= 0):
+        if check_finite_number(self.noise, "noise") < 0:
             raise ValueError(f"noise must be finite and >= 0, got {self.noise!r}")
 
     def segments(self, world: "SimulatedWorld") -> np.ndarray:
@@ -146,10 +154,13 @@ class PersonalisedPolicy:
 
     def weights(self, world: "SimulatedWorld") -> np.ndarray:
         """Plackett–Luce weights of every segment, shape (n_segments, n_items), rows sum to 1."""
+        return _normalised(self._segmentation(world)[1])
+
+    def _log_weights(self, world: "SimulatedWorld") -> np.ndarray:
         return self._segmentation(world)[1]
 
     def _segmentation(self, world: "SimulatedWorld") -> tuple[np.ndarray, np.ndarray]:
-        """(segment of every user, normalised PL weights of every segment)."""
+        """(segment of every user, PL log-weights of every segment, each row's largest 0)."""
         if self.n_segments > world.n_users:
             raise ValueError(
                 f"n_segments={self.n_segments} exceeds the number of users ({world.n_users})"
@@ -176,9 +187,8 @@ class PersonalisedPolicy:
             + self.personalisation * (centroids @ world.item_factors.T)
             + self.noise * rng.standard_normal((self.n_segments, world.n_items))
         ) / self.temperature
-        # Shift each row by its maximum before exponentiating: same PL policy, no overflow.
-        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
-        return segment, weights / weights.sum(axis=1, keepdims=True)
+        # Shift each row by its maximum: the same PL policy, and no overflow when exponentiated.
+        return segment, _finite_log_weights(scores - scores.max(axis=1, keepdims=True), self.temperature)
 
 
 @dataclass(frozen=True, eq=False)
@@ -359,12 +369,20 @@ class SimulatedWorld:
     base_logit : float
         ``b``: sets the overall click-through rate.
     seed : int
-        Seed of the world's factors and popularity.
+        Seed of the world's factors and popularity, an integer >= 0.
     click_model : {"pbm", "cascade"}
         ``"pbm"``: position-based views, clicks independent across ranks (Asm. 1–5 hold).
         ``"cascade"``: single-click cascade with the same examination curve (see the module
         docstring); needs a non-increasing discount. Used by :meth:`log` and
         :meth:`online_reward` alike; it does not change the factors or popularity.
+
+    Raises
+    ------
+    ValueError
+        For sizes that are not positive integers, strengths or a base logit that are not
+        finite reals, a negative popularity exponent or one so large that the least popular
+        item's popularity underflows to 0, a seed that is not an integer >= 0, an unknown
+        click model, or factors beyond ``MAX_BYTES`` (8 GiB) of memory.
     """
 
     n_users: int = 5000
@@ -386,13 +404,25 @@ class SimulatedWorld:
     def __post_init__(self) -> None:
         for name in ("n_users", "n_items", "n_factors"):
             check_positive_int(getattr(self, name), name)
-        for name in ("preference_strength", "popularity_exponent", "popularity_strength", "base_logit"):
-            if not np.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be finite, got {getattr(self, name)!r}")
-        if self.popularity_exponent < 0:
-            raise ValueError(f"popularity_exponent must be >= 0, got {self.popularity_exponent!r}")
-        if self.click_model not in CLICK_MODELS:
+        for name in ("preference_strength", "popularity_strength", "base_logit"):
+            check_finite_number(getattr(self, name), name)
+        exponent = check_finite_number(self.popularity_exponent, "popularity_exponent", minimum=0)
+        if exponent * math.log(self.n_items) > 700:
+            raise ValueError(
+                f"popularity_exponent={self.popularity_exponent!r} makes the popularity "
+                f"{self.n_items}^-{exponent:g} of the least popular item underflow to 0; use an "
+                f"exponent below {700 / math.log(self.n_items):.4g} for {self.n_items} items"
+            )
+        _check_int_seed(self.seed, "seed")
+        if not isinstance(self.click_model, str) or self.click_model not in CLICK_MODELS:
             raise ValueError(f"click_model must be one of {CLICK_MODELS}, got {self.click_model!r}")
+        factor_bytes = 8.0 * (self.n_users + self.n_items) * self.n_factors
+        if factor_bytes > MAX_BYTES:
+            raise ValueError(
+                f"a world of {self.n_users} users and {self.n_items} items with {self.n_factors} "
+                f"factors needs {factor_bytes / 2**30:.1f} GiB for its factors alone (limit "
+                f"{MAX_BYTES / 2**30:.0f} GiB)"
+            )
         rng = np.random.default_rng(self.seed)
         scale = 1.0 / np.sqrt(self.n_factors)
         object.__setattr__(
@@ -410,8 +440,19 @@ class SimulatedWorld:
         return _sigmoid(logits)
 
     def relevance_of(self, users, items) -> np.ndarray:
-        """``P(Q=1 | u, i)`` for paired arrays of users and items (any matching shape)."""
-        users, items = np.asarray(users), np.asarray(items)
+        """``P(Q=1 | u, i)`` for paired arrays of users and items (any matching shape).
+
+        Raises
+        ------
+        ValueError
+            For indices that are not integers or lie outside the world's users and items.
+        """
+        users = _indices(users, self.n_users, "users")
+        items = _indices(items, self.n_items, "items")
+        return self._relevance_of(users, items)
+
+    def _relevance_of(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """:meth:`relevance_of` of checked indices (the simulation's own calls)."""
         inner = np.einsum("...f,...f->...", self.user_factors[users], self.item_factors[items])
         logits = (
             self.base_logit
@@ -464,37 +505,48 @@ class SimulatedWorld:
             Independent feeds per user (clicks are summed in ``clicks``). Use 1 for held-out
             logs that IPS estimators read: then the per-feed exposure is the propensity.
         seed : int
-            Seed of this log (independent of the world's seed).
+            Seed of this log (independent of the world's seed), an integer >= 0.
 
         Returns
         -------
         LoggedFeedback
+
+        Raises
+        ------
+        ValueError
+            For a feed length outside 1..n_items, ``n_feeds < 1``, a seed that is not an
+            integer >= 0, or a log beyond ``MAX_BYTES`` (8 GiB) of memory.
+        TypeError
+            For a policy or discount of the wrong type.
         """
         discount = LogDiscount() if discount is None else discount
-        if not isinstance(discount, Discount):
-            raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
-        if not isinstance(policy, (PopularityPolicy, UniformPolicy, PersonalisedPolicy)):
-            raise TypeError(
-                f"policy must be a PopularityPolicy or UniformPolicy, got {type(policy).__name__}"
-                " (or a PersonalisedPolicy)"
-            )
-        n = check_positive_int(feed_length, "feed_length")
+        n = self._check_deployment(policy, discount, feed_length)
         n_feeds = check_positive_int(n_feeds, "n_feeds")
+        _check_int_seed(seed, "seed")
+        log_bytes = float(_BYTES_PER_ROW) * self.n_users * n_feeds * n
+        if log_bytes > MAX_BYTES:
+            raise ValueError(
+                f"a log of {self.n_users} users × {n_feeds} feeds × {n} items has "
+                f"{self.n_users * n_feeds * n} rows, about {log_bytes / 2**30:.0f} GiB (limit "
+                f"{MAX_BYTES / 2**30:.0f} GiB): use fewer feeds, shorter feeds or fewer users"
+            )
         view_prob = discount.weights(n)
         cascade = self.click_model == "cascade"
         continuation = _cascade_continuation(view_prob) if cascade else None
         rng = np.random.default_rng([self.seed, seed])
         n_rows = self.n_users * n_feeds
-        segment, weights, eps0 = self._policy_exposure(policy, discount, n)
+        segment, weights, log_weights, eps0 = self._policy_exposure(policy, discount, n)
         if segment is not None:
             feeds = np.empty((n_rows, n), dtype=np.int64)
             for s in range(weights.shape[0]):
                 members = np.flatnonzero(segment == s)
                 rows = (members[:, None] * n_feeds + np.arange(n_feeds)).ravel()
-                feeds[rows] = sample_rankings(weights[s], n, rows.size, rng)
+                feeds[rows] = sample_rankings(
+                    **_pl(weights[s], log_weights[s]), n_ranks=n, n_samples=rows.size, rng=rng
+                )
             propensity = eps0[np.repeat(segment, n_feeds * n), feeds.ravel()]
         else:
-            feeds = sample_rankings(weights, n, n_rows, rng)
+            feeds = sample_rankings(**_pl(weights, log_weights), n_ranks=n, n_samples=n_rows, rng=rng)
             propensity = eps0[feeds.ravel()]
         user = np.repeat(np.arange(self.n_users), n_feeds * n)
         feed = np.tile(np.repeat(np.arange(n_feeds), n), self.n_users)
@@ -510,7 +562,7 @@ class SimulatedWorld:
                 shown = feeds[part]
                 # Examined through rank r: every continuation up to r succeeded (prob. δ(r)).
                 examined = np.logical_and.accumulate(rng.random(shown.shape) < continuation, axis=1)
-                relevant = rng.random(shown.shape) < self.relevance_of(feed_user[part, None], shown)
+                relevant = rng.random(shown.shape) < self._relevance_of(feed_user[part, None], shown)
                 # The first examined relevant item is clicked and ends the feed, so rank r can
                 # only be clicked if no rank above it was relevant.
                 clear = np.ones(shown.shape, dtype=bool)
@@ -521,7 +573,7 @@ class SimulatedWorld:
             for start in range(0, item.size, step):
                 part = slice(start, start + step)
                 viewed = rng.random(rank[part].size) < view_prob[rank[part] - 1]
-                relevant = rng.random(viewed.size) < self.relevance_of(user[part], item[part])
+                relevant = rng.random(viewed.size) < self._relevance_of(user[part], item[part])
                 click[part] = viewed & relevant
         hit = click == 1
         clicks = sp.csr_matrix(
@@ -576,7 +628,7 @@ class SimulatedWorld:
         for start in range(0, self.n_users, step):
             users = np.arange(start, min(start + step, self.n_users))
             local, items, ranks = source.ranked(users, discount.cutoff)
-            relevance = self.relevance_of(users[local], items)
+            relevance = self._relevance_of(users[local], items)
             if self.click_model == "cascade" and ranks.size:
                 _cascade_continuation(discount.weights(int(ranks.max())))
                 relevance = relevance * _no_click_above(relevance, local, ranks, users.size)
@@ -606,8 +658,8 @@ class SimulatedWorld:
                 "policy_reward is exact only for click_model='pbm'; under 'cascade' estimate a "
                 "stochastic policy's reward by the mean clicks per user of its logs"
             )
-        n = check_positive_int(feed_length, "feed_length")
-        segment, _, eps = self._policy_exposure(policy, discount, n)
+        n = self._check_deployment(policy, discount, feed_length)
+        segment, _, _, eps = self._policy_exposure(policy, discount, n)
         reward = np.empty(self.n_users)
         step = rows_per_chunk(self.n_items)
         for start in range(0, self.n_users, step):
@@ -619,17 +671,37 @@ class SimulatedWorld:
                 reward[users] = np.einsum("ui,ui->u", relevance, eps[segment[users]])
         return self._over_users(f"online reward of {type(policy).__name__}", reward)
 
+    def _check_deployment(self, policy, discount, feed_length) -> int:
+        """The feed length of a valid (policy, discount, feed length) for this world."""
+        if not isinstance(discount, Discount):
+            raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+        if not isinstance(policy, (PopularityPolicy, UniformPolicy, PersonalisedPolicy)):
+            raise TypeError(
+                f"policy must be a PopularityPolicy or UniformPolicy, got {type(policy).__name__}"
+                " (or a PersonalisedPolicy)"
+            )
+        n = check_positive_int(feed_length, "feed_length")
+        if n > self.n_items:
+            raise ValueError(f"feed_length={n} exceeds the number of items ({self.n_items})")
+        return n
+
     def _policy_exposure(self, policy, discount: Discount, n: int):
-        """(segment of every user or None, Plackett–Luce weights, exact exposure ε0) of a
-        logging policy with feeds of ``n`` items under ``discount``, cached per world."""
+        """(segment of every user or None, Plackett–Luce weights, their logarithms, exact
+        exposure ε0) of a logging policy with feeds of ``n`` items under ``discount``, cached
+        per world."""
         key = (policy, n, tuple(discount.weights(n)))
         if key not in self._exposures:
             if isinstance(policy, PersonalisedPolicy):
-                segment, weights = policy._segmentation(self)
-                self._exposures[key] = (segment, weights, _segment_exposure(weights, discount, n))
+                segment, log_weights = policy._segmentation(self)
+                weights = _normalised(log_weights)
+                eps0 = np.stack([
+                    exposure(**_pl(w, lw), discount=discount, n_ranks=n)
+                    for w, lw in zip(weights, log_weights, strict=True)
+                ])
             else:
-                weights = policy.weights(self)
-                self._exposures[key] = (None, weights, exposure(weights, discount, n))
+                segment, weights, log_weights = None, policy.weights(self), policy._log_weights(self)
+                eps0 = exposure(**_pl(weights, log_weights), discount=discount, n_ranks=n)
+            self._exposures[key] = (segment, weights, log_weights, eps0)
         return self._exposures[key]
 
     def _over_users(self, name: str, reward: np.ndarray) -> EstimateResult:
@@ -653,11 +725,6 @@ class WorldRelevance:
 
     def predict(self, users, items) -> np.ndarray:
         """``P(Q=1 | u, i)`` of paired user and item indices."""
-        users, items = np.asarray(users), np.asarray(items)
-        for name, values, size in (("users", users, self.world.n_users), ("items", items, self.world.n_items)):
-            bad = np.flatnonzero((values < 0) | (values >= size))
-            if bad.size:
-                raise ValueError(f"unknown index {values[bad[0]]} in {name}; the world has {size}")
         return self.world.relevance_of(users, items)
 
 
@@ -665,9 +732,44 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
-def _segment_exposure(weights: np.ndarray, discount: Discount, n: int) -> np.ndarray:
-    """Exact exposure ``ε0(s, i)`` of every segment's Plackett–Luce policy, (segments, items)."""
-    return np.stack([exposure(w, discount, n) for w in weights])
+def _check_int_seed(seed, name: str) -> None:
+    """Worlds and logs are reproducible: their seeds are integers >= 0."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"{name} must be an integer >= 0 (worlds and logs are reproducible), got {seed!r}")
+
+
+def _indices(values, size: int, name: str) -> np.ndarray:
+    """Integer indices into ``size`` users or items (any shape)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be integer indices, got dtype {arr.dtype}")
+    bad = np.flatnonzero((arr < 0) | (arr >= size))
+    if bad.size:
+        raise ValueError(f"unknown index {arr.ravel()[bad[0]]} in {name}; the world has {size}")
+    return arr
+
+
+def _finite_log_weights(log_weights: np.ndarray, temperature: float) -> np.ndarray:
+    """Plackett–Luce log-weights, refused when dividing by the temperature overflowed."""
+    if not np.isfinite(log_weights).all():
+        raise ValueError(
+            f"temperature={temperature!r} is too small: log-popularity / temperature overflows"
+        )
+    return log_weights
+
+
+def _normalised(log_weights: np.ndarray) -> np.ndarray:
+    """Weights ``exp(log_weights)`` scaled to sum to 1 along the last axis."""
+    weights = np.exp(log_weights)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def _pl(weights: np.ndarray, log_weights: np.ndarray) -> dict:
+    """Arguments of the Plackett–Luce functions: the weights while none underflows to 0 (so
+    results stay those of the plain weights, bit for bit), else their logarithms."""
+    if weights.min() > 0:
+        return {"weights": weights}
+    return {"weights": log_weights, "log_weights": True}
 
 
 def _cascade_continuation(view_prob: np.ndarray) -> np.ndarray:

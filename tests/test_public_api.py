@@ -143,14 +143,15 @@ def test_unknown_attribute_still_raises():
 LEVEL = {
     "inference": 0,
     "propensity": 0,
-    "reward": 0,
-    "metrics": 1,
-    "logged": 2,
-    "simulation": 3,
-    "io": 4,
-    "adapters": 4,
-    "studies": 5,
-    "cli": 6,
+    # reward models take propensities (ScoreCalibration aligns them like the estimators do)
+    "reward": 1,
+    "metrics": 2,
+    "logged": 3,
+    "simulation": 4,
+    "io": 5,
+    "adapters": 5,
+    "studies": 6,
+    "cli": 7,
 }
 
 

@@ -57,15 +57,21 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from cornac.eval_methods import CrossValidation, RatioSplit
 from cornac.eval_methods import PropensityStratifiedEvaluation as _CornacPSE
-from cornac.eval_methods import RatioSplit
 from cornac.eval_methods.base_method import BaseMethod
 from cornac.exception import ScoreException
-from cornac.experiment.result import CVExperimentResult, Result
+from cornac.experiment.result import Result
 from cornac.metrics import NDCG, RankingMetric, Recall
 from tqdm.auto import tqdm
 
-from .._validation import check_clip
+from .._validation import (
+    check_bool,
+    check_clip,
+    check_finite_number,
+    check_positive_int,
+    shown,
+)
 from ..inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from ..inference.result import EstimateResult
 from ..inference.significance import TiedWithBest
@@ -80,7 +86,7 @@ from ..metrics.simpsons_paradox import simpsons_paradox as _report
 from ..metrics.stratified import BINNINGS, StratifiedResult, stratified
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity, PowerLawPropensity
-from ..propensity.weights import RECOMMENDED_CLIP
+from ..propensity.weights import RECOMMENDED_CLIP, propensities_by_raw_id
 from ..reward import CalibratedScores, ScoreCalibration
 
 __all__ = [
@@ -107,9 +113,84 @@ _OWN = object()
 
 def _cutoff(k) -> int | None:
     """Cornac's ``k`` (-1 = the whole ranking) as the core's cutoff (None = no cutoff)."""
+    if isinstance(k, (list, tuple, np.ndarray)):
+        # Cornac expands a list of cutoffs by calling the class with k alone, which would
+        # silently drop the metric's propensities and clipping.
+        raise ValueError(
+            f"k must be one cutoff, got {shown(k)}: make one metric per cutoff (Cornac would "
+            "rebuild a metric given several cutoffs without its propensities)"
+        )
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not (k == -1 or k > 0):
-        raise ValueError(f"k must be a positive integer or -1 (whole ranking), got {k!r}")
+        raise ValueError(f"k must be a positive integer or -1 (whole ranking), got {shown(k)}")
     return None if k == -1 else int(k)
+
+
+def _check_discount(discount) -> None:
+    if discount is not None and not isinstance(discount, Discount):
+        raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+
+
+def _check_on(on, name: str) -> str:
+    """Which interactions propensities are fitted on (:func:`item_counts`)."""
+    if not isinstance(on, str) or on not in ("all", "train"):
+        raise ValueError(f"{name} must be 'all' or 'train', got {shown(on)}")
+    return on
+
+
+def _check_cornac_seed(seed) -> None:
+    """Cornac seeds a ``numpy.random.RandomState``: None, an integer in 0..2**32 − 1 or one."""
+    if seed is None or isinstance(seed, np.random.RandomState):
+        return
+    integer = isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_))
+    if not (integer and 0 <= seed < 2**32):
+        raise ValueError(
+            "seed must be None, an integer in 0..2**32 − 1 or a numpy RandomState (Cornac's), "
+            f"got {shown(seed)}"
+        )
+
+
+def _check_split_size(size, name: str, *, zero: bool) -> float | int:
+    """A held-out size as ``RatioSplit`` reads it: a fraction of the ratings in (0, 1), or a
+    number of ratings (an integer >= 1); 0 too where ``zero`` (no validation set)."""
+    low = 0 if zero else 1
+    if isinstance(size, (int, np.integer)) and not isinstance(size, (bool, np.bool_)):
+        if size >= low:
+            return size
+    elif isinstance(size, (float, np.floating)) and (0 < size < 1 or (zero and size == 0)):
+        return size
+    interval = "[0, 1)" if zero else "(0, 1)"
+    raise ValueError(
+        f"{name} must be a fraction of the ratings in {interval} or a number of ratings (an "
+        f"integer >= {low}), got {shown(size)}"
+    )
+
+
+def _check_eval_method(eval_method) -> None:
+    if not isinstance(eval_method, BaseMethod) or eval_method.train_set is None:
+        what = type(eval_method).__name__
+        if isinstance(eval_method, BaseMethod):
+            what = "one without a training set"
+        raise TypeError(
+            "eval_method must be a Cornac eval method after its split (e.g. "
+            f"RatioSplit(data, ...)), got {what}"
+        )
+
+
+def _item_vector(fitted, n_items: int | None = None):
+    """A fitted propensity model whose ``propensity_`` is one value per item: a 1-D vector,
+    of ``n_items`` values when given (Cornac's internal item indices)."""
+    p = fitted.propensity_
+    if sp.issparse(p) or np.ndim(p) != 1:
+        raise ValueError(
+            f"propensity must be one value per item (a 1-D vector), got shape {np.shape(p)}; "
+            "Cornac's metrics score one user at a time and take no user-dependent propensities"
+        )
+    if n_items is not None and np.shape(p)[0] != n_items:
+        raise ValueError(
+            f"propensity has {np.shape(p)[0]} values but the eval method has {n_items} items "
+            "(Cornac's internal item indices 0..total_items−1): give one per item"
+        )
+    return fitted
 
 
 class OPEMetric(RankingMetric):
@@ -154,9 +235,8 @@ class OPEMetric(RankingMetric):
     def __init__(self, k: int = -1, propensity=None, clip: float | str | None = RECOMMENDED_CLIP,
                  discount: Discount | None = None):
         cutoff = _cutoff(k)
+        _check_discount(discount)
         discount = LogDiscount() if discount is None else discount
-        if not isinstance(discount, Discount):
-            raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
         check_clip(clip, allow_auto=True)
         if propensity is not None and not hasattr(propensity, "propensity_"):
             if hasattr(propensity, "fit"):
@@ -165,6 +245,8 @@ class OPEMetric(RankingMetric):
                     "CornacAdapter(...).fit(eval_method) so it is indexed like Cornac's items"
                 )
             propensity = FixedPropensity(propensity).fit()
+        if propensity is not None:
+            _item_vector(propensity)
         weighted = "" if propensity is None else "IPS-"
         super().__init__(name=f"{weighted}{self.label}@{k}", k=k)
         self.propensity, self.clip = propensity, clip
@@ -195,6 +277,10 @@ class OPEMetric(RankingMetric):
             )
         gt_pos = np.asarray(gt_pos, dtype=np.int64)
         ranked = np.asarray(pd_rank, dtype=np.int64)[: self.discount.cutoff]
+        if gt_pos.size and gt_pos.min() < 0:
+            raise ValueError(
+                f"gt_pos has item index {int(gt_pos.min())}; Cornac's item indices are >= 0"
+            )
         if self.propensity is not None:
             n_items = self.propensity.propensity_.shape[0]
             unknown = np.concatenate([gt_pos, ranked])
@@ -254,8 +340,8 @@ def item_counts(eval_method: BaseMethod, on: str = "all") -> np.ndarray:
     ``on="all"`` counts the train, validation and test sets (Cornac's propensity estimate);
     ``on="train"`` the training set only.
     """
-    if on not in ("all", "train"):
-        raise ValueError(f"on must be 'all' or 'train', got {on!r}")
+    _check_on(on, "on")
+    _check_eval_method(eval_method)
     sets = [eval_method.train_set]
     if on == "all":
         sets += [s for s in (eval_method.val_set, eval_method.test_set) if s is not None]
@@ -263,19 +349,40 @@ def item_counts(eval_method: BaseMethod, on: str = "all") -> np.ndarray:
     return np.bincount(items, minlength=eval_method.total_items).astype(np.float64)
 
 
-def _by_internal_index(propensity: Mapping | pd.Series, iid_map: Mapping) -> np.ndarray:
-    """Propensities keyed by raw item id placed on Cornac's internal item indices."""
-    by_raw = pd.Series(propensity, dtype=np.float64)
-    values = np.full(len(iid_map), np.nan)
-    missing = [raw for raw in iid_map if raw not in by_raw.index]
-    if missing:
-        raise ValueError(
-            f"no propensity for raw item id {missing[0]!r} ({len(missing)} of the eval "
-            f"method's {len(iid_map)} items have none)"
+def _fit_on_counts(model, eval_method: BaseMethod, on: str):
+    """``model`` fitted on the eval method's item counts, one propensity per item."""
+    fitted = model.fit(item_counts(eval_method, on))
+    if not hasattr(fitted, "propensity_"):
+        raise TypeError(
+            f"{type(model).__name__}.fit(counts) returned {type(fitted).__name__}, not a fitted "
+            "propensity model: fit must set propensity_ (one value per item) and return self"
         )
-    raws = list(iid_map)
-    values[[iid_map[r] for r in raws]] = by_raw.loc[raws].to_numpy()
-    return values
+    return _item_vector(fitted, eval_method.total_items)
+
+
+def _by_internal_index(propensity: Mapping | pd.Series, iid_map: Mapping) -> np.ndarray:
+    """Propensities keyed by raw item id placed on Cornac's internal item indices.
+
+    Cornac's ``global_iid_map`` numbers its raw ids 0..n−1. A raw id given twice, or without
+    a number, or a propensity outside (0, 1] is refused with the raw id named; raw ids that
+    are not among the eval method's items are ignored.
+    """
+    raws = np.empty(len(iid_map), dtype=object)
+    raws[np.fromiter(iid_map.values(), dtype=np.int64, count=len(iid_map))] = list(iid_map)
+    return propensities_by_raw_id(propensity, raws, "the eval method's")
+
+
+def _given_values(propensity):
+    """The per-item values of a :class:`CornacAdapter` propensity given by index (an array,
+    a ``FixedPropensity`` or an object holding ``propensity_``); None for a model to fit,
+    a raw-id mapping or None."""
+    if isinstance(propensity, FixedPropensity):
+        return propensity.propensity
+    if propensity is None or hasattr(propensity, "fit"):
+        return None
+    if isinstance(propensity, (Mapping, pd.Series)):
+        return None
+    return getattr(propensity, "propensity_", propensity)
 
 
 class CornacAdapter:
@@ -283,10 +390,12 @@ class CornacAdapter:
 
     Parameters
     ----------
-    propensity : None, propensity model, or mapping raw item id → propensity
+    propensity : None, propensity model, 1-D array, or mapping raw item id → propensity
         None means ``p ≡ 1``. A model (e.g. ``PowerLawPropensity()``) is fitted by
         :meth:`fit` on the eval method's item counts; a mapping or ``pandas.Series`` keyed by
-        raw item ids is placed on Cornac's internal indices through ``global_iid_map``.
+        raw item ids is placed on Cornac's internal indices through ``global_iid_map`` (a raw
+        id given twice is refused); an array gives one value per internal index. Either way
+        :meth:`fit` refuses anything but one propensity per item of the eval method.
     discount : Discount or None
         Curve shape (default ``LogDiscount``).
     clip : float, "auto" or None
@@ -301,19 +410,33 @@ class CornacAdapter:
 
     def __init__(self, propensity=None, discount: Discount | None = None,
                  clip: float | str | None = RECOMMENDED_CLIP, on: str = "all"):
-        self.propensity, self.discount, self.on = propensity, discount, on
+        _check_discount(discount)
+        _check_on(on, "on")
         check_clip(clip, allow_auto=True)
+        if _given_values(propensity) is not None:
+            # Given values are checked now, before any split or training.
+            _item_vector(FixedPropensity(_given_values(propensity)).fit())
+        self.propensity, self.discount, self.on = propensity, discount, on
         self.clip = clip
 
     def fit(self, eval_method: BaseMethod) -> "CornacAdapter":
-        """Fit or place the propensities for ``eval_method`` (after its split)."""
+        """Fit or place the propensities for ``eval_method`` (after its split).
+
+        Raises
+        ------
+        ValueError
+            When the propensities do not give exactly one value per item of the eval method
+            (``eval_method.total_items``), or a raw item id is missing or given twice.
+        """
+        _check_eval_method(eval_method)
         if isinstance(self.propensity, (Mapping, pd.Series)):
             values = _by_internal_index(self.propensity, eval_method.global_iid_map)
             self.propensity_ = FixedPropensity(values).fit()
-        elif hasattr(self.propensity, "fit") and not isinstance(self.propensity, FixedPropensity):
-            self.propensity_ = self.propensity.fit(item_counts(eval_method, self.on))
+        elif _given_values(self.propensity) is not None:
+            fixed = FixedPropensity(_given_values(self.propensity)).fit()
+            self.propensity_ = _item_vector(fixed, eval_method.total_items)
         elif self.propensity is not None:
-            self.propensity_ = FixedPropensity(getattr(self.propensity, "propensity_", self.propensity)).fit()
+            self.propensity_ = _fit_on_counts(self.propensity, eval_method, self.on)
         else:
             self.propensity_ = None
         return self
@@ -433,6 +556,22 @@ def rank_test_users(eval_method: BaseMethod, model, users: np.ndarray, cutoff: i
     Cornac's candidates: all known items but the user's positive training and validation
     items, which stay candidates when they are also held out. Rows follow ``users``.
     """
+    _check_eval_method(eval_method)
+    users = np.asarray(users)
+    if users.ndim != 1 or (users.size and users.dtype.kind not in "iu"):
+        raise ValueError(
+            "users must be a 1-D array of Cornac user indices, got dtype "
+            f"{users.dtype} and shape {users.shape}"
+        )
+    users = users.astype(np.int64, copy=False)
+    outside = np.flatnonzero((users < 0) | (users >= eval_method.total_users))
+    if outside.size:
+        raise ValueError(
+            f"users has user index {int(users[outside[0]])} at position {int(outside[0])}, outside "
+            f"the eval method's users 0..{eval_method.total_users - 1}"
+        )
+    cutoff = check_positive_int(cutoff, "cutoff", allow_none=True)
+    batch_users = check_positive_int(batch_users, "batch_users")
     n_items = _known_items(eval_method)
     held = _positives(eval_method, eval_method.test_set, n_items)[users]
     seen = _positives(eval_method, eval_method.train_set, n_items)
@@ -547,7 +686,9 @@ class PropensityStratifiedEvaluation(_CornacPSE):
     ----------
     data : list of (user, item, rating) triplets
     test_size, val_size : float or int
-        As in ``RatioSplit``.
+        As in ``RatioSplit``: a fraction of the ratings in (0, 1) or a number of ratings;
+        ``val_size`` 0 means no validation set. Other values (0, 1.0, NaN, negative) are
+        refused rather than read as Cornac would (``test_size=0`` tests on every rating).
     n_strata : int
         Number of strata (the paper uses 2).
     binning : {"width", "mass"}
@@ -558,7 +699,8 @@ class PropensityStratifiedEvaluation(_CornacPSE):
     fit_on : {"all", "train"}
         Fit the propensities on all interactions (Cornac's choice) or the training part only.
     rating_threshold, seed, exclude_unknowns, verbose
-        As in ``RatioSplit``.
+        As in ``RatioSplit``; ``seed`` is None, an integer in 0..2**32 − 1 or a
+        ``numpy.random.RandomState``. A threshold no test rating reaches is refused.
     batch_users : int
         Users scored per batch.
     keep_rankings : bool
@@ -596,20 +738,58 @@ class PropensityStratifiedEvaluation(_CornacPSE):
                  rating_threshold: float = 1.0, seed=None, exclude_unknowns: bool = True,
                  verbose: bool = False, batch_users: int = 1024, keep_rankings: bool = False,
                  clip: float | str | None = RECOMMENDED_CLIP, reward_model=None, **kwargs):
+        # Every argument is checked before Cornac splits the data or anything is trained.
         if binning not in BINNINGS:
             raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
         check_clip(clip, allow_auto=True)
+        n_strata = check_positive_int(n_strata, "n_strata")
+        batch_users = check_positive_int(batch_users, "batch_users")
+        _check_on(fit_on, "fit_on")
+        check_finite_number(rating_threshold, "rating_threshold")
+        _check_cornac_seed(seed)
+        for name, flag in (("exclude_unknowns", exclude_unknowns), ("verbose", verbose),
+                           ("keep_rankings", keep_rankings)):
+            check_bool(flag, name)
+        if propensity is not None and not callable(getattr(propensity, "fit", None)):
+            raise TypeError(
+                "propensity must be a propensity model fitted on the item counts (e.g. "
+                "PowerLawPropensity(), or FixedPropensity(values) for given values) or None, "
+                f"got {type(propensity).__name__}"
+            )
+        if reward_model is not None and not all(
+            callable(getattr(reward_model, m, None)) for m in ("fit", "score")
+        ):
+            raise TypeError(
+                "reward_model must be a Cornac recommender (with fit and score, e.g. MostPop()) "
+                f"or None, got {type(reward_model).__name__}"
+            )
+        if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) == 0:
+            raise ValueError("data must be a non-empty list of (user, item, rating) triplets")
+        sizes = (_check_split_size(val_size, "val_size", zero=True),
+                 _check_split_size(test_size, "test_size", zero=False), len(data))
+        try:
+            sizes = RatioSplit.validate_size(*sizes)
+        except ValueError as error:
+            raise ValueError(
+                f"test_size={shown(test_size)} and val_size={shown(val_size)} leave no training "
+                f"data among the {len(data)} ratings: {error}"
+            ) from None
         self.clip = clip
         BaseMethod.__init__(self, data=data, rating_threshold=rating_threshold, seed=seed,
                             exclude_unknowns=exclude_unknowns, verbose=verbose, **kwargs)
         self.n_strata, self.binning, self.batch_users = n_strata, binning, batch_users
         self.keep_rankings = keep_rankings
-        self.train_size, self.val_size, self.test_size = RatioSplit.validate_size(
-            val_size, test_size, len(data)
-        )
+        self.train_size, self.val_size, self.test_size = sizes
         RatioSplit._split(self)
+        ratings = np.asarray(self.test_set.uir_tuple[2])
+        if not (ratings >= rating_threshold).any():
+            raise ValueError(
+                f"no test rating reaches rating_threshold={shown(rating_threshold)} (the largest "
+                f"is {shown(ratings.max()) if ratings.size else 'none'}): nothing is relevant, so "
+                "nothing can be evaluated"
+            )
         self.propensity = PowerLawPropensity(variant="cornac") if propensity is None else propensity
-        self.propensity_ = self.propensity.fit(item_counts(self, fit_on)).propensity_
+        self.propensity_ = _fit_on_counts(self.propensity, self, fit_on).propensity_
         self.n_items_ = _known_items(self)
         self.reward_model = reward_model
         self._rewards: tuple[np.ndarray, CalibratedScores] | None = None
@@ -643,7 +823,13 @@ class PropensityStratifiedEvaluation(_CornacPSE):
         (StratifiedModelResult, None)
             Cornac's ``Experiment`` contract; there is no separate validation result.
         """
+        if not callable(getattr(model, "fit", None)):
+            raise TypeError(f"model must be a Cornac recommender, got {type(model).__name__}")
         rating_metrics, ranking_metrics = self.organize_metrics(metrics)
+        if not ranking_metrics and not rating_metrics:
+            raise ValueError(
+                "metrics is empty: give ranking metrics, e.g. [NDCG(k=10), Recall(k=10)]"
+            )
         if rating_metrics:
             raise ValueError(
                 f"rating metrics ({', '.join(m.name for m in rating_metrics)}) are not "
@@ -711,12 +897,34 @@ def simpsons_paradox(a: StratifiedModelResult, b: StratifiedModelResult,
                      metric: str | None = None, alpha: float = 0.05) -> SimpsonsParadoxReport:
     """Jadidinejad et al. Table 2 for two models of a :class:`PropensityStratifiedEvaluation`
     experiment (``experiment.result[i]``), on ``metric`` (default: the first)."""
+    for name, result in (("a", a), ("b", b)):
+        if not isinstance(result, StratifiedModelResult):
+            raise TypeError(
+                f"{name} must be a StratifiedModelResult (experiment.result[i] of a "
+                f"PropensityStratifiedEvaluation experiment), got {type(result).__name__}"
+            )
     names = list(a.estimates)
     metric = names[0] if metric is None else metric
     if metric not in a.estimates or metric not in b.estimates:
         raise ValueError(f"no metric {metric!r}; the results have {names}")
     return _report(a.estimates[metric], b.estimates[metric], names=(a.model_name, b.model_name),
                    ips=(a.ips[metric], b.ips[metric]), alpha=alpha)
+
+
+def _run_results(experiment) -> list:
+    """The per-model results of a run ``cornac.Experiment``."""
+    if not all(hasattr(experiment, a) for a in ("result", "models", "eval_method")):
+        raise TypeError(f"experiment must be a cornac.Experiment, got {type(experiment).__name__}")
+    if experiment.result is None:
+        raise ValueError("the experiment has no results yet: call experiment.run() first")
+    return list(experiment.result)
+
+
+def _distinct_names(names: list[str]) -> list[str]:
+    """Model names, numbered where several models share one (``BPR (1)``, ``BPR (2)``), so
+    no model's values replace another's."""
+    return [f"{n} ({names[:i].count(n) + 1})" if names.count(n) > 1 else n
+            for i, n in enumerate(names)]
 
 
 def tied_with_best(experiment, metric: str, alpha: float = 0.05, correction: str | None = None,
@@ -731,7 +939,8 @@ def tied_with_best(experiment, metric: str, alpha: float = 0.05, correction: str
     Parameters
     ----------
     experiment : cornac.Experiment
-        After ``run()``, with at least two models.
+        After ``run()``, with at least two models and a single train/test split. Models that
+        share a name are told apart as ``"BPR (1)"``, ``"BPR (2)"``, as in :func:`add_rpp`.
     metric : str
         A metric name of the results, e.g. ``"NDCG@10"``.
     alpha, correction, test
@@ -742,16 +951,21 @@ def tied_with_best(experiment, metric: str, alpha: float = 0.05, correction: str
     -------
     TiedWithBest
     """
-    results = list(getattr(experiment, "result", None) or [])
+    results = _run_results(experiment)
     if len(results) < 2:
         raise ValueError(f"experiment must have run at least two models, got {len(results)}")
+    if any(not hasattr(r, "metric_user_results") for r in results):
+        raise ValueError(
+            "tied_with_best needs per-user results of one train/test split; cross-validation "
+            "keeps only each fold's averages"
+        )
     per_model = {}
-    for r in results:
+    for name, r in zip(_distinct_names([r.model_name for r in results]), results, strict=True):
         values = (r.metric_user_results or {}).get(metric)
         if values is None:
             known = sorted((r.metric_user_results or {}).keys())
             raise ValueError(f"no per-user results for metric {metric!r} of {r.model_name}; known: {known}")
-        per_model[r.model_name] = values
+        per_model[name] = values
     users = sorted(set.intersection(*(set(v) for v in per_model.values())))
     if len(users) < 2:
         raise ValueError(f"the models share {len(users)} evaluated users on {metric!r}; need 2")
@@ -774,14 +988,17 @@ def add_rpp(experiment, k: int | None = 10, weighting: str = "uniform",
     Parameters
     ----------
     experiment : cornac.Experiment
-        After ``run()``, with at least two models and a single train/test split.
+        After ``run()``, with at least two models and a single train/test split (e.g.
+        ``RatioSplit`` or :class:`PropensityStratifiedEvaluation`, whose printed tables do not
+        show the column; it is in each result's ``metric_avg_results``).
     k : int or None
         Depth of the compared lists (``RPP@k``); relevant items below it count as omitted.
         None compares the whole rankings.
     weighting : {"uniform", "dcg", "inverse"}
         RPP, dcgRPP or invRPP.
     column : str or None
-        Name of the added column (default e.g. ``"RPP@10 win"``).
+        Name of the added column (default e.g. ``"RPP@10 win"``); not one of the experiment's
+        metrics or timings, whose values it would overwrite.
 
     Returns
     -------
@@ -789,22 +1006,28 @@ def add_rpp(experiment, k: int | None = 10, weighting: str = "uniform",
         Per-user preferences, axes named by model; ``.win_rates().ordering("mc4")`` orders the
         models, :mod:`recpack_ope.inference.significance` tests every pair.
     """
-    if experiment.result is None:
-        raise ValueError("the experiment has no results yet: call experiment.run() first")
-    if isinstance(experiment.result, CVExperimentResult) or not hasattr(experiment.eval_method, "test_set"):
+    results = _run_results(experiment)
+    method = experiment.eval_method
+    if isinstance(method, CrossValidation) or getattr(method, "test_set", None) is None:
         raise ValueError("add_rpp needs a single train/test split (e.g. RatioSplit), not cross-validation")
     models = list(experiment.models)
     if len(models) < 2:
         raise ValueError(f"RPP compares models: the experiment has {len(models)}, add at least one more")
-    method = experiment.eval_method
+    k = check_positive_int(k, "k", allow_none=True)
+    if column is not None and (not isinstance(column, str) or not column):
+        raise ValueError(f"column must be a non-empty name or None, got {shown(column)}")
+    taken = {"Train (s)", "Test (s)", *(results[0].metric_user_results or {})}
+    if column in taken:
+        raise ValueError(
+            f"column {column!r} would overwrite the experiment's own {column!r} values; choose "
+            "another name or None for the default"
+        )
     positives = _positives(method, method.test_set, _known_items(method))
     users = np.flatnonzero(np.diff(positives.indptr) > 0)
     levels = RecallLevels.from_y_true(positives[users], weighting=weighting, graded=False)
     lengths = np.vstack([levels.search_lengths(rank_test_users(method, m, users, k), k) for m in models])
-    names = [m.name for m in models]
-    names = [f"{n} ({names[:i].count(n) + 1})" if names.count(n) > 1 else n for i, n in enumerate(names)]
-    matrix = levels.preference_matrix(names, lengths)
+    matrix = levels.preference_matrix(_distinct_names([m.name for m in models]), lengths)
     column = column or f"{matrix.name}{'' if k is None else f'@{k}'} win"
-    for result, value in zip(experiment.result, matrix.win_rates().means, strict=True):
+    for result, value in zip(results, matrix.win_rates().means, strict=True):
         result.metric_avg_results[column] = float(value)
     return matrix

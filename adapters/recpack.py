@@ -95,17 +95,25 @@ from recpack.matrix import InteractionMatrix
 from recpack.metrics.base import ListwiseMetricK
 from recpack.util import get_top_K_ranks
 
-from .._validation import check_clip, check_positive_int
+from .._validation import (
+    as_csr,
+    check_clip,
+    check_positive_int,
+    check_rewards,
+    check_sparse,
+    real_array,
+    shown,
+)
 from ..inference.result import Comparison, EstimateResult, PairedEstimate
 from ..inference.systems import PreferenceMatrix, SystemScores
 from ..metrics.dcg import dcg
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..metrics.rpp import RecallLevels
-from ..metrics.stratified import stratified
+from ..metrics.stratified import BINNINGS, stratified
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
-from ..propensity.weights import RECOMMENDED_CLIP
+from ..propensity.weights import RECOMMENDED_CLIP, propensities_by_raw_id
 from ..reward.validation import check_reward_model
 
 with warnings.catch_warnings():
@@ -185,7 +193,8 @@ def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
     sees. Models with many ties (e.g. popularity) then cost as much as RecPack's loop.
     """
     K = check_positive_int(K, "K")
-    scores = sp.csr_matrix(y_pred)
+    # Checked before scipy's compiled conversion reads a corrupt structure.
+    scores = sp.csr_matrix(check_sparse(y_pred, "y_pred") if sp.issparse(y_pred) else y_pred)
     top = TopK.from_scores(scores, K + 1).items
     valid = top >= 0
     rows = np.broadcast_to(np.arange(top.shape[0])[:, None], top.shape)
@@ -212,7 +221,7 @@ class _LastRanking:
     def get(self, y_pred, K: int) -> TopK:
         if not sp.issparse(y_pred):
             return recpack_ranking(y_pred, K)
-        csr = y_pred.tocsr()
+        csr = check_sparse(y_pred, "y_pred").tocsr()
         key = (K, csr.shape, csr.nnz, float(csr.data.sum()), int(csr.indices.sum()))
         if self._ref is None or self._ref() is not y_pred or self._key != key:
             self._ranking = recpack_ranking(y_pred, K)
@@ -228,6 +237,23 @@ def _is_ours(cls) -> bool:
     this module (``importlib.reload`` in a notebook) defines a new :class:`OPEMetricK`, and
     classes registered or metrics computed before the reload must still count as ours."""
     return getattr(cls, "__module__", None) == __name__
+
+
+def _cutoff(cls: type, K) -> int:
+    """A metric's K; the message names the registered metric, since RecPack builds one per
+    entry of ``add_metric(name, K=[...])`` when the pipeline runs."""
+    try:
+        return check_positive_int(K, "K")
+    except ValueError as error:
+        raise ValueError(f"{cls.__name__}: {error}") from None
+
+
+def _require_calculated(metric, attribute: str) -> None:
+    if not hasattr(metric, attribute):
+        raise ValueError(
+            f"{metric.name} has no value yet: call calculate(y_true, y_pred) first (a RecPack "
+            "pipeline does when it runs)"
+        )
 
 
 class OPEMetricK(ListwiseMetricK):
@@ -246,9 +272,10 @@ class OPEMetricK(ListwiseMetricK):
     replacement: str | None = None
 
     def __init__(self, K: int):
+        K = _cutoff(type(self), K)
         if self.replacement is not None:
             warnings.warn(self._renamed_message(), FutureWarning, stacklevel=2)
-        super().__init__(check_positive_int(K, "K"))
+        super().__init__(K)
 
     @classmethod
     def _renamed_message(cls) -> str:
@@ -271,11 +298,13 @@ class OPEMetricK(ListwiseMetricK):
     @property
     def value(self) -> float:
         """The estimate over all evaluated users."""
+        _require_calculated(self, "result_")
         return self.result_.value
 
     @property
     def results(self) -> pd.DataFrame:
         """Per-user rows: ``user_id``, ``score`` (contribution; mean = ``value``), terms."""
+        _require_calculated(self, "result_")
         columns = {"user_id": self.result_.user_ids, "score": self.result_.per_user}
         names = _ESTIMATORS[self.estimator].terms
         if len(names) > 1:
@@ -375,7 +404,7 @@ class RPPMetricK(ListwiseMetricK):
     weighting: str
 
     def __init__(self, K: int):
-        super().__init__(check_positive_int(K, "K"))
+        super().__init__(_cutoff(type(self), K))
 
     def calculate(self, y_true: sp.csr_matrix, y_pred: sp.csr_matrix) -> None:
         """Store the search lengths of ``y_pred``'s top-K lists on the held-out ``y_true``."""
@@ -401,6 +430,7 @@ class RPPMetricK(ListwiseMetricK):
     @property
     def result_(self) -> EstimateResult:
         """Per-user win rates against the pool's other algorithms."""
+        _require_calculated(self, "_pool")
         return replace(self._pool.win_rates(self), name=self.name)
 
     @property
@@ -415,28 +445,91 @@ class RPPMetricK(ListwiseMetricK):
         return pd.DataFrame({"user_id": result.user_ids, "score": result.per_user})
 
 
-def _propensity_by_index(propensity: Mapping | pd.Series, item_id_mapping: pd.DataFrame) -> np.ndarray:
-    """Per-item propensities keyed by raw item id, re-indexed to RecPack's item indices."""
+def _raw_ids_by_index(item_id_mapping) -> np.ndarray:
+    """The raw item id of every RecPack item index 0..n−1 of an id map.
+
+    The map is RecPack's ``item_id_mapping`` (a DataFrame with a raw item id column and the
+    item index column ``iid``), or a Series or mapping raw item id → item index. It must be
+    one-to-one onto the indices 0..n−1 of its n rows: a raw id given twice, two raw ids with
+    one index, and an index that is not an integer in 0..n−1 are refused, naming them.
+    """
+    column = InteractionMatrix.ITEM_IX
+    if isinstance(item_id_mapping, pd.DataFrame):
+        others = [c for c in item_id_mapping.columns if c != column]
+        if column not in item_id_mapping.columns or len(others) != 1:
+            raise ValueError(
+                f"item_id_mapping must have the item index column {column!r} and one raw item id "
+                f"column, as RecPack's dataset.preprocessor.item_id_mapping; got columns "
+                f"{list(item_id_mapping.columns)}"
+            )
+        raw_ids = item_id_mapping[others[0]].to_numpy(dtype=object)
+        index = item_id_mapping[column].set_axis(pd.Index(raw_ids, dtype=object))
+    elif isinstance(item_id_mapping, pd.Series):
+        raw_ids, index = item_id_mapping.index.to_numpy(dtype=object), item_id_mapping
+    elif isinstance(item_id_mapping, Mapping):
+        raw_ids = np.array(list(item_id_mapping), dtype=object)
+        index = pd.Series(list(item_id_mapping.values()), index=pd.Index(raw_ids, dtype=object))
+    else:
+        raise TypeError(
+            "item_id_mapping must be RecPack's item_id_mapping DataFrame, or a Series or mapping "
+            f"raw item id → item index, got {type(item_id_mapping).__name__}"
+        )
+    n = raw_ids.size
+    if n == 0:
+        raise ValueError("item_id_mapping is empty: it must map every item's raw id to its index")
+    values = real_array(index, "item_id_mapping")
+    if values.dtype.kind not in "iu":
+        whole = np.zeros(n, dtype=bool)
+        if values.dtype.kind == "f":
+            whole = np.isfinite(values) & (values == np.trunc(values))
+        bad = np.flatnonzero(~whole)
+        if bad.size:
+            raise ValueError(
+                f"item_id_mapping maps raw item id {raw_ids[bad[0]]!r} to {shown(values[bad[0]])}, "
+                "not an integer item index"
+            )
+    index = values.astype(np.int64)
+    repeated = np.flatnonzero(pd.Index(raw_ids, dtype=object).duplicated())
+    if repeated.size:
+        k = int(repeated[0])
+        # The ids before the first repeat are distinct, so the earlier one is found once.
+        earlier = pd.Index(raw_ids[:k], dtype=object).get_loc(raw_ids[k])
+        raise ValueError(
+            f"item_id_mapping maps raw item id {raw_ids[k]!r} to item indices {index[earlier]} "
+            f"and {index[k]}; each raw id has one index"
+        )
+    outside = np.flatnonzero((index < 0) | (index >= n))
+    if outside.size:
+        k = int(outside[0])
+        raise ValueError(
+            f"item_id_mapping maps raw item id {raw_ids[k]!r} to item index {index[k]}, outside "
+            f"0..{n - 1}: RecPack numbers the {n} items of the map 0..{n - 1}"
+        )
+    order = np.argsort(index, kind="stable")
+    shared = np.flatnonzero(index[order][1:] == index[order][:-1])
+    if shared.size:
+        first, second = order[shared[0]], order[shared[0] + 1]
+        raise ValueError(
+            f"item_id_mapping gives item index {index[first]} to raw item ids {raw_ids[first]!r} "
+            f"and {raw_ids[second]!r}; each index belongs to one raw id"
+        )
+    return raw_ids[order]
+
+
+def _propensity_by_index(propensity: Mapping | pd.Series, item_id_mapping) -> np.ndarray:
+    """Per-item propensities keyed by raw item id, re-indexed to RecPack's item indices.
+
+    A raw id given twice, an item of the map without a propensity, and values that are not
+    probabilities are refused with the raw id named; raw ids that are not in the map are
+    ignored.
+    """
     if item_id_mapping is None:
         raise ValueError(
             "propensities keyed by raw item id need item_id_mapping (RecPack's "
             "dataset.preprocessor.item_id_mapping) to be placed on RecPack's item indices"
         )
-    raw_col = next(c for c in item_id_mapping.columns if c != InteractionMatrix.ITEM_IX)
-    raw_ids = item_id_mapping[raw_col].to_numpy()
-    index = item_id_mapping[InteractionMatrix.ITEM_IX].to_numpy()
-    by_raw = pd.Series(propensity, dtype=np.float64)
-    missing = ~pd.Index(raw_ids).isin(by_raw.index)
-    if missing.any():
-        raise ValueError(
-            f"no propensity for raw item id {raw_ids[missing][0]!r} "
-            f"({int(missing.sum())} of RecPack's {raw_ids.size} items have none)"
-        )
-    values = np.full(int(index.max()) + 1, np.nan)
-    values[index] = by_raw.loc[raw_ids].to_numpy()
-    if np.isnan(values).any():
-        raise ValueError(f"item_id_mapping leaves item index {int(np.flatnonzero(np.isnan(values))[0])} unmapped")
-    return values
+    raws = _raw_ids_by_index(item_id_mapping)
+    return propensities_by_raw_id(propensity, raws, "RecPack's")
 
 
 class RecPackAdapter:
@@ -460,23 +553,26 @@ class RecPackAdapter:
         estimator; ``"auto"`` lets the core select m by SLOPE for every algorithm and metric
         (:func:`summary` shows the choice). Checked at construction. Unweighted metrics
         ignore it.
-    item_id_mapping : pandas.DataFrame or None
-        RecPack's ``dataset.preprocessor.item_id_mapping`` (raw id, ``iid``), only for
-        propensities keyed by raw item id.
+    item_id_mapping : pandas.DataFrame, pandas.Series, mapping or None
+        RecPack's ``dataset.preprocessor.item_id_mapping`` (raw id, ``iid``), or a Series or
+        mapping raw item id → item index; only for propensities keyed by raw item id (refused
+        otherwise, as it would be ignored). It must number its n items 0..n−1 one-to-one: a raw
+        id with two indices, two raw ids with one index and indices outside 0..n−1 are
+        refused with the id named.
     n_strata : int
         Strata of ``StratifiedNDCGK`` (the paper uses 2).
     binning : {"width", "mass"}
         Equal-width propensity bins (the paper's) or equal-mass quantiles.
     reward_model : object with ``predict(users, items)``, optional
         Click probabilities of examined items, indexed by RecPack's user and item indices, for
-        ``DRDCGK``: e.g. ``ScoreCalibration().fit(scores, clicks, propensity=...)
-        .reward_model(scores)`` with a fitted algorithm's ``predict`` scores, or a
-        :class:`~recpack_ope.reward.RewardMatrix`.
+        ``DRDCGK``, so it needs ``propensity``: e.g. ``ScoreCalibration().fit(scores, clicks,
+        propensity=...).reward_model(scores)`` with a fitted algorithm's ``predict`` scores,
+        or a :class:`~recpack_ope.reward.RewardMatrix`.
     impressions : scipy.sparse matrix, optional
         Where the logging policy showed items to the test users (users × items in RecPack's
-        indices, ``δ0(logged rank)`` or 1 for "shown"); given, ``IPSDCGK`` and ``DRDCGK``
-        average over the served users and carry the control variate of
-        ``compare(..., control_variate=True)``. Without it DR equals IPS unless clipped
+        indices, ``δ0(logged rank)`` or 1 for "shown"); needs ``propensity`` over the same
+        items. Given, ``IPSDCGK`` and ``DRDCGK`` average over the served users and carry the
+        control variate of ``compare(..., control_variate=True)``. Without it DR equals IPS unless clipped
         (docs/definitions.md, "Doubly robust DCG").
     """
 
@@ -497,6 +593,11 @@ class RecPackAdapter:
         # Given values are validated now, so a bad propensity is named before any training.
         if isinstance(propensity, (Mapping, pd.Series)):
             propensity = FixedPropensity(_propensity_by_index(propensity, item_id_mapping)).fit()
+        elif item_id_mapping is not None:
+            raise ValueError(
+                "item_id_mapping only places propensities keyed by raw item id (a mapping or "
+                f"Series); with propensity={type(propensity).__name__} it would be ignored: drop it"
+            )
         elif propensity is not None and not hasattr(propensity, "fit"):
             propensity = FixedPropensity(propensity).fit()
         self.propensity = propensity
@@ -504,11 +605,42 @@ class RecPackAdapter:
         check_clip(clip, allow_auto=True)  # names a bad clip before any training
         self.clip = clip
         self.n_strata = check_positive_int(n_strata, "n_strata")
+        if not isinstance(binning, str) or binning not in BINNINGS:
+            raise ValueError(f"binning must be one of {BINNINGS}, got {shown(binning)}")
         self.binning = binning
+        for name, given, users in (("reward_model", reward_model, "DRDCGK"),
+                                   ("impressions", impressions, "IPSDCGK and DRDCGK")):
+            if given is not None and propensity is None:
+                raise ValueError(
+                    f"{name} is used only by {users}, which need propensities, and this adapter "
+                    "has none: give propensity= too, or drop it"
+                )
         if reward_model is not None:
             check_reward_model(reward_model)  # the data's shape is checked at evaluation
         self.reward_model = reward_model
+        if impressions is not None:
+            check_rewards(as_csr(impressions, "impressions"), "impressions",
+                          "impressions are expected examinations")
         self.impressions = impressions
+        self._check_items()
+
+    def _check_items(self, X=None) -> None:
+        """The propensities, impressions, reward model and training data ``X`` (those known)
+        must index the same items: RecPack's item indices 0..n−1."""
+        sizes = []
+        for name, value in (("X", X), ("propensity", getattr(self.propensity, "propensity_", None)),
+                            ("impressions", self.impressions), ("reward_model", self.reward_model)):
+            if value is None or (name == "reward_model" and not hasattr(value, "shape")):
+                continue  # a reward model need not know its shape
+            shape = value.shape if hasattr(value, "shape") else np.shape(value)
+            if len(shape) in (1, 2):
+                sizes.append((name, int(shape[-1])))
+        for name, n in sizes[1:]:
+            if n != sizes[0][1]:
+                raise ValueError(
+                    f"{name} covers {n} items but {sizes[0][0]} covers {sizes[0][1]}; both must be "
+                    "indexed by RecPack's item indices"
+                )
 
     def provides(self, estimator: str) -> bool:
         """Whether this adapter has what ``estimator`` needs (propensities, a reward model)."""
@@ -535,6 +667,13 @@ class RecPackAdapter:
         if self.propensity is not None:
             values = X.binary_values if isinstance(X, InteractionMatrix) else X
             self.propensity.fit(values)
+            if not hasattr(self.propensity, "propensity_"):
+                raise TypeError(
+                    f"{type(self.propensity).__name__}.fit(X) set no propensity_: a propensity "
+                    "model's fit must store one propensity per item as propensity_"
+                )
+            if len(getattr(values, "shape", ())) == 2:
+                self._check_items(values)
         return self
 
     def evaluate(self, estimator: str, y_true, y_pred, K: int) -> PairedEstimate:
@@ -543,8 +682,14 @@ class RecPackAdapter:
         IPS-weighted estimators use the adapter's propensities and ``clip``; the others ignore
         both (``StratifiedNDCGK`` builds its strata from the propensities).
         """
-        if estimator not in _ESTIMATORS:
+        if not isinstance(estimator, str) or estimator not in _ESTIMATORS:
             raise ValueError(f"unknown estimator {estimator!r}; choose from {sorted(_ESTIMATORS)}")
+        shapes = [tuple(getattr(m, "shape", None) or np.shape(m)) for m in (y_true, y_pred)]
+        if shapes[0] != shapes[1]:
+            raise ValueError(
+                f"y_true has shape {shapes[0]} but y_pred has {shapes[1]}: both are users × items "
+                "in RecPack's indices"
+            )
         spec = _ESTIMATORS[estimator]
         if spec.needs_propensity and self.propensity is None:
             what = ("builds strata from propensities" if spec.weighting == "strata"
@@ -631,6 +776,10 @@ class RecPackAdapter:
 def _metric_objects(pipeline: Pipeline, metric: str) -> dict:
     """Algorithm identifier → metric object of one ``get_metrics()`` column of a run pipeline."""
     # RecPack keeps the metric objects (not only their values) in this accumulator alone.
+    if not hasattr(pipeline, "_metric_acc"):
+        raise TypeError(
+            f"pipeline must be a RecPack Pipeline after run(), got {type(pipeline).__name__}"
+        )
     accumulated = pipeline._metric_acc.acc
     if not accumulated:
         raise ValueError("the pipeline has no results yet: call pipeline.run() first")
@@ -685,7 +834,12 @@ def metric_results(pipeline: Pipeline, metric: str) -> dict[str, PairedEstimate]
     return out
 
 
-def _algorithm(results: dict[str, PairedEstimate], identifier: str) -> PairedEstimate:
+def _algorithm(results: dict[str, PairedEstimate], identifier: str, name: str) -> PairedEstimate:
+    if not isinstance(identifier, str):
+        raise ValueError(
+            f"{name} must be an algorithm identifier as in pipeline.get_metrics().index, got "
+            f"{shown(identifier)}"
+        )
     if identifier not in results:
         close = difflib.get_close_matches(identifier, list(results), n=3, cutoff=0.3)
         hint = f"; did you mean {close}?" if close else f"; the pipeline ran {sorted(results)}"
@@ -721,8 +875,8 @@ def compare(
         p-value of the paired test and the number of paired users.
     """
     results = metric_results(pipeline, metric)
-    paired = _algorithm(results, algorithm_a).compare(
-        _algorithm(results, algorithm_b), level, control_variate=control_variate
+    paired = _algorithm(results, algorithm_a, "algorithm_a").compare(
+        _algorithm(results, algorithm_b, "algorithm_b"), level, control_variate=control_variate
     )
     return replace(paired, name=f"{metric}: {algorithm_a} − {algorithm_b}")
 

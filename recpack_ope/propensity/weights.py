@@ -11,11 +11,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._sparse import SparseLookup
-from .._validation import as_csr, check_clip, check_propensities, item_values
+from .._validation import as_csr, check_clip, check_propensities, item_values, real_array, shown
 
 __all__ = [
     "RECOMMENDED_CLIP", "resolve_propensity", "entry_propensities", "item_propensities",
-    "ips_weights", "clip_weights",
+    "ips_weights", "clip_weights", "propensities_by_raw_id",
 ]
 
 # The clipping that the adapters and PropensityStratifiedEvaluation use unless told otherwise.
@@ -175,3 +175,49 @@ def ips_weights(propensity, y_true: sp.csr_matrix, clip: float | None = None) ->
 def clip_weights(raw: np.ndarray, clip: float | None) -> np.ndarray:
     """``min(m, raw)`` for inverse propensities ``raw`` (Jeunen et al. §6.2); None means m = ∞."""
     return np.minimum(raw, check_clip(clip))
+
+
+def propensities_by_raw_id(propensity, raw_ids: np.ndarray, items: str) -> np.ndarray:
+    """Propensities keyed by raw item id, placed on a framework's item indices.
+
+    Parameters
+    ----------
+    propensity : Mapping or pandas.Series
+        One propensity per raw item id (ids the framework does not know are ignored).
+    raw_ids : numpy.ndarray of object
+        The framework's raw item id of every item index ``0..n−1`` (RecPack's
+        ``item_id_mapping``, Cornac's ``global_iid_map``, inverted).
+    items : str
+        Whose items these are, for messages (e.g. ``"RecPack's"``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The propensity of every item index, in (0, 1].
+
+    Raises
+    ------
+    ValueError
+        A raw id given twice, an item without a propensity, a non-numeric value or one
+        outside (0, 1], each with the raw id named.
+    """
+    import pandas as pd  # the adapters' frameworks bring pandas; the core does not need it
+
+    by_raw = propensity if isinstance(propensity, pd.Series) else pd.Series(dict(propensity))
+    repeated = by_raw.index[by_raw.index.duplicated()]
+    if repeated.size:
+        raise ValueError(
+            f"propensity has raw item id {shown(repeated[0])} more than once; give one "
+            "propensity per item"
+        )
+    position = by_raw.index.get_indexer(pd.Index(raw_ids, dtype=object))
+    missing = np.flatnonzero(position < 0)
+    if missing.size:
+        raise ValueError(
+            f"no propensity for raw item id {raw_ids[missing[0]]!r} "
+            f"({missing.size} of {items} {raw_ids.size} items have none)"
+        )
+    # Labelled by raw id and ordered by item index: messages name the raw id or the index.
+    values = real_array(by_raw.iloc[position], "propensity", axes=("item index",)).astype(np.float64)
+    check_propensities(values, lambda k: f"raw item id {raw_ids[k]!r} (item index {k})")
+    return values

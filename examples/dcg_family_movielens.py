@@ -13,16 +13,16 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-import scipy.sparse as sp
 
-from recpack_ope import LogDiscount, PowerLawPropensity, dcg, load_movielens_100k, ndcg, pn_dcg
-
-
-def split_half(X: sp.csr_matrix, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    coo = X.tocoo()
-    keep = np.random.default_rng(seed).random(X.nnz) < 0.5
-    part = lambda m: sp.csr_matrix((coo.data[m], (coo.row[m], coo.col[m])), shape=X.shape)  # noqa: E731
-    return part(keep), part(~keep)
+from recpack_ope import (
+    LogDiscount,
+    PowerLawPropensity,
+    dcg,
+    holdout_split,
+    load_movielens_100k,
+    ndcg,
+    pn_dcg,
+)
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     X = load_movielens_100k().matrix()
     if args.users:
         X = X[: args.users]
-    train, test = split_half(X, args.seed)
+    # A random half of each interaction set for training (the half holdout_split holds out).
+    test, train = holdout_split(X, test_size=0.5, seed=args.seed)
     seen = train.toarray() > 0
     norms = np.sqrt(np.asarray(train.sum(axis=0))).ravel() + 1e-12
     cosine = (train.T @ train).toarray() / np.outer(norms, norms)

@@ -47,8 +47,10 @@ class Block:
 
 
 def _fenced(path: Path) -> list[Block]:
+    """The fenced blocks of one document; a text block that follows a python block with only
+    blank lines between them is also that block's output."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    blocks, i = [], 0
+    blocks, i, closed = [], 0, -1
     while i < len(lines):
         match = FENCE.match(lines[i])
         if not match:
@@ -60,29 +62,19 @@ def _fenced(path: Path) -> list[Block]:
         if end == len(lines):
             raise AssertionError(f"{path.name}:{i + 1}: code block is never closed")
         body = [line[len(indent):] if line.startswith(indent) else line for line in lines[i + 1:end]]
-        blocks.append(Block(path, i + 1, match["lang"], "\n".join(body) + "\n"))
-        i = end + 1
+        block = Block(path, i + 1, match["lang"], "\n".join(body) + "\n")
+        follows = blocks and blocks[-1].lang == "python" and not any(line.strip() for line in lines[closed + 1:i])
+        if block.lang == "text" and follows:
+            last = blocks[-1]
+            blocks[-1] = Block(last.path, last.line, last.lang, last.text, block.text)
+        blocks.append(block)
+        i, closed = end + 1, end
     return blocks
 
 
 def code_blocks() -> list[Block]:
     """Every block of every document, each python block paired with the output after it."""
-    out = []
-    for path in DOCUMENTS:
-        blocks = _fenced(path)
-        for k, block in enumerate(blocks):
-            nxt = blocks[k + 1] if k + 1 < len(blocks) else None
-            if block.lang == "python" and nxt is not None and nxt.lang == "text" and _adjacent(block, nxt):
-                block = Block(block.path, block.line, block.lang, block.text, nxt.text)
-            out.append(block)
-    return out
-
-
-def _adjacent(block: Block, nxt: Block) -> bool:
-    """The text block starts right after the python block (blank lines allowed)."""
-    lines = block.path.read_text(encoding="utf-8").splitlines()
-    end = block.line + block.text.count("\n")
-    return all(not line.strip() for line in lines[end + 1:nxt.line - 1])
+    return [block for path in DOCUMENTS for block in _fenced(path)]
 
 
 def python_blocks(recpack: bool) -> list[Block]:

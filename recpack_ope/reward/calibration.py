@@ -32,8 +32,7 @@ from .models import (
     CalibratedScores,
     check_matrix,
     check_real,
-    first_bad_dense,
-    first_bad_sparse,
+    first_bad,
     lookup,
 )
 
@@ -250,11 +249,7 @@ class ScoreCalibration(BaseEstimator):
 def _check_scores(scores):
     """Scores as a dense ndarray (not copied) or a SparseLookup, every value finite."""
     matrix = check_matrix(scores, "scores")
-    is_bad = lambda v: ~np.isfinite(v)
-    if sp.issparse(matrix):
-        bad = first_bad_sparse(matrix, is_bad)
-    else:
-        bad = first_bad_dense(matrix, is_bad)
+    bad = first_bad(matrix, lambda v: ~np.isfinite(v))
     if bad is not None:
         u, i = bad
         raise ValueError(
@@ -284,7 +279,7 @@ def _check_clicks(clicks, shape: tuple[int, int]) -> sp.csr_matrix:
     if tuple(clicks.shape) != tuple(shape):
         raise ValueError(f"clicks has shape {clicks.shape} but scores has shape {tuple(shape)}")
     matrix = as_csr(clicks, "clicks") if sp.issparse(clicks) else _dense_to_csr(clicks)
-    bad = first_bad_sparse(matrix, lambda v: ~np.isfinite(v) | (v < 0))
+    bad = first_bad(matrix, lambda v: ~np.isfinite(v) | (v < 0))
     if bad is not None:
         u, i = bad
         raise ValueError(
@@ -318,7 +313,7 @@ def _check_propensity(propensity, shape: tuple[int, int]):
             f"propensity has shape {p.shape} but scores has shape {tuple(shape)}; give one "
             "propensity per item or a users×items matrix"
         )
-    bad = first_bad_dense(p, lambda v: ~np.isfinite(v) | (v <= 0) | (v > 1))
+    bad = first_bad(p, lambda v: ~np.isfinite(v) | (v <= 0) | (v > 1))
     if bad is not None:
         u, i = bad
         check_propensities(np.array([float(p[u, i])]), lambda k: f"(user {u}, item {i})")

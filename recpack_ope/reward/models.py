@@ -75,7 +75,13 @@ def check_matrix(matrix, name: str):
     return matrix
 
 
-def first_bad_dense(matrix: np.ndarray, is_bad) -> tuple[int, int] | None:
+def first_bad(matrix, is_bad) -> tuple[int, int] | None:
+    """(row, column) of the first entry of a CSR matrix (stored entries) or a 2-D ndarray
+    where ``is_bad(float64 values)`` holds, or None when every entry is fine."""
+    return (_first_bad_sparse if sp.issparse(matrix) else _first_bad_dense)(matrix, is_bad)
+
+
+def _first_bad_dense(matrix: np.ndarray, is_bad) -> tuple[int, int] | None:
     """(row, column) of the first entry where ``is_bad(float64 block)`` holds, scanning in row
     chunks so no full-size boolean mask is built; None when every entry is fine."""
     step = rows_per_chunk(matrix.shape[1])
@@ -88,7 +94,7 @@ def first_bad_dense(matrix: np.ndarray, is_bad) -> tuple[int, int] | None:
     return None
 
 
-def first_bad_sparse(matrix: sp.csr_matrix, is_bad) -> tuple[int, int] | None:
+def _first_bad_sparse(matrix: sp.csr_matrix, is_bad) -> tuple[int, int] | None:
     """(row, column) of the first stored entry where ``is_bad(data)`` holds, or None."""
     bad = np.flatnonzero(is_bad(matrix.data))
     return entry_position(matrix, int(bad[0])) if bad.size else None
@@ -153,11 +159,7 @@ class RewardMatrix:
 
     def __init__(self, probabilities):
         matrix = check_matrix(probabilities, "probabilities")
-        is_bad = lambda v: ~np.isfinite(v) | (v < 0) | (v > 1)
-        if sp.issparse(matrix):
-            bad = first_bad_sparse(matrix, is_bad)
-        else:
-            bad = first_bad_dense(matrix, is_bad)
+        bad = first_bad(matrix, lambda v: ~np.isfinite(v) | (v < 0) | (v > 1))
         if bad is not None:
             u, i = bad
             value = float(matrix[u, i])

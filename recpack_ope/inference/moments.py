@@ -250,6 +250,9 @@ class SummaryEstimate(PairedEstimate):
             p_value=float(t_test_p_value(diff, se, n)), level=level, n_users=n,
         )
 
+    # Clipping on summaries is a given m, never selected from the data ("auto").
+    clip_selection = None
+
     # Printed like an EstimateResult: the same headline and weight diagnostics.
     _headline = EstimateResult._headline
     __repr__ = EstimateResult.__repr__

@@ -12,18 +12,20 @@ in-memory ones to rounding; per-user values stay in Spark (:func:`per_user`).
   :func:`dcg`, :func:`unbiased_dcg`, :func:`snips_dcg`, :func:`ndcg`, :func:`pn_dcg`,
   :func:`recall` as in the core
 * ``logged``   – :func:`logged_dcg` on feed logs with a deterministic target
+* ``propensity`` – :func:`fit_propensity`: a core propensity model fitted on item counts
 * ``rpp``      – :func:`win_rates`: recall-paired preference win rates of M systems
 """
 
 from .held_out import METRICS, HeldOutEvaluation, _single, evaluate, per_user
 from .logged import logged_dcg
+from .propensity import fit_propensity
 from .rpp import win_rates
 from .session import find_java_home, local_session
 
 __all__ = [
     "local_session", "find_java_home", "evaluate", "per_user", "HeldOutEvaluation", "METRICS",
     "dcg", "unbiased_dcg", "snips_dcg", "ndcg", "pn_dcg", "recall", "logged_dcg",
-    "win_rates",
+    "win_rates", "fit_propensity",
 ]
 
 

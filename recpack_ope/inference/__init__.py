@@ -10,6 +10,8 @@ propensities.
   Tukey HSD, discriminative power, systems tied with the best
 * ``aggregation``  – MC4, Borda and majority orderings of per-user system scores
 * ``agreement``    – agreement between two metrics over models, Steiger's test
+* ``moments``      – ``Moments`` and ``SummaryEstimate``: estimates from merged sufficient
+  statistics (what distributed engines return)
 * ``diagnostics``  – weight diagnostics of IPS estimates, ``ReliabilityWarning``
 * ``clipping``     – ``clip="auto"``: SLOPE selection of the clipping threshold, ``ClipSelection``
 """
@@ -24,6 +26,7 @@ from .agreement import (
 )
 from .clipping import ClipSelection
 from .diagnostics import ReliabilityWarning, WeightDiagnostics
+from .moments import Moments, SummaryEstimate
 from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .significance import (
     DiscriminativePower,
@@ -38,7 +41,7 @@ from .significance import (
 from .systems import PreferenceMatrix, SystemScores
 
 __all__ = [
-    "EstimateResult", "LoggedEstimate", "PairedEstimate", "Comparison",
+    "EstimateResult", "LoggedEstimate", "PairedEstimate", "Comparison", "Moments", "SummaryEstimate",
     "WeightDiagnostics", "ReliabilityWarning", "ClipSelection",
     "SystemScores", "PreferenceMatrix",
     "PairwiseTests", "paired_t_tests", "randomised_tukey_hsd", "DiscriminativePower",

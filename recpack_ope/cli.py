@@ -1,5 +1,5 @@
-"""Command line: ``recpack-ope demo``, ``recpack-ope rpp`` and ``recpack-ope reproduce …``
-(also ``python -m recpack_ope``).
+"""Command line: ``recpack-ope demo``, ``recpack-ope rpp``, ``recpack-ope evaluate`` and
+``recpack-ope reproduce …`` (also ``python -m recpack_ope``).
 
 Reports go to ``recpack-ope-reports/`` by default, one folder per study (and data set), so runs
 do not overwrite each other. A missing optional package or data set that cannot be downloaded
@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from .io.movielens import DownloadError
 from .metrics.rpp import WEIGHTINGS
+from .spark import METRICS
 from .studies import quiet_frameworks
 from .studies.demo import DemoConfig, run_demo, write_report
 from .studies.disagreement import BannerStudyConfig
@@ -281,6 +282,219 @@ def _reliability(args: argparse.Namespace) -> int:
     return 0
 
 
+# How to install what ``recpack-ope evaluate`` needs: pyarrow reads the files, pyspark (with
+# pyarrow and pandas) runs the Spark engine.
+_EVALUATE_INSTALL = {
+    "local": {"pyarrow": _from_clone('".[trec]"')},
+    "spark": dict.fromkeys(("pyspark", "pyarrow", "pandas"), _from_clone('".[spark]"')),
+}
+# Metrics on a feed log: logged DCG and its normalisations (recpack_ope.logged_dcg's normalise).
+_LOGGED_METRICS = {"dcg": None, "ndcg": "per_user", "pn_dcg": "post"}
+
+
+def _named_paths(given: list[str] | None, option: str) -> dict[str, Path]:
+    """``NAME=PATH`` arguments of a repeatable option → {name: path}."""
+    named: dict[str, Path] = {}
+    for entry in given or []:
+        name, sep, path = entry.partition("=")
+        if not sep or not name or not path:
+            _fail(f"recpack-ope evaluate: {option} takes NAME=PATH, got {entry!r}")
+        if name in named:
+            _fail(f"recpack-ope evaluate: {option} names {name!r} twice")
+        named[name] = Path(path)
+    return named
+
+
+def _evaluate_plan(args: argparse.Namespace) -> tuple[str, dict[str, Path], tuple[str, ...]]:
+    """Check the options of ``evaluate``: (``"held-out"`` or ``"feed-log"``, the named
+    inputs, the metrics)."""
+    models = _named_paths(args.recommendations, "--recommendations")
+    targets = _named_paths(args.target, "--target")
+    held_out = args.held_out is not None or models or args.propensity is not None
+    if args.feed_log is not None or targets:
+        if held_out:
+            _fail("recpack-ope evaluate: give --held-out with --recommendations (and --propensity), "
+                  "or --feed-log with --target, not both")
+        if args.feed_log is None or not targets:
+            _fail("recpack-ope evaluate: --feed-log needs at least one --target NAME=PATH, and --target a --feed-log")
+        kind, named = "feed-log", targets
+        metrics = tuple(args.metrics or ("dcg",))
+        other = [m for m in metrics if m not in _LOGGED_METRICS]
+        if other:
+            _fail(f"recpack-ope evaluate: on a feed log the metrics are {', '.join(_LOGGED_METRICS)}, "
+                  f"got {other[0]}")
+    else:
+        if args.held_out is None or not models:
+            _fail("recpack-ope evaluate: give --held-out PATH with --recommendations NAME=PATH "
+                  "(repeatable), or --feed-log PATH with --target NAME=PATH")
+        kind, named = "held-out", models
+        weighted = args.propensity is not None
+        metrics = tuple(args.metrics or ("dcg", *(("unbiased_dcg",) if weighted else ()),
+                                         "ndcg", "pn_dcg", "recall"))
+        unweighted = [m for m in metrics if m in ("unbiased_dcg", "snips_dcg")]
+        if unweighted and not weighted:
+            _fail(f"recpack-ope evaluate: {unweighted[0]} weights by inverse propensities: give --propensity PATH")
+    if len(set(metrics)) != len(metrics):
+        _fail(f"recpack-ope evaluate: --metrics lists a metric twice: {' '.join(metrics)}")
+    if args.k < 1:
+        _fail(f"recpack-ope evaluate: --k must be a positive integer, got {args.k}")
+    if args.clip is not None and not args.clip > 0:
+        _fail(f"recpack-ope evaluate: --clip must be a number > 0, got {args.clip}")
+    if not 0 < args.level < 1:
+        _fail(f"recpack-ope evaluate: --level must lie in (0, 1), got {args.level}")
+    if args.partitions is not None and (args.engine != "spark" or args.partitions < 1):
+        _fail(f"recpack-ope evaluate: --partitions takes a positive number of Spark partitions "
+              f"with --engine spark, got {args.partitions} with --engine {args.engine}")
+    if args.compare is not None:
+        unknown = [name for name in args.compare if name not in named]
+        if unknown:
+            _fail(f"recpack-ope evaluate: --compare names {unknown[0]!r}, which is none of {list(named)}")
+        if kind == "feed-log" and args.engine == "spark":
+            _fail("recpack-ope evaluate: --compare on a feed log needs --engine local (Spark's "
+                  "logged_dcg evaluates one target per pass, so the two cannot be paired)")
+    if args.output is not None and Path(args.output).suffix.lower() not in (".json", ".csv"):
+        _fail(f"recpack-ope evaluate: --output must end in .json or .csv, got {args.output!r}")
+    inputs = {"--held-out": args.held_out, "--propensity": args.propensity, "--feed-log": args.feed_log}
+    files = [(option, Path(path)) for option, path in inputs.items() if path is not None]
+    files += [(f"--recommendations {name}=", path) for name, path in models.items()]
+    files += [(f"--target {name}=", path) for name, path in targets.items()]
+    for option, path in files:
+        if not path.is_file():
+            _fail(f"recpack-ope evaluate: {option} file {str(path)!r} does not exist")
+    return kind, named, metrics
+
+
+def _local_estimates(args: argparse.Namespace, kind: str, named: Mapping[str, Path],
+                     metrics: tuple[str, ...], discount) -> dict:
+    """model → metric → estimate, by the core functions on matrices built from the files."""
+    from .io.tables import feed_log_tables, held_out_tables
+    from .logged.logged_dcg import logged_dcg
+    from .logged.policies import DeterministicRanker
+    from .metrics.dcg import dcg, ndcg, pn_dcg, unbiased_dcg
+    from .metrics.recall import recall
+
+    if kind == "feed-log":
+        tables = feed_log_tables(args.feed_log, named)
+        return {name: {m: logged_dcg(tables.log, DeterministicRanker(scores), discount=discount,
+                                     clip=args.clip, normalise=_LOGGED_METRICS[m]) for m in metrics}
+                for name, scores in tables.scores.items()}
+    tables = held_out_tables(args.held_out, named, args.propensity)
+    y_true, p, clip = tables.y_true, tables.propensity, args.clip
+    core = {  # as recpack_ope.spark.METRICS: plain DCG, the others weighted when p is given
+        "dcg": lambda s: dcg(y_true, s, discount=discount),
+        "unbiased_dcg": lambda s: unbiased_dcg(y_true, s, discount=discount, propensity=p, clip=clip),
+        "snips_dcg": lambda s: unbiased_dcg(y_true, s, discount=discount, propensity=p, clip=clip,
+                                            self_normalised=True),
+        "ndcg": lambda s: ndcg(y_true, s, discount=discount, propensity=p, clip=clip),
+        "pn_dcg": lambda s: pn_dcg(y_true, s, discount=discount, propensity=p, clip=clip),
+        "recall": lambda s: recall(y_true, s, k=args.k, propensity=p, clip=clip),
+    }
+    return {name: {m: core[m](scores) for m in metrics} for name, scores in tables.scores.items()}
+
+
+def _spark_read(spark, path: Path):
+    """A parquet or CSV file (header line, types inferred) as a Spark DataFrame."""
+    from .io.tables import table_format
+
+    if table_format(path) == "parquet":
+        return spark.read.parquet(str(path))
+    return spark.read.csv(str(path), header=True, inferSchema=True)
+
+
+def _spark_estimates(args: argparse.Namespace, kind: str, named: Mapping[str, Path],
+                     metrics: tuple[str, ...], discount) -> dict:
+    """model → metric → estimate from recpack_ope.spark on a local Spark session."""
+    import pyspark.sql  # noqa: F401  (missing pyspark: the install hint, before looking for Java)
+
+    from . import spark as engine
+
+    try:
+        session = engine.local_session()
+    except RuntimeError as error:  # no Java: a hint, like a missing package
+        _fail(f"recpack-ope evaluate: {error}")
+    frames = {name: _spark_read(session, path) for name, path in named.items()}
+    if kind == "feed-log":
+        log = _spark_read(session, Path(args.feed_log))
+        return {name: {m: engine.logged_dcg(log, frame, discount=discount, clip=args.clip,
+                                            normalise=_LOGGED_METRICS[m], n_partitions=args.partitions)
+                       for m in metrics}
+                for name, frame in frames.items()}
+    propensity = None if args.propensity is None else _spark_read(session, Path(args.propensity))
+    result = engine.evaluate(_spark_read(session, Path(args.held_out)), frames, metrics=metrics,
+                             discount=discount, k=args.k, propensity=propensity, clip=args.clip,
+                             n_partitions=args.partitions)
+    return result.estimates
+
+
+def _evaluation_rows(estimates: Mapping, level: float) -> list[dict]:
+    """One row per model and metric (the columns of recpack_ope.spark's ``table()``)."""
+    rows = []
+    for model, by_metric in estimates.items():
+        for metric, est in by_metric.items():
+            lo, hi = est.confidence_interval(level)
+            rows.append({"model": model, "metric": metric, "name": est.name, "value": est.value,
+                         "ci_low": lo, "ci_high": hi, "standard_error": est.standard_error,
+                         "n_users": est.n_users, "n_excluded_users": est.n_excluded_users})
+    return rows
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .propensity.discount import LogDiscount
+
+    kind, named, metrics = _evaluate_plan(args)
+    discount = LogDiscount(args.k)
+    compute = _spark_estimates if args.engine == "spark" else _local_estimates
+    try:
+        with _hints("evaluate", _EVALUATE_INSTALL[args.engine]):
+            estimates = compute(args, kind, named, metrics, discount)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"recpack-ope evaluate: {error}") from None
+    rows = _evaluation_rows(estimates, args.level)
+    paired = []
+    if args.compare is not None:
+        a, b = args.compare
+        paired = [(m, estimates[a][m].compare(estimates[b][m], args.level, names=(a, b))) for m in metrics]
+    what = "users" if kind == "held-out" else "sessions"
+    print(f"| model | metric | value | {args.level * 100:g}% CI | n_{what} | excluded |")
+    print("|---|---|---:|---|---:|---:|")
+    for row in rows:
+        print(f"| {row['model']} | {row['name']} | {row['value']:.4f} | "
+              f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}] | {row['n_users']} | {row['n_excluded_users']} |")
+    if paired:
+        print()
+        print("\n".join(repr(c) for _, c in paired))
+    if args.output is not None:
+        comparisons = [{"a": args.compare[0], "b": args.compare[1], "metric": m, "name": c.name,
+                        "difference": c.difference, "standard_error": c.standard_error,
+                        "ci_low": c.confidence_interval[0], "ci_high": c.confidence_interval[1],
+                        "p_value": c.p_value, "n_users": c.n_users} for m, c in paired]
+        _write_evaluation(Path(args.output), rows, comparisons, {
+            "engine": args.engine, "input": kind, "k": args.k, "clip": args.clip, "level": args.level})
+    return 0
+
+
+def _write_evaluation(path: Path, rows: list[dict], comparisons: list[dict], settings: dict) -> None:
+    """JSON (settings, rows and comparisons) or CSV (the rows; comparisons, if any, in
+    ``<stem>-comparisons.csv`` beside it)."""
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".json":
+        with open(path, "w") as handle:
+            json.dump({**settings, "rows": rows, "comparisons": comparisons}, handle, indent=1)
+        print(f"\nJSON in {path}")
+        return
+    written = [(path, rows)]
+    if comparisons:
+        written.append((path.with_name(f"{path.stem}-comparisons.csv"), comparisons))
+    for target, table in written:
+        with open(target, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+    print("\nCSV in " + " and ".join(str(target) for target, _ in written))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``recpack-ope`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -344,6 +558,55 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--seed", type=int, default=0, help="Tukey HSD seed")
     rp.add_argument("--output", default=str(REPORTS / "rpp.json"), help="JSON report")
     rp.set_defaults(run=_rpp)
+
+    ev = sub.add_parser(
+        "evaluate", formatter_class=_HelpFormatter,
+        help="evaluate recommendations (or target rankings on a feed log) from parquet or CSV files",
+        description=(
+            "Evaluate models from long tables (.parquet/.pq or .csv with a header line): "
+            "held-out rewards with one recommendations file per model, or a feed log with one "
+            "target ranking per model. Prints every model's estimates with confidence "
+            "intervals, and optionally a paired comparison; --engine spark runs the same "
+            "estimators on a local Spark session. Ties go to the lower item id."
+        ),
+    )
+    ev.add_argument("--held-out", metavar="PATH",
+                    help="held-out rewards: columns user, item, reward (>= 0), one row per "
+                         "(user, item) (default: none; or give --feed-log)")
+    ev.add_argument("--recommendations", action="append", metavar="NAME=PATH",
+                    help="one model's recommendations for held-out users: columns user, item "
+                         "and score (higher is better) or rank (1 = top); repeat per model "
+                         "(default: none)")
+    ev.add_argument("--propensity", metavar="PATH",
+                    help="exposure propensities: columns item, propensity in (0, 1] for every "
+                         "held-out item; weights ndcg, pn_dcg and recall and adds unbiased_dcg "
+                         "(default: none, unweighted)")
+    ev.add_argument("--feed-log", metavar="PATH",
+                    help="logged feeds: columns session, context, item, rank, reward, "
+                         "propensity (the logging exposure) (default: none; or give --held-out)")
+    ev.add_argument("--target", action="append", metavar="NAME=PATH",
+                    help="a deterministic target ranking for the feed log: columns context, "
+                         "item and score or rank; repeat per target (default: none)")
+    ev.add_argument("--metrics", nargs="+", choices=tuple(METRICS), metavar="METRIC",
+                    help=f"any of {', '.join(METRICS)} (default: dcg ndcg pn_dcg recall, and "
+                         "unbiased_dcg with --propensity; on a feed log dcg, also ndcg or pn_dcg)")
+    ev.add_argument("--k", "--cutoff", dest="k", type=int, default=10,
+                    help="cutoff K of the discount 1/log2(rank + 1) and of recall")
+    ev.add_argument("--clip", type=float, default=None, metavar="M",
+                    help="clip inverse propensities at m (default: unclipped)")
+    ev.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    ev.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                    help="paired comparison A − B of every metric over the same users "
+                         "(default: none)")
+    ev.add_argument("--engine", choices=("local", "spark"), default="local",
+                    help="in memory (pyarrow reads the files) or on a local Spark session")
+    ev.add_argument("--partitions", type=int, default=None, metavar="N",
+                    help="Spark partitions users are spread over (default: "
+                         "spark.sql.shuffle.partitions, 16)")
+    ev.add_argument("--output", default=None, metavar="PATH",
+                    help="also write the table as JSON (PATH.json, with the comparisons) or CSV "
+                         "(PATH.csv) (default: print only)")
+    ev.set_defaults(run=_evaluate)
 
     reproduce = sub.add_parser("reproduce", help="reproduce a paper's result", formatter_class=_HelpFormatter)
     papers = reproduce.add_subparsers(dest="experiment", required=True)

@@ -6,9 +6,13 @@
 * ``recpack_datasets`` – MovieLens and synthetic data as RecPack ``InteractionMatrix``
   objects (needs RecPack; imported on use)
 * ``trec``             – qrels and runs in trec_eval format (needs pandas; imported on use)
+* ``tables``           – parquet and CSV files of (user, item, …) rows as the core's matrices
+  and feed logs (``recpack-ope evaluate``; needs pyarrow when reading)
 """
 
 from .movielens import load_movielens_100k
 from .split import holdout_split
+from .tables import FeedLogTables, HeldOutTables, feed_log_tables, held_out_tables, read_table
 
-__all__ = ["holdout_split", "load_movielens_100k"]
+__all__ = ["holdout_split", "load_movielens_100k", "read_table", "held_out_tables", "feed_log_tables",
+           "HeldOutTables", "FeedLogTables"]

@@ -47,6 +47,13 @@ class _LoggedPlan:
         context, item, source = chunk["context"], chunk["item"], chunk["source"]
         logged = source == -1
         self._check(chunk, logged)
+        width = 2 if self.normalise == "post" else 1
+        if not logged.any():
+            # Only the target's rankings of contexts without sessions: nothing to evaluate.
+            return _Partial(Moments.empty(width), 0, {})
+        if self.normalise is not None and not (chunk["value"][logged] > 0).any():
+            # Normalised estimates leave out sessions without reward; here that is all of them.
+            return _Partial(Moments.empty(width), int(np.unique(chunk["session"][logged]).size), {})
         contexts, c = np.unique(context, return_inverse=True)
         items, i = np.unique(item, return_inverse=True)
         log = FeedLog.from_arrays(

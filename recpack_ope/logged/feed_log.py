@@ -189,20 +189,22 @@ class FeedLog:
         reward = _column(reward, "reward", n, np.float64)
         if not (np.issubdtype(rank.dtype, np.integer) or np.issubdtype(rank.dtype, np.floating)):
             raise ValueError(f"rank must be numeric, got dtype {rank.dtype}")
-        bad = np.flatnonzero(
-            ~np.isfinite(rank) | (rank < 1) | (rank > MAX_RANK) | (rank != np.round(rank))
-        )
-        if bad.size:
-            raise ValueError(
-                f"rank of row {bad[0]} is {rank[bad[0]]}; ranks are integers >= 1 (at most 2**53)"
+        # The extremes decide most columns at once; the row-by-row test only names the culprit.
+        if not (rank.dtype.kind in "iu" and rank.min() >= 1 and rank.max() <= MAX_RANK):
+            bad = np.flatnonzero(
+                ~np.isfinite(rank) | (rank < 1) | (rank > MAX_RANK) | (rank != np.round(rank))
             )
+            if bad.size:
+                raise ValueError(
+                    f"rank of row {bad[0]} is {rank[bad[0]]}; ranks are integers >= 1 (at most 2**53)"
+                )
         rank = rank.astype(np.int64)
-        bad = np.flatnonzero(~np.isfinite(reward) | (reward < 0))
-        if bad.size:
+        if not (reward.min() >= 0 and np.isfinite(reward.max())):  # NaN fails the first test
+            bad = np.flatnonzero(~np.isfinite(reward) | (reward < 0))
             raise ValueError(f"reward of row {bad[0]} is {reward[bad[0]]}; rewards are finite and >= 0")
         codes, session_labels, _ = _codes(session, "session")
         if session_labels is None:  # integer session ids: still renumber them densely
-            session_labels, codes = np.unique(codes, return_inverse=True)
+            session_labels, codes = _dense(codes)
         items, item_labels, items_seen = _codes(item, "item")
         if context is None:
             contexts, context_labels, contexts_seen = codes, None, session_labels.size
@@ -212,43 +214,48 @@ class FeedLog:
         n_contexts = _size(n_contexts, contexts_seen, "n_contexts", "context")
         check_key_space((n_contexts, n_items), "the log's contexts × items")
 
-        order = np.lexsort((rank, codes))
-        codes, items, rank, reward, contexts = (
-            a[order] for a in (codes, items, rank, reward, contexts)
-        )
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=session_labels.size))])
-        same = codes[1:] == codes[:-1]
-        dup = np.flatnonzero(same & (rank[1:] == rank[:-1]))
-        if dup.size:
-            raise ValueError(
-                f"session {_label(session_labels, codes[dup[0]])!r} shows two items at rank {rank[dup[0]]}"
-            )
-        by_item = np.lexsort((items, codes))
-        dup = np.flatnonzero(
-            (codes[by_item][1:] == codes[by_item][:-1]) & (items[by_item][1:] == items[by_item][:-1])
-        )
-        if dup.size:
-            row = by_item[dup[0]]
-            raise ValueError(
-                f"session {_label(session_labels, codes[row])!r} shows item {_label(item_labels, items[row])!r} twice"
-            )
-        ctx_of_session = contexts[indptr[:-1]]
-        mixed = np.flatnonzero(contexts != np.repeat(ctx_of_session, np.diff(indptr)))
-        if mixed.size:
-            raise ValueError(
-                f"session {_label(session_labels, codes[mixed[0]])!r} has rows with different contexts"
-            )
-        if propensity is not None:
-            propensity = _column(propensity, "propensity", n, np.float64)[order]
-            check_propensities(propensity, lambda k: f"row {order[k]}")
-        if logging_weight is not None:
-            logging_weight = _column(logging_weight, "logging_weight", n, np.float64)[order]
-            bad = ~np.isfinite(logging_weight) | (logging_weight <= 0) | (logging_weight > 1)
-            if bad.any():
-                k = int(np.flatnonzero(bad)[0])
+        # Rows by session, then rank. Most logs arrive in that order already, which one pass
+        # confirms without moving anything; many others show ranks 1..length in each session,
+        # whose places follow without sorting.
+        sizes = np.bincount(codes, minlength=session_labels.size)
+        indptr = np.concatenate([[0], np.cumsum(sizes)])
+        order = _session_order(codes, rank, indptr)
+        if order is None:
+            reward = reward.copy()  # the log owns its columns
+        else:
+            items, rank, reward = (a[order] for a in (items, rank, reward))
+            codes = np.repeat(np.arange(session_labels.size), sizes)  # = codes[order], in sequence
+            contexts = codes if context is None else contexts[order]
+            repeated = np.flatnonzero((codes[1:] == codes[:-1]) & (rank[1:] == rank[:-1]))
+            if repeated.size:
                 raise ValueError(
-                    f"logging_weight {logging_weight[k]} of row {order[k]} lies outside (0, 1]; "
-                    "weights are normalised over the session's candidates"
+                    f"session {_label(session_labels, codes[repeated[0]])!r} shows two items at rank "
+                    f"{rank[repeated[0]]}"
+                )
+        twice = _repeated_pair(codes, items, session_labels.size, items_seen)
+        if twice is not None:
+            raise ValueError(
+                f"session {_label(session_labels, twice[0])!r} shows item {_label(item_labels, twice[1])!r} twice"
+            )
+        if context is not None:
+            mixed = np.flatnonzero((contexts[1:] != contexts[:-1]) & (codes[1:] == codes[:-1]))
+            if mixed.size:
+                raise ValueError(
+                    f"session {_label(session_labels, codes[mixed[0] + 1])!r} has rows with different contexts"
+                )
+        if propensity is not None:
+            propensity = _column(propensity, "propensity", n, np.float64)
+            propensity = propensity.copy() if order is None else propensity[order]
+            if not (propensity.min() > 0 and propensity.max() <= 1):  # NaN fails the first test
+                check_propensities(propensity, lambda k: f"row {k if order is None else order[k]}")
+        if logging_weight is not None:
+            logging_weight = _column(logging_weight, "logging_weight", n, np.float64)
+            logging_weight = logging_weight.copy() if order is None else logging_weight[order]
+            if not (logging_weight.min() > 0 and logging_weight.max() <= 1):
+                k = int(np.flatnonzero(~(logging_weight > 0) | ~(logging_weight <= 1))[0])
+                raise ValueError(
+                    f"logging_weight {logging_weight[k]} of row {k if order is None else order[k]} lies "
+                    "outside (0, 1]; weights are normalised over the session's candidates"
                 )
             totals = np.add.reduceat(logging_weight, indptr[:-1])
             over = np.flatnonzero(totals > 1 + 1e-9)
@@ -407,6 +414,51 @@ def find_keys(sorted_keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
         return np.full(wanted.size, -1)
     pos = np.minimum(np.searchsorted(sorted_keys, wanted), sorted_keys.size - 1)
     return np.where(sorted_keys[pos] == wanted, pos, -1)
+
+
+def _dense(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` of ids >= 0, in O(n) when they are already
+    grouped in increasing order or when a table over the ids is small."""
+    if np.all(codes[1:] >= codes[:-1]):
+        new = np.empty(codes.size, dtype=bool)
+        new[0] = True
+        np.not_equal(codes[1:], codes[:-1], out=new[1:])
+        return codes[new], np.cumsum(new) - 1
+    if codes.max() < 4 * codes.size:
+        present = np.zeros(int(codes.max()) + 1, dtype=bool)
+        present[codes] = True
+        return np.flatnonzero(present), (np.cumsum(present) - 1)[codes]
+    labels, inverse = np.unique(codes, return_inverse=True)
+    return labels, inverse.ravel()
+
+
+def _session_order(codes: np.ndarray, rank: np.ndarray, indptr: np.ndarray) -> np.ndarray | None:
+    """Row order that groups sessions by code and sorts each by rank (stable), or None when
+    the rows are in that order with no rank repeated within a session."""
+    if np.all((codes[1:] > codes[:-1]) | ((codes[1:] == codes[:-1]) & (rank[1:] > rank[:-1]))):
+        return None
+    # Ranks 1..length of every session: each row's place is indptr[session] + rank − 1.
+    place = indptr[codes] + rank - 1
+    if np.all(rank <= np.diff(indptr)[codes]) and np.all(np.bincount(place, minlength=codes.size) == 1):
+        order = np.empty(codes.size, dtype=np.int64)
+        order[place] = np.arange(codes.size)
+        return order
+    return np.lexsort((rank, codes))
+
+
+def _repeated_pair(sessions: np.ndarray, items: np.ndarray, n_sessions: int, n_items: int):
+    """(session, item) of the first pair (in that order) that occurs twice, or None.
+
+    Sorting the values of one int64 key is several times faster than sorting rows; where the
+    key would overflow, rows are sorted by both columns."""
+    if n_sessions * max(n_items, 1) < 2**63:
+        key = np.sort(sessions * np.int64(max(n_items, 1)) + items)
+        twice = np.flatnonzero(key[1:] == key[:-1])
+        return None if not twice.size else divmod(int(key[twice[0]]), max(n_items, 1))
+    order = np.lexsort((items, sessions))
+    s, i = sessions[order], items[order]
+    twice = np.flatnonzero((s[1:] == s[:-1]) & (i[1:] == i[:-1]))
+    return None if not twice.size else (s[twice[0]], i[twice[0]])
 
 
 def _size(given: int | None, seen: int, name: str, what: str) -> int:

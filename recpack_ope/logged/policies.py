@@ -13,11 +13,12 @@ the rows with a reward), that exposure:
 * :class:`PlackettLuceRanker` – a stochastic policy drawing a Plackett–Luce ranking over each
   context's candidates with weights ``exp(score / temperature)``: exact rank marginals
   (:func:`recpack_ope.logged.plackett_luce.rank_marginals`) where cheap, Monte Carlo with a
-  per-row standard error otherwise.
+  per-row standard error otherwise (plain, or Rao–Blackwellised: far smaller errors per draw).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
 from .._validation import (
+    check_bool,
     check_finite_number,
     check_float_exact,
     check_positive_int,
@@ -36,7 +38,7 @@ from ..metrics.ranking import ScoreSource
 from ..propensity.discount import Discount
 from ..reward.validation import predict_rewards
 from .feed_log import FeedLog, find_keys
-from .plackett_luce import rank_marginals, sample_rankings
+from .plackett_luce import _TINY, _conditional_exposure, rank_marginals, sample_rankings
 
 __all__ = ["Exposure", "LoggedRanking", "DeterministicRanker", "PlackettLuceRanker", "candidate_sums"]
 
@@ -187,7 +189,23 @@ class PlackettLuceRanker:
         ``n_samples`` rankings per context and reports each value's standard error.
         ``"auto"``: exact for 1-D scores or at most ``max_exact_contexts`` contexts.
     n_samples : int
-        Rankings drawn per context by Monte Carlo, >= 2 (for the standard error).
+        Rankings drawn per context by Monte Carlo, >= 2 (for the standard error). The
+        standard error is estimated from the draws: a variation that none of them shows (a
+        near-deterministic policy, with a very low temperature, reordering its top items
+        once in thousands of draws) is not in it.
+    rao_blackwell : bool
+        Where exposures are sampled, let each drawn ranking contribute every item's exact
+        expected exposure given the order of the *other* items (deleting an item from a PL
+        ranking leaves a PL ranking of the others), instead of the view probability of the
+        rank it drew. Unbiased, with standard errors several (a handful of candidates) to
+        hundreds (a thousand) of times smaller for as many draws, so a few dozen draws
+        (``n_samples=16`` to ``64``) usually put the Monte Carlo error far below the sampling
+        error of a log; the result reports it (``approximation_error``). The squared
+        standard error estimates the variance without bias, reliable summed over many rows;
+        a single row's, from few draws, can understate its error. Contexts are processed in
+        vectorised blocks, under 0.1 ms per context of 1,000 candidates and 10 ranks at 16
+        draws; those whose weights span beyond float range (ratios below 1e-290) are computed
+        exactly. False (default): the plain Monte Carlo above.
     max_exact_contexts : int
         Contexts up to which ``"auto"`` stays exact.
     seed : int, numpy.random.Generator or None
@@ -211,6 +229,7 @@ class PlackettLuceRanker:
         n_samples: int = 2000,
         max_exact_contexts: int = 100,
         seed: int = 0,
+        rao_blackwell: bool = False,
     ):
         self.temperature = check_finite_number(temperature, "temperature", above=0)
         if not isinstance(method, str) or method not in ("auto", "exact", "monte_carlo"):
@@ -224,16 +243,16 @@ class PlackettLuceRanker:
             )
         self.max_exact_contexts = check_positive_int(max_exact_contexts, "max_exact_contexts")
         self.seed = check_seed(seed)
+        self.rao_blackwell = check_bool(rao_blackwell, "rao_blackwell")
 
-    def _candidates(self, log: FeedLog, rows: np.ndarray):
-        """Yield (positions in ``rows``, candidate items, PL log-weights), one policy at a time."""
+    def _scores(self, log: FeedLog):
+        """The validated scores: 1-D float array, float64 CSR matrix or dense array."""
         scores = self.scores
-        if not sp.issparse(scores) and np.ndim(scores) == 1:
+        if self._one_policy:
             s = _real_scores(real_array(scores, "scores"), ("item",))
             if s.size != log.n_items:
                 raise ValueError(f"scores has {s.size} items but the log needs {log.n_items}")
-            yield np.arange(rows.size), *_weights(np.arange(s.size), s, self.temperature, "every context")
-            return
+            return s
         shape = getattr(scores, "shape", np.shape(scores))
         if shape != (log.n_contexts, log.n_items):
             raise ValueError(
@@ -243,26 +262,90 @@ class PlackettLuceRanker:
         if sp.issparse(scores):
             matrix = sp.csr_matrix(check_sparse(scores, "scores"))
             _real_scores(matrix.data, ("stored entry",))
-            matrix = sp.csr_matrix(matrix, dtype=np.float64)
-        else:
-            matrix = None
-            dense = _real_scores(real_array(scores, "scores", axes=("context", "item")), ("context", "item"))
+            return sp.csr_matrix(matrix, dtype=np.float64)
+        return _real_scores(real_array(scores, "scores", axes=("context", "item")), ("context", "item"))
+
+    def _candidates(self, log: FeedLog, rows: np.ndarray):
+        """Yield (positions in ``rows``, candidate items, PL log-weights), one policy at a time."""
+        scores = self._scores(log)
+        if self._one_policy:
+            yield np.arange(rows.size), *_weights(np.arange(scores.size), scores, self.temperature, "every context")
+            return
         contexts, order, starts, ends = _by_context(log, rows)
         for c, lo, hi in zip(contexts, starts, ends, strict=True):
-            if matrix is not None:
-                row = matrix[c]
+            if sp.issparse(scores):
+                row = scores[c]
                 row.sum_duplicates()
                 items, s = row.indices, row.data
             else:
-                s = np.asarray(dense[c], dtype=np.float64)
-                items = np.flatnonzero(s > -np.inf)
+                s = np.asarray(scores[c], dtype=np.float64)
+                items = np.flatnonzero(~(s == -np.inf))  # NaN too, for _weights to refuse
                 s = s[items]
             yield order[lo:hi], *_weights(items, s, self.temperature, f"context {c}")
+
+    def _weight_blocks(self, log: FeedLog, contexts: np.ndarray, per_row: int):
+        """Yield (contexts, items, log-weights, candidates, lowest log-weight) for blocks of
+        ``contexts`` of about ``CHUNK_ELEMENTS / per_row`` rows: log-weights ``-inf`` where
+        column j is not a candidate, ``items[b, j]`` the item of column j (-1: none; None:
+        column j is item j), per row its number of candidates and their lowest log-weight.
+        Contexts None: the one policy of 1-D scores. Same checks and messages as
+        :meth:`_candidates`, which meets the contexts one at a time."""
+        scores = self._scores(log)
+        if self._one_policy:
+            items, weights = _weights(np.arange(scores.size), scores, self.temperature, "every context")
+            row = np.full((1, scores.size), -np.inf)
+            row[0, items] = weights
+            yield None, None, row, np.array([items.size]), np.array([weights.min()])
+            return
+        step = rows_per_chunk(per_row if sp.issparse(scores) else max(per_row, log.n_items))
+        for lo in range(0, contexts.size, step):
+            chunk = contexts[lo : lo + step]
+            if sp.issparse(scores):
+                block = scores[chunk]
+                block.sum_duplicates()
+                lengths = np.diff(block.indptr)
+                row = np.repeat(np.arange(chunk.size), lengths)
+                col = np.arange(block.indices.size) - np.repeat(block.indptr[:-1], lengths)
+                items = np.full((chunk.size, max(1, int(lengths.max(initial=0)))), -1)
+                items[row, col] = block.indices
+                s = np.full(items.shape, -np.inf)
+                s[row, col] = block.data
+            else:
+                items, s = None, np.asarray(scores[chunk], dtype=np.float64)
+            # Non-candidates are -inf, so the row maximum is the top candidate's (NaN if any
+            # score is NaN, -inf without candidates, +inf with one) and they stay -inf below;
+            # the lowest log-weight is that of the least candidate (-inf where it overflows).
+            top, least = s.max(axis=1), s.min(axis=1)
+            sizes = np.full(chunk.size, s.shape[1])
+            some = np.flatnonzero(least == -np.inf)  # rows with non-candidates
+            candidate = s[some] > -np.inf
+            sizes[some] = np.count_nonzero(candidate, axis=1)
+            least[some] = np.where(candidate, s[some], np.inf).min(axis=1)
+            with np.errstate(invalid="ignore", over="ignore"):
+                lowest = (least - top) / self.temperature
+            bad = ~np.isfinite(top) | ~np.isfinite(lowest)
+            if bad.any():  # the first such context raises, as one context at a time would
+                k = int(np.flatnonzero(bad)[0])
+                given = (s[k] > -np.inf) | np.isnan(s[k])
+                _weights(np.flatnonzero(given) if items is None else items[k][given], s[k][given],
+                         self.temperature, f"context {chunk[k]}")
+            weights = np.subtract(s, top[:, None], out=s)  # s is this block's own copy
+            if self.temperature != 1.0:
+                weights /= self.temperature
+            yield chunk, items, weights, sizes, lowest
 
     def exposure(self, log: FeedLog, discount: Discount, rows=None) -> Exposure:
         """Expected exposure (Eq. 8) of the logged rows (all, or ``rows``), exact or Monte Carlo."""
         rows = _check(log, discount, rows)
         n_contexts = 1 if self._one_policy else np.unique(log.context[rows]).size
+        if self.rao_blackwell and not self._exact(n_contexts):
+            # Each distinct (context, item) once; one context for 1-D scores.
+            contexts = np.zeros(rows.size, dtype=np.int64) if self._one_policy else log.context[rows]
+            keys, inverse = np.unique(contexts * np.int64(log.n_items) + log.item[rows], return_inverse=True)
+            contexts, items = keys // log.n_items, keys % log.n_items
+            blocks = self._weight_blocks(log, np.unique(contexts), self._per_row(discount, log))
+            values, se = self._conditional(log, discount, contexts, items, blocks, np.random.default_rng(self.seed))
+            return Exposure(np.clip(values, 0.0, 1.0)[inverse.ravel()], se[inverse.ravel()])
         exact, rng = self._exact(n_contexts), np.random.default_rng(self.seed)
         values = np.zeros(rows.size)
         se = None if exact else np.zeros(rows.size)
@@ -288,8 +371,24 @@ class PlackettLuceRanker:
         """
         _check(log, discount, None)
         contexts = np.unique(log.context)
-        exact, rng = self._exact(1 if self._one_policy else contexts.size), np.random.default_rng(self.seed)
         first = _first_rows(log, contexts)
+        if self.rao_blackwell and not self._exact(1 if self._one_policy else contexts.size):
+            rng = np.random.default_rng(self.seed)
+            for block in self._weight_blocks(log, contexts, self._per_row(discount, log)):
+                chunk, cols, weights = block[:3]
+                b, j = np.nonzero(weights > -np.inf)
+                items = j if cols is None else cols[b, j]
+                which = np.zeros(b.size, dtype=np.int64) if chunk is None else chunk[b]
+                eps, _ = self._conditional(log, discount, which, items, [block], rng)
+                eps = np.clip(eps, 0.0, 1.0)
+                if chunk is None:
+                    yield contexts, items, eps
+                    continue
+                bounds = np.searchsorted(b, np.arange(chunk.size + 1))
+                for k, c in enumerate(chunk):
+                    yield np.array([c]), items[bounds[k] : bounds[k + 1]], eps[bounds[k] : bounds[k + 1]]
+            return
+        exact, rng = self._exact(1 if self._one_policy else contexts.size), np.random.default_rng(self.seed)
         for at, items, weights in self._candidates(log, first):
             eps, _ = self._candidate_exposure(weights, discount, exact, rng)
             yield (contexts if self._one_policy else log.context[first[at]]), items, np.clip(eps, 0.0, 1.0)
@@ -300,6 +399,51 @@ class PlackettLuceRanker:
 
     def _exact(self, n_contexts: int) -> bool:
         return self.method == "exact" or (self.method == "auto" and n_contexts <= self.max_exact_contexts)
+
+    def _per_row(self, discount: Discount, log: FeedLog) -> int:
+        """Elements per context of the Rao–Blackwellised draws, for the size of blocks."""
+        return 4 * self.n_samples * min(discount.cutoff or log.n_items, log.n_items)
+
+    def _conditional(self, log: FeedLog, discount: Discount, contexts: np.ndarray, items: np.ndarray, blocks, rng):
+        """Rao–Blackwellised (ε, standard error) of distinct (context, item) pairs, sorted by
+        context (0 for items that are not candidates), over ``blocks`` of
+        :meth:`_weight_blocks` that cover the contexts."""
+        eps, se = np.zeros(items.size), np.zeros(items.size)
+        for chunk, cols, weights, sizes, lowest in blocks:
+            if chunk is None:
+                where, pair_row = np.arange(items.size), np.zeros(items.size, dtype=np.int64)
+            else:
+                where = np.arange(np.searchsorted(contexts, chunk[0]), np.searchsorted(contexts, chunk[-1], side="right"))
+                pair_row = np.searchsorted(chunk, contexts[where])
+            if cols is None:
+                pair_col = items[where]
+            else:  # find the column of each item among its context's candidates
+                keys = np.where(cols >= 0, np.arange(chunk.size)[:, None] * np.int64(log.n_items) + cols, -1).ravel()
+                order = np.argsort(keys)
+                pos = find_keys(keys[order], pair_row * np.int64(log.n_items) + items[where])
+                where, pair_row, pair_col = where[pos >= 0], pair_row[pos >= 0], order[pos[pos >= 0]] % cols.shape[1]
+            shown = weights[pair_row, pair_col] > -np.inf
+            where, pair_row, pair_col = where[shown], pair_row[shown], pair_col[shown]
+            n_row = sizes if discount.cutoff is None else np.minimum(discount.cutoff, sizes)
+            # Weights beyond float range (the draws and sums need them as floats): exact.
+            wide = lowest < math.log(_TINY)
+            for n in np.unique(n_row):
+                delta = discount.weights(int(n))
+                for r in np.flatnonzero(wide & (n_row == n)):
+                    at = pair_row == r
+                    candidates = np.flatnonzero(weights[r] > -np.inf)
+                    exact = rank_marginals(weights[r, candidates], int(n), log_weights=True) @ delta
+                    eps[where[at]] = exact[np.searchsorted(candidates, pair_col[at])]
+                group = np.flatnonzero(~wide & (n_row == n))
+                local = np.full(weights.shape[0], -1)
+                local[group] = np.arange(group.size)
+                at = np.flatnonzero(local[pair_row] >= 0)
+                if at.size:
+                    eps[where[at]], se[where[at]] = _conditional_exposure(
+                        weights if group.size == weights.shape[0] else weights[group], delta, self.n_samples,
+                        rng, local[pair_row[at]], pair_col[at],
+                    )
+        return eps, se
 
     def _candidate_exposure(self, log_weights: np.ndarray, discount: Discount, exact: bool, rng):
         """(ε of every candidate, its Monte Carlo standard error or None) for one candidate set."""

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from . import _partitions
 
-NUMERIC = ("byte", "short", "int", "bigint", "long", "float", "double", "decimal")
+# Spark's simpleString names of numeric types (tinyint, smallint, int, bigint, float, double, decimal(p,s))
+NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
 
 def require(frame, name: str, columns, numeric=()) -> None:
@@ -75,9 +76,10 @@ def single_row_per(frame, name: str, key: str) -> None:
         raise ValueError(f"{name} has {twice[0]['count']} rows for {key} {twice[0][key]!r}; one per {key}")
 
 
-def held_out_frame(held_out, recommendations, propensity):
+def held_out_frame(held_out, recommendations, propensity, stratify_by=None):
     """(model names, the union of held-out and recommendation rows with a ``source`` column:
-    −1 for held-out rows, m for model m; held-out rows carry their item's ``propensity``)."""
+    −1 for held-out rows, m for model m; held-out rows carry their item's ``propensity`` and,
+    for stratified estimates, the propensity they are stratified by, ``stratify``)."""
     from pyspark.sql import functions as F
 
     require(held_out, "held_out", ("user", "item", "reward"), numeric=("reward",))
@@ -86,23 +88,24 @@ def held_out_frame(held_out, recommendations, propensity):
     rows = []
     for m, (model, frame) in enumerate(named.items()):
         label = f"recommendations[{model!r}]" if isinstance(recommendations, Mapping) else "recommendations"
-        part = ranked(frame, label)
         frames[label] = frame
-        rows.append(part.withColumn("source", F.lit(m)).withColumn("propensity", F.lit(None).cast("double")))
+        rows.append(ranked(frame, label).withColumn("source", F.lit(m)))
     for column in ("user", "item"):
         same_type(frames, column)
     held = held_out.select("user", "item", F.col("reward").cast("double").alias("value"),
                            F.lit(-1).alias("source"))
-    if propensity is None:
-        held = held.withColumn("propensity", F.lit(None).cast("double"))
-    else:
-        require(propensity, "propensity", ("item", "propensity"), numeric=("propensity",))
-        same_type({"held_out": held_out, "propensity": propensity}, "item")
-        single_row_per(propensity, "propensity", "item")
-        table = propensity.select("item", F.col("propensity").cast("double").alias("propensity"))
-        held = held.join(F.broadcast(table), on="item", how="left").select(
-            "user", "item", "value", "source", "propensity")
-    frame = held
+    for column, name, table in (("propensity", "propensity", propensity), ("stratify", "stratify_by", stratify_by)):
+        rows = [r.withColumn(column, F.lit(None).cast("double")) for r in rows]
+        if table is None:
+            held = held.withColumn(column, F.lit(None).cast("double"))
+            continue
+        require(table, name, ("item", "propensity"), numeric=("propensity",))
+        same_type({"held_out": held_out, name: table}, "item")
+        single_row_per(table, name, "item")
+        values = table.select("item", F.col("propensity").cast("double").alias(column))
+        held = held.join(F.broadcast(values), on="item", how="left")
+    columns = ["user", "item", "value", "source", "propensity", "stratify"]
+    frame = held.select(*columns)
     for part in rows:
-        frame = frame.unionByName(part)
+        frame = frame.unionByName(part.select(*columns))
     return tuple(named), frame

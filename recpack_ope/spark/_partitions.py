@@ -47,9 +47,21 @@ def first_repeat(*codes: np.ndarray) -> int | None:
     return int(order[twice[0] + 1]) if twice.size else None
 
 
-def _columns(batch, names) -> dict:
-    """numpy columns of an Arrow batch; nulls are refused by the caller beforehand."""
-    return {n: batch.column(n).to_numpy(zero_copy_only=False) for n in names}
+def _columns(batch, names, nullable) -> dict:
+    """numpy columns of an Arrow batch. A nullable integer column keeps its integers (nulls
+    read as 0, never through float64, which would merge ids beyond 2**53) and comes with a
+    mask ``name + ":null"``; nulls elsewhere are refused by the caller beforehand."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = {}
+    for name in names:
+        column = batch.column(name)
+        if name in nullable and pa.types.is_integer(column.type):
+            out[name + ":null"] = column.is_null().to_numpy(zero_copy_only=False)
+            column = pc.fill_null(column, 0)
+        out[name] = column.to_numpy(zero_copy_only=False)
+    return out
 
 
 def _first_null(batch, names, what: str, shown) -> None:
@@ -74,11 +86,11 @@ def _chunks(batches, key: str, names, nullable, what, shown):
         if batch.num_rows == 0:
             continue
         _first_null(batch, [n for n in names if n not in nullable], what, shown)
-        pending.append(_columns(batch, names))
+        pending.append(_columns(batch, names, nullable))
         size += batch.num_rows
         if size < CHUNK_ROWS:
             continue
-        cols = {n: np.concatenate([p[n] for p in pending]) for n in names}
+        cols = {n: np.concatenate([p[n] for p in pending]) for n in pending[0]}
         keys = cols[key]
         cut = int(np.flatnonzero(keys != keys[-1])[-1]) + 1 if (keys != keys[-1]).any() else 0
         if cut == 0:
@@ -88,7 +100,7 @@ def _chunks(batches, key: str, names, nullable, what, shown):
         pending = [{n: v[cut:] for n, v in cols.items()}]
         size = keys.size - cut
     if size:
-        yield {n: np.concatenate([p[n] for p in pending]) for n in names}
+        yield {n: np.concatenate([p[n] for p in pending]) for n in pending[0]}
 
 
 def run(frame, plan, n_partitions: int | None, *, per_key_schema: str | None = None):

@@ -58,7 +58,7 @@ class _Plan:
     weighted: bool
     ess_threshold: float
     key: str = "user"
-    nullable: tuple[str, ...] = ("propensity",)
+    nullable: tuple[str, ...] = ("propensity", "stratify")
     what: str = "the held-out data or recommendations"
     shown: tuple[str, ...] = ("user", "item", "value", "source")
 

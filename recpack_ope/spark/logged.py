@@ -76,8 +76,12 @@ class _LoggedPlan:
         names = ("context", "item", "value")
         for column in ("session", "rank", "propensity"):
             values = chunk[column][logged]
-            missing = np.flatnonzero(np.isnan(values.astype(np.float64)) if values.dtype.kind == "f"
-                                     else np.array([v is None for v in values], dtype=bool))
+            if column + ":null" in chunk:
+                missing = np.flatnonzero(chunk[column + ":null"][logged])
+            elif values.dtype.kind == "f":
+                missing = np.flatnonzero(np.isnan(values))
+            else:
+                missing = np.flatnonzero(np.array([v is None for v in values], dtype=bool))
             if missing.size:
                 row = np.flatnonzero(logged)[missing[0]]
                 raise _partitions.InputError(

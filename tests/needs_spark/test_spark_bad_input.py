@@ -147,3 +147,25 @@ def test_fit_propensity_equals_the_core_fit(frames):
     got = table.toPandas().sort_values("item")
     np.testing.assert_allclose(got.propensity, reference.propensity_, rtol=1e-12)
     np.testing.assert_allclose(model.propensity_, reference.propensity_, rtol=1e-12)
+
+
+def test_session_ids_beyond_2_53_stay_distinct(frames):
+    spark = frames["spark"]
+    log = spark.createDataFrame(
+        [(2**60, 1, 5, 1, 1.0, 0.5), (2**60 + 1, 1, 6, 2, 1.0, 0.5)],
+        "session bigint, context bigint, item bigint, rank int, reward double, propensity double")
+    target = spark.createDataFrame([(1, 5, 2.0), (1, 6, 1.0)], "context bigint, item bigint, score double")
+    # session 2**60: item 5 at target rank 1, weight 2 → 2; session 2**60 + 1: item 6 at target
+    # rank 2, weight 2 → 2/log2(3). Merged into one session they would sum instead of average.
+    est = rs.logged_dcg(log, target, discount=ro.LogDiscount(2), n_partitions=2)
+    assert est.n_users == 2
+    assert est.value == pytest.approx((2 + 2 / np.log2(3)) / 2, rel=1e-14)
+
+
+def test_small_integer_columns_are_numeric(frames):
+    from pyspark.sql import functions as F
+
+    held = frames["make"](frames["held"]).withColumn("reward", F.col("reward").cast("tinyint"))
+    recs = frames["make"](frames["recs"]).withColumn("score", F.col("score").cast("smallint"))
+    est = run(held, recs, metrics="dcg")["model"]["dcg"]
+    assert est.value == pytest.approx(2 / 3, rel=1e-15)  # as in test_valid_input_gives_the_hand_computed_dcg

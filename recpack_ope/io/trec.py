@@ -10,12 +10,18 @@
   document omitted (worst case). Gzipped files are read transparently.
 
 The run's name is its file name without ``input.`` and ``.gz``, as in the reference.
-Reading uses pandas' C parser (the ``trec`` extra; from a clone: ``pip install ".[trec]"``).
+Reading needs pandas (the ``trec`` extra; from a clone: ``pip install ".[trec]"``). When pyarrow
+is installed, files with one space between fields (the usual layout) are parsed by its CSV reader;
+any other file, and any file it refuses, goes through pandas' C parser, which also words the
+error messages. Both parse numbers exactly as Python's ``float`` (the reference's parser).
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
+import io
+import mmap
 import os
 import zlib
 from dataclasses import dataclass
@@ -29,11 +35,6 @@ from ..metrics.ranking import TopK
 __all__ = ["TrecCollection", "read_trec", "run_name"]
 
 
-def _compression(path: str) -> str | None:
-    with open(path, "rb") as handle:
-        return "gzip" if handle.read(2) == b"\x1f\x8b" else None
-
-
 def _pandas():
     try:
         import pandas
@@ -44,29 +45,140 @@ def _pandas():
     return pandas
 
 
-def _read_columns(path: str, columns: list[int], names: list[str], what: str):
-    """The given columns of a whitespace-separated file (a DataFrame); the last one parsed as a number."""
-    pd = _pandas()
+def _pyarrow():
+    """pyarrow with its CSV reader, or None when it is not installed."""
+    try:
+        import pyarrow
+        import pyarrow.compute
+        import pyarrow.csv
+    except ModuleNotFoundError:
+        return None
+    return pyarrow
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Two text columns as codes into their distinct values, and one numeric column."""
+
+    keys: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    values: np.ndarray
+
+
+def _file_bytes(path: str, what: str):
+    """The file's bytes, decompressed if gzipped; a plain file is memory-mapped, not copied."""
     if os.path.isdir(path):
         raise ValueError(f"{what} file {path!r} is a directory, not a file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{what} file {path!r} does not exist")
-    compression = _compression(path)
-    options = dict(sep=r"\s+", header=None, usecols=columns, na_filter=False,
-                   compression=compression, engine="c")
-    try:
+    with open(path, "rb") as handle:
         try:
-            frame = pd.read_csv(path, dtype={c: str for c in columns[:-1]} | {columns[-1]: np.float64}, **options)
-        except ValueError:
-            # Not plain floats (a decimal comma, a typo): read as text for a precise message.
-            frame = pd.read_csv(path, dtype=str, **options)
-    except pd.errors.EmptyDataError:
-        raise ValueError(f"{what} file {path!r} is empty") from None
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # an empty file, or a file system without mmap
+            data = handle.read()
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        return gzip.decompress(data)
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise ValueError(
             f"{what} file {path!r} is a truncated or corrupt gzip file ({exc}); download or "
             "compress it again"
         ) from None
+
+
+def _single_spaced(data) -> bool:
+    """Whether every field is separated by exactly one space, with no tab, quote, carriage
+    return or NUL, and the text is valid UTF-8 (pandas before 3 decodes every column, pyarrow
+    only the ones it reads): then splitting on single spaces reads what pandas' whitespace
+    splitting reads."""
+    if not len(data) or data[0] == 32 or data[-1] == 32:
+        return False
+    if any(data.find(c) >= 0 for c in (b"\t", b'"', b"\r", b"\x00")):
+        return False
+    # Two adjacent bytes both < 35 (space, newline, control characters, '!', '"') mean a double
+    # space, a space next to a line break or an empty line. Blocks that stay in cache are
+    # several times faster than whole-file temporaries.
+    codes, block = np.frombuffer(data, dtype=np.uint8), 1 << 18
+    for start in range(0, codes.size, block):
+        low = codes[start : start + block + 1] < 35
+        if (low[1:] & low[:-1]).any():
+            return False
+    if codes.max() > 127:
+        try:
+            codecs.utf_8_decode(data, "strict", True)
+        except UnicodeDecodeError:
+            return False
+    return True
+
+
+def _arrow_codes(pa, column, *, repeated: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and distinct values of a string column; with ``repeated``, a value repeated on
+    consecutive lines (a run's query id) is hashed once per stretch."""
+    column, n = column.combine_chunks(), len(column)
+    starts = None
+    if repeated and n > 1:
+        changed = pa.compute.not_equal(column.slice(1), column.slice(0, n - 1))
+        starts = np.flatnonzero(np.r_[True, changed.to_numpy(zero_copy_only=False)])
+        column = column.take(starts)
+    encoded = column.dictionary_encode()
+    codes = encoded.indices.to_numpy()
+    if starts is not None:
+        codes = np.repeat(codes, np.diff(np.append(starts, n)))
+    return codes, np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+
+
+def _arrow_columns(pa, data, columns: list[int]) -> _Columns | None:
+    """The columns parsed by pyarrow, or None when pandas should read the file: fields not
+    single-spaced, a line pyarrow refuses, a value that is not a finite number (NaN scores
+    are skipped and non-finite grades refused with pandas' line numbers)."""
+    if not _single_spaced(data):
+        return None
+    names = [f"f{c}" for c in columns]
+    try:
+        table = pa.csv.read_csv(
+            pa.py_buffer(data),
+            read_options=pa.csv.ReadOptions(autogenerate_column_names=True),
+            parse_options=pa.csv.ParseOptions(delimiter=" ", quote_char=False),
+            convert_options=pa.csv.ConvertOptions(
+                include_columns=names, null_values=[], strings_can_be_null=False,
+                column_types={names[0]: pa.string(), names[1]: pa.string(), names[2]: pa.float64()},
+                check_utf8=False,  # _single_spaced has checked the whole text
+            ),
+        )
+    except pa.ArrowException:
+        return None
+    values = table.column(names[2]).to_numpy()
+    if not np.isfinite(values).all():
+        return None
+    return _Columns(keys=(_arrow_codes(pa, table.column(names[0]), repeated=True),
+                          _arrow_codes(pa, table.column(names[1]))), values=values)
+
+
+def _read_columns(path: str, columns: list[int], what: str) -> _Columns:
+    """The given columns of a whitespace-separated file: two text columns (as codes) and a
+    number, with pyarrow when it can parse the file, else pandas."""
+    data = _file_bytes(path, what)
+    pa = _pyarrow()
+    parsed = None if pa is None else _arrow_columns(pa, data, columns)
+    return parsed if parsed is not None else _pandas_columns(data, path, columns, what)
+
+
+def _pandas_columns(data, path: str, columns: list[int], what: str) -> _Columns:
+    """The columns as pandas' C parser reads them, with the messages for malformed files."""
+    pd = _pandas()
+    names = ["first", "second", "value"]
+    options = dict(sep=r"\s+", header=None, usecols=columns, na_filter=False, engine="c")
+    if int(pd.__version__.split(".")[0]) < 3:
+        options["float_precision"] = "round_trip"  # pandas 3 parses exactly by default
+    try:
+        try:
+            frame = pd.read_csv(io.BytesIO(data), dtype={c: str for c in columns[:-1]} | {columns[-1]: np.float64},
+                                **options)
+        except ValueError:
+            # Not plain floats (a decimal comma, a typo): read as text for a precise message.
+            frame = pd.read_csv(io.BytesIO(data), dtype=str, **options)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{what} file {path!r} is empty") from None
     except ValueError as exc:
         raise ValueError(f"{what} file {path!r} is not in trec format ({exc})") from None
     frame.columns = names
@@ -76,9 +188,13 @@ def _read_columns(path: str, columns: list[int], names: list[str], what: str):
     if missing.any():
         line = int(np.flatnonzero(missing)[0]) + 1
         raise ValueError(f"{what} file {path!r} has too few columns on line {line}")
-    if frame[names[-1]].dtype != np.float64:
-        frame[names[-1]] = _numbers(frame[names[-1]], path, what)
-    return frame
+    values = frame["value"]
+    values = values.to_numpy() if values.dtype == np.float64 else _numbers(values, path, what)
+    keys = []
+    for name in names[:-1]:
+        codes, uniques = pd.factorize(frame[name])
+        keys.append((codes, np.asarray(uniques, dtype=object)))
+    return _Columns(keys=tuple(keys), values=values)
 
 
 def _numbers(values, path: str, what: str) -> np.ndarray:
@@ -171,59 +287,147 @@ def read_trec(
         or not np.isfinite(depth) or int(depth) != depth or depth < 1
     ):
         raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
+    depth = None if depth is None else int(depth)
     if relevance_threshold is not None:
         relevance_threshold = check_finite_number(relevance_threshold, "relevance_threshold")
     pd = _pandas()
-    judged = _read_columns(qrels, [0, 2, 3], ["query", "doc", "grade"], "qrels")
-    odd = np.flatnonzero(~np.isfinite(judged["grade"].to_numpy()))
+    columns = _read_columns(qrels, [0, 2, 3], "qrels")
+    (query, query_values), (doc, doc_values) = columns.keys
+    grade = columns.values
+    odd = np.flatnonzero(~np.isfinite(grade))
     if odd.size:
         raise ValueError(
-            f"qrels file {qrels!r} has grade {judged['grade'].iloc[odd[0]]} on line {odd[0] + 1}; "
-            "grades are finite numbers"
+            f"qrels file {qrels!r} has grade {grade[odd[0]]} on line {odd[0] + 1}; grades are finite numbers"
         )
     if relevance_threshold is not None:
-        judged["grade"] = (judged["grade"].to_numpy() >= relevance_threshold).astype(np.float64)
-    judged = judged[judged["grade"] > 0].groupby(["query", "doc"], sort=False, as_index=False)["grade"].max()
-    if judged.empty:
+        grade = (grade >= relevance_threshold).astype(np.float64)
+    relevant = grade > 0
+    if not relevant.any():
         raise ValueError(f"qrels file {qrels!r} has no relevant (grade > 0) judgement")
-    query_codes, query_ids = pd.factorize(judged["query"], sort=False)
+    query, doc, grade = query[relevant], doc[relevant], grade[relevant]
+    # Queries in order of their first relevant judgement (rows of the matrix).
+    row, order = pd.factorize(query)
+    query_ids = query_values[order]
+    query_index = pd.Index(query_ids)
+    judged = _Lines(row, *_compact(doc, doc_values), grade)
 
-    names, frames = [], []
+    names, runs_lines = [], []
     for path in runs:
         name = run_name(path)
         if name in names:
             raise ValueError(f"two run files are both named {name!r}: rename one ({path!r})")
-        frame = _read_columns(path, [0, 2, 4], ["query", "doc", "score"], "run")
-        q = query_ids.get_indexer(frame["query"])
-        frame = frame.assign(q=q)[(q >= 0) & ~np.isnan(frame["score"].to_numpy())]
         names.append(name)
-        frames.append(frame)
+        runs_lines.append(_run_lines(_read_columns(path, [0, 2, 4], "run"), query_index))
 
     # Sorted codes: ordering by code is ordering by document id, for trec_eval's tie rule.
-    doc_codes, doc_ids = pd.factorize(
-        pd.concat([judged["doc"], *[f["doc"] for f in frames]], ignore_index=True), sort=True
-    )
+    # Each file's distinct documents are coded once, not each of its lines.
+    parts = [judged, *runs_lines]
+    doc_codes, doc_ids = pd.factorize(np.concatenate([part.doc_values for part in parts]), sort=True)
+    doc_ids = np.asarray(doc_ids, dtype=object)
+    # 32-bit codes halve the traffic of every per-line array that follows.
+    doc_codes = doc_codes.astype(np.int32 if len(doc_ids) < np.iinfo(np.int32).max else np.int64)
+    starts = np.cumsum([0, *[part.doc_values.size for part in parts]])
     n_queries, n_docs = len(query_ids), len(doc_ids)
-    matrix = sp.csr_matrix(
-        (judged["grade"].to_numpy(), (query_codes, doc_codes[: len(judged)])), shape=(n_queries, n_docs)
+    # A document judged under several subtopics keeps its largest grade.
+    matrix = _max_duplicates(
+        sp.coo_matrix((judged.value, (judged.query, doc_codes[judged.doc])), shape=(n_queries, n_docs))
     )
-    rankings, offset = {}, len(judged)
-    for name, frame, path in zip(names, frames, runs, strict=True):
-        code = doc_codes[offset : offset + len(frame)]
-        offset += len(frame)
-        q = frame["q"].to_numpy()
-        key = np.sort(q.astype(np.int64) * n_docs + code)
-        if (key[1:] == key[:-1]).any():
-            dup = key[1:][key[1:] == key[:-1]][0]
-            raise ValueError(f"run {name!r} ({path}) lists document {doc_ids[dup % n_docs]!r} twice "
-                             f"for query {query_ids[dup // n_docs]!r}")
-        order = np.lexsort((-code, -frame["score"].to_numpy(), q))
-        q, code = q[order], code[order]
-        position = np.arange(q.size) - np.searchsorted(q, q)
-        keep = position < (depth or np.inf)
-        width = int(position[keep].max()) + 1 if keep.any() else 1
-        items = np.full((n_queries, width), -1, dtype=np.int64)
-        items[q[keep], position[keep]] = code[keep]
-        rankings[name] = TopK(items)
+    rankings = {}
+    for name, path, lines, start in zip(names, runs, runs_lines, starts[1:-1], strict=True):
+        items = _ranked_items(lines.query, doc_codes[start:][lines.doc], lines.value, n_queries)
+        # A document listed twice for a query is refused, below the depth too. TopK checks
+        # its rows: only a cut or TopK's refusal needs the check that names file and query.
+        if depth is not None and depth < items.shape[1]:
+            _refuse_repeats(items, name, path, doc_ids, query_ids)
+            rankings[name] = TopK(items[:, :depth])
+            continue
+        try:
+            rankings[name] = TopK(items)
+        except ValueError:
+            _refuse_repeats(items, name, path, doc_ids, query_ids)
+            raise
     return TrecCollection(query_ids=np.asarray(query_ids, dtype=str), doc_ids=np.asarray(doc_ids, dtype=str),
                           qrels=matrix, runs=rankings)
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """The lines of a file that count: query row, document code into ``doc_values`` (the
+    distinct documents of these lines), and the grade or score."""
+
+    query: np.ndarray
+    doc: np.ndarray
+    doc_values: np.ndarray
+    value: np.ndarray
+
+
+def _compact(doc: np.ndarray, doc_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes into the values that ``doc`` uses, and those values."""
+    used = np.flatnonzero(np.bincount(doc, minlength=len(doc_values)))
+    if used.size == len(doc_values):
+        return doc, doc_values
+    code = np.full(len(doc_values), -1, dtype=np.int64)
+    code[used] = np.arange(used.size)
+    return code[doc], doc_values[used]
+
+
+def _run_lines(columns: _Columns, query_index) -> _Lines:
+    """A run's lines of known queries (rows of ``query_index``) with a score (not NaN)."""
+    (query, query_values), (doc, doc_values) = columns.keys
+    row_of_query, score = query_index.get_indexer(query_values).astype(np.int32), columns.values
+    row = row_of_query.take(query)
+    if row_of_query.min() >= 0 and not np.isnan(score).any():
+        return _Lines(row, doc, doc_values, score)  # every line counts, so every document is used
+    keep = (row >= 0) & ~np.isnan(score)
+    return _Lines(row[keep], *_compact(doc[keep], doc_values), score[keep])
+
+
+def _refuse_repeats(items: np.ndarray, name: str, path: str, doc_ids: np.ndarray, query_ids: np.ndarray) -> None:
+    """Refuse rows (queries) that list a document (code) twice, naming the first such pair."""
+    ordered = np.sort(items, axis=1)
+    repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
+    if repeated.any():
+        row, col = np.argwhere(repeated)[0]
+        raise ValueError(f"run {name!r} ({path}) lists document {str(doc_ids[ordered[row, col]])!r} "
+                         f"twice for query {str(query_ids[row])!r}")
+
+
+def _max_duplicates(matrix: sp.coo_matrix) -> sp.csr_matrix:
+    """CSR matrix keeping the largest of duplicate (row, column) entries (not their sum)."""
+    order = np.lexsort((matrix.data, matrix.col, matrix.row))
+    row, col, data = matrix.row[order], matrix.col[order], matrix.data[order]
+    last = np.r_[(row[1:] != row[:-1]) | (col[1:] != col[:-1]), True]
+    return sp.csr_matrix((data[last], (row[last], col[last])), shape=matrix.shape)
+
+
+def _ranked_items(query: np.ndarray, code: np.ndarray, score: np.ndarray, n_queries: int) -> np.ndarray:
+    """Each query's documents by decreasing score, ties by decreasing code (trec_eval's rule),
+    as rows padded with -1 (queries × longest list)."""
+    if query.size == 0:
+        return np.full((n_queries, 1), -1, dtype=np.int64)
+    changed = query[1:] != query[:-1]
+    starts = np.concatenate([[0], np.flatnonzero(changed) + 1])
+    firsts = np.sort(query[starts])
+    if not (firsts[1:] == firsts[:-1]).any() and ((score[1:] <= score[:-1]) | changed).all():
+        # The usual layout (each query's lines together, by decreasing score): only stretches
+        # of tied scores may need reordering, by decreasing code.
+        tied = ~changed & (score[1:] == score[:-1])
+        if (tied & (code[1:] > code[:-1])).any():
+            # Sorting (stretch, −code) keys keeps every row in its stretch, hence its query;
+            # 32-bit keys sort about twice as fast.
+            width = int(code.max()) + 1
+            dtype = np.int32 if (code.size + 1) * width < np.iinfo(np.int32).max else np.int64
+            shift = np.cumsum(np.r_[True, ~tied], dtype=dtype) * dtype(width)
+            code = shift - np.sort(shift - code.astype(dtype, copy=False))
+    else:
+        order = np.lexsort((-code, -score, query))
+        query, code = query[order], code[order]
+        starts = np.concatenate([[0], np.flatnonzero(query[1:] != query[:-1]) + 1])
+    lengths = np.diff(np.append(starts, query.size))
+    items = np.full((n_queries, lengths.max()), -1, dtype=code.dtype)
+    if (lengths == lengths[0]).all():  # as many documents for every query (a run's depth)
+        items[query[starts]] = code.reshape(starts.size, lengths[0])
+    else:
+        position = np.arange(query.size) - np.repeat(starts, lengths)
+        items.ravel()[query.astype(np.int64) * items.shape[1] + position] = code
+    return items

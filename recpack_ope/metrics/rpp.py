@@ -43,7 +43,7 @@ from .._chunks import CHUNK_ELEMENTS, rows_per_chunk
 from .._validation import as_csr, check_bool, check_positive_int, check_rewards
 from ..inference.result import EstimateResult
 from ..inference.systems import PreferenceMatrix, SystemScores
-from .ranking import ScoreSource
+from .ranking import ScoreSource, TopK
 
 __all__ = [
     "WEIGHTINGS",
@@ -108,6 +108,10 @@ class RecallLevels:
     n_excluded_users: int
     _entries: sp.csr_matrix
     _entry_user: np.ndarray
+    _entry_segment: np.ndarray
+    _entry_thresholds: np.ndarray | None
+    _segment_starts: np.ndarray
+    _user_sizes: np.ndarray
     graded: bool = True
 
     @property
@@ -155,11 +159,14 @@ class RecallLevels:
             threshold = np.arange(source.size) - np.repeat(np.cumsum(repeats) - repeats, repeats)
             n_thresholds = np.maximum.reduceat(index, rewards.indptr[user_ids]) + 1
             offset = np.concatenate([[0], np.cumsum(n_thresholds)[:-1]])
-            segment = offset[entry_user[source]] + threshold
+            entry_segment = offset[entry_user]
+            segment = entry_segment[source] + threshold
             order = np.argsort(segment, kind="stable")
             source, segment = source[order], segment[order]
+            entry_thresholds = None if (repeats == 1).all() else repeats
         else:
             source, segment = entries, entry_user
+            entry_segment, entry_thresholds = entry_user, None
         seg_sizes = np.bincount(segment)
         seg_starts = np.concatenate([[0], np.cumsum(seg_sizes)[:-1]])
         level = np.arange(source.size) - seg_starts[segment] + 1
@@ -180,6 +187,10 @@ class RecallLevels:
             n_excluded_users=int(rewards.shape[0] - user_ids.size),
             _entries=rewards,
             _entry_user=entry_user,
+            _entry_segment=entry_segment,
+            _entry_thresholds=entry_thresholds,
+            _segment_starts=seg_starts,
+            _user_sizes=np.diff(np.append(user_starts, source.size)),
             graded=graded,
         )
 
@@ -211,25 +222,88 @@ class RecallLevels:
         numpy.ndarray of int64, shape (n_levels,)
             Search lengths, :attr:`omitted` for items the ranking omits.
         """
+        return self._lengths_of([y_score], k, np.int64)[0]
+
+    def _lengths_of(self, y_scores: list, k: int | None = None, dtype=np.int64) -> np.ndarray:
+        """:meth:`search_lengths` of several systems, one row each (``dtype`` must hold
+        :attr:`omitted`); a chunk's lookup table serves them all."""
         k = check_positive_int(k, "k", allow_none=True)
-        rewards = self._entries
-        scores = ScoreSource(y_score, self.shape)
-        rank = np.zeros(rewards.nnz, dtype=np.int64)
-        users = self.user_ids
-        step = rows_per_chunk(max(scores.width, 1))
-        for start in range(0, users.size, step):
+        sources = [(ScoreSource(y_score, self.shape), y_score.items if isinstance(y_score, TopK) else None)
+                   for y_score in y_scores]
+        lengths = np.full((len(sources), self.n_levels), self.omitted, dtype=dtype)
+        rewards, users = self._entries, self.user_ids
+        # Only items some user finds relevant can be hits: a chunk's table over those columns
+        # holds the relevant entry (+1) at (user, item) and serves every system. Items no user
+        # finds relevant, and TopK's -1 padding, land in each row's last column, which stays 0.
+        columns, entry_column = np.unique(rewards.indices, return_inverse=True)
+        n_columns = columns.size + 1
+        step = min(users.size, rows_per_chunk(max(n_columns, *(source.width for source, _ in sources))))
+        # Small integers keep the lookups in cache: a cell (row × n_columns + column) fits int32
+        # as a chunk holds a few million cells, and the table only a chunk's entry numbers.
+        cell = np.int32 if step * n_columns < np.iinfo(np.int32).max else np.int64
+        column_of_item = np.full(self.shape[1] + 1, columns.size, dtype=cell)
+        column_of_item[columns] = np.arange(columns.size)
+        firsts = np.arange(0, users.size, step)
+        lasts = users[np.minimum(firsts + step, users.size) - 1]
+        most = np.max(rewards.indptr[lasts + 1] - rewards.indptr[users[firsts]])
+        # One table for all chunks: a chunk's entries are cleared after use, so the zeroing
+        # costs O(relevant entries), not O(users × columns).
+        table = np.zeros(step * n_columns, dtype=next(t for t in (np.int16, np.int32, np.int64)
+                                                      if most < np.iinfo(t).max))
+        positions = {}  # 1..width for every row of a chunk, by width: a TopK hit's rank
+        for start in firsts:
             chunk = users[start : start + step]
-            local, items, ranks = scores.ranked(chunk, k)
-            indptr = np.concatenate([[0], np.cumsum(np.bincount(local, minlength=chunk.size))])
-            ranked = sp.csr_matrix((ranks, items, indptr), shape=(chunk.size, self.shape[1]))
             lo, hi = rewards.indptr[chunk[0]], rewards.indptr[chunk[-1] + 1]
-            rows = self._entry_user[lo:hi] - start
-            rank[lo:hi] = np.asarray(ranked[rows, rewards.indices[lo:hi]]).ravel()
-        rank[rank == 0] = self.omitted
-        # Sorting (population, rank) keys orders each population's ranks in place.
-        key = self.segment * (self.omitted + 1) + rank[self.source]
-        key.sort()
-        return key - self.segment * (self.omitted + 1)
+            # Consecutive users (the usual case): their TopK rows are a view, not a copy.
+            rows = slice(chunk[0], chunk[-1] + 1) if chunk[-1] - chunk[0] + 1 == chunk.size else chunk
+            filled = (self._entry_user[lo:hi] - start) * n_columns + entry_column[lo:hi]
+            table[filled] = np.arange(1, hi - lo + 1)
+            for row, (source, items) in enumerate(sources):
+                if items is None:
+                    local, ranked, ranks = source.ranked(chunk, k)
+                    found = table.take(local * n_columns + column_of_item.take(ranked))
+                    hit = np.flatnonzero(found > 0)  # a boolean mask: nonzero() is much faster on it
+                    self._place(lengths[row], found.take(hit).astype(np.intp) + (lo - 1), ranks.take(hit),
+                                ordered=False)
+                    continue
+                cells = column_of_item.take(items[rows, :k])
+                cells += np.arange(0, chunk.size * n_columns, n_columns, dtype=cell)[:, None]
+                found = table.take(cells).ravel()
+                hit = np.flatnonzero(found > 0)
+                width = cells.shape[1]
+                if width not in positions:
+                    positions[width] = np.tile(np.arange(1, width + 1), chunk.size)
+                # Read row by row in rank order, the hits come sorted by (user, rank).
+                self._place(lengths[row], found.take(hit).astype(np.intp) + (lo - 1), positions[width].take(hit),
+                            ordered=True)
+            table[filled] = 0
+            positions.clear()  # the last chunk may have fewer rows
+        return lengths
+
+    def _place(self, lengths: np.ndarray, entry: np.ndarray, rank: np.ndarray, *, ordered: bool) -> None:
+        """Write the ranks of relevant entries a ranking reaches into ``lengths``: the j-th
+        smallest rank of a population is its j-th level's search length. ``ordered``: the
+        entries come by (user, rank)."""
+        segment = self._entry_segment.take(entry)
+        if self._entry_thresholds is not None:
+            # An entry of grade index d counts in the populations of thresholds 0..d.
+            repeats = self._entry_thresholds[entry]
+            first = np.repeat(np.cumsum(repeats) - repeats, repeats)
+            segment = np.repeat(segment, repeats) + np.arange(first.size) - first
+            rank = np.repeat(rank, repeats)
+            ordered = False
+        if segment.size == 0:
+            return
+        if not ordered:
+            order = np.argsort(segment * (self.omitted + 1) + rank)
+            segment, rank = segment[order], rank[order]
+        # The j-th hit of a population goes to its j-th level.
+        base = int(segment[0])
+        local = segment - base
+        counts = np.bincount(local)
+        level = (self._segment_starts[base : base + counts.size] - (np.cumsum(counts) - counts)).take(local)
+        level += np.arange(local.size)
+        np.put(lengths, level, rank)
 
     def per_user(self, signed: np.ndarray, users: slice = slice(None)) -> np.ndarray:
         """Σ over each user's levels of ``weights × signed`` (last axis = levels).
@@ -238,6 +312,13 @@ class RecallLevels:
         """
         starts = self.user_starts[users]
         lo = starts[0] if starts.size else 0
+        if self.name == "RPP":
+            # Uniform p(i): every level of a user weighs 1 / (the user's levels), so one sum of
+            # the signs (exact for integers) and one division per user suffice.
+            # Integer signs (the pairwise matrix) add up exactly, and faster, as integers.
+            exact = np.int64 if signed.dtype.kind in "iub" else np.float64
+            sums = np.add.reduceat(signed, starts - lo, axis=-1, dtype=exact)
+            return sums / self._user_sizes[users]
         return np.add.reduceat(signed * self.weights[lo : lo + signed.shape[-1]], starts - lo, axis=-1)
 
     def user_blocks(self, max_levels: int):
@@ -257,7 +338,7 @@ class RecallLevels:
         out = np.zeros((self.user_ids.size, m, m))
         for s in range(m - 1):
             # RPP(s, t) for every t > s at once; the lower triangle follows by antisymmetry.
-            prefs = self.per_user(np.sign(lengths[s + 1 :] - lengths[s]).astype(np.float64))
+            prefs = self.per_user(np.sign(lengths[s + 1 :] - lengths[s]))
             out[:, s, s + 1 :] = prefs.T
             out[:, s + 1 :, s] = -prefs.T
         return PreferenceMatrix(
@@ -307,12 +388,11 @@ def _search_lengths(levels: RecallLevels, rankings: Mapping, k: int | None) -> t
     names = [str(name) for name in rankings]
     if len(set(names)) != len(names):
         raise ValueError(f"system names must be distinct, got {names}")
-    # int32 halves the memory of hundreds of systems × millions of levels.
-    dtype = np.int32 if levels.omitted < np.iinfo(np.int32).max else np.int64
-    lengths = np.empty((len(names), levels.n_levels), dtype=dtype)
-    for row, y_score in enumerate(rankings.values()):
-        lengths[row] = levels.search_lengths(y_score, k)
-    return names, lengths
+    # The smallest integers that hold every rank: int16 halves the memory of int32 (hundreds
+    # of systems × millions of levels) and the traffic of the pairwise sign comparisons; a
+    # difference of two ranks in [1, omitted] still fits.
+    dtype = next(t for t in (np.int16, np.int32, np.int64) if levels.omitted <= np.iinfo(t).max)
+    return names, levels._lengths_of(list(rankings.values()), k, dtype)
 
 
 def rpp(

@@ -1,13 +1,17 @@
 """Speed and memory of ndcg / unbiased_dcg against RecPack's NDCGK on identical inputs.
 
     python bench/bench_dcg.py [--users 100000] [--items 20000] [--candidates 200] [--K 100]
+    python bench/bench_dcg.py --dense [--users 943] [--items 1682] [--K 10]
 
-Needs RecPack (legacy environment). Synthetic case: every user has ~10 held-out items and a
-sparse prediction row of ``--candidates`` scored items, i.e. RecPack's ``X_pred`` after
-pruning (full 100k × 20k predictions would not fit RecPack's CSR input). Times are the best
-of ``--repeat`` runs; peak memory is measured in a separate run under ``tracemalloc``
-(numpy reports its buffers to it), so tracing does not distort the timings. Printed ratios
-are ours / RecPack's, measured in this process.
+Needs RecPack (legacy environment). Sparse case (default): every user has ~10 held-out items
+and a sparse prediction row of ``--candidates`` scored items, i.e. RecPack's ``X_pred`` after
+pruning (full 100k × 20k predictions would not fit RecPack's CSR input). Dense case
+(``--dense``, MovieLens-100K-sized by default): every item of every user is scored, 20
+held-out items per user; RecPack gets the scores as a CSR matrix storing every entry (its
+``X_pred``), ours both the dense array and that CSR matrix. Times are the best of
+``--repeat`` runs; peak memory is measured in a separate run under ``tracemalloc`` (numpy
+reports its buffers to it), so tracing does not distort the timings. Printed ratios are
+ours / RecPack's, measured in this process.
 """
 
 from __future__ import annotations
@@ -37,6 +41,18 @@ def synthetic(n_users: int, n_items: int, candidates: int, seed: int = 0):
     return y_true, y_pred, popularity
 
 
+def dense_case(n_users: int, n_items: int, held: int = 20, seed: int = 0):
+    """Dense tie-free scores, ``held`` random held-out items per user and uniform item
+    propensities in [0.05, 1]."""
+    rng = np.random.default_rng(seed)
+    scores = rng.random((n_users, n_items))
+    chosen = np.argpartition(rng.random((n_users, n_items)), held, axis=1)[:, :held]
+    indptr = np.arange(0, n_users * held + 1, held)
+    y_true = sp.csr_matrix((np.ones(chosen.size), np.sort(chosen, axis=1).ravel(), indptr),
+                           shape=(n_users, n_items))
+    return y_true, scores, rng.uniform(0.05, 1.0, n_items)
+
+
 def best_time(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -60,16 +76,25 @@ def main() -> None:
     from recpack_ope import LogDiscount, ndcg, unbiased_dcg
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--users", type=int, default=100_000)
-    parser.add_argument("--items", type=int, default=20_000)
+    parser.add_argument("--dense", action="store_true", help="dense scores (ML-100K-sized)")
+    parser.add_argument("--users", type=int)
+    parser.add_argument("--items", type=int)
     parser.add_argument("--candidates", type=int, default=200)
-    parser.add_argument("--K", type=int, default=100)
+    parser.add_argument("--K", type=int)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    defaults = (943, 1682, 10) if args.dense else (100_000, 20_000, 100)
+    args.users, args.items, args.K = (
+        given or default for given, default in zip((args.users, args.items, args.K), defaults)
+    )
 
     t0 = time.perf_counter()
-    y_true, y_pred, popularity = synthetic(args.users, args.items, args.candidates)
-    propensity = np.clip(popularity / popularity.max(), 1e-6, 1.0)
+    if args.dense:
+        y_true, scores, propensity = dense_case(args.users, args.items)
+        y_pred = sp.csr_matrix(scores)
+    else:
+        y_true, y_pred, popularity = synthetic(args.users, args.items, args.candidates)
+        scores, propensity = y_pred, np.clip(popularity / popularity.max(), 1e-6, 1.0)
     print(
         f"case: {args.users:,} users × {args.items:,} items, {y_true.nnz:,} held-out, "
         f"{y_pred.nnz:,} predictions, K = {args.K} (built in {time.perf_counter() - t0:.1f} s)"
@@ -77,20 +102,22 @@ def main() -> None:
     disc = LogDiscount(args.K)
     runs = {
         "RecPack NDCGK": lambda: NDCGK(K=args.K).calculate(y_true, y_pred),
-        "ndcg": lambda: ndcg(y_true, y_pred, discount=disc),
-        "unbiased_dcg": lambda: unbiased_dcg(y_true, y_pred, discount=disc, propensity=propensity),
+        "ndcg": lambda: ndcg(y_true, scores, discount=disc),
+        "unbiased_dcg": lambda: unbiased_dcg(y_true, scores, discount=disc, propensity=propensity),
     }
+    if args.dense:
+        runs["ndcg on the CSR"] = lambda: ndcg(y_true, y_pred, discount=disc)
     recpack = NDCGK(K=args.K)
     recpack.calculate(y_true, y_pred)
     assert abs(ndcg(y_true, y_pred, discount=disc).value - recpack.value) < 1e-9
     seconds = {name: best_time(fn, args.repeat) for name, fn in runs.items()}
     memory = {name: peak_mib(fn) for name, fn in runs.items()}
     anchor = "RecPack NDCGK"
-    print(f"{'':>14} {'time (s)':>9} {'× anchor':>9} {'peak MiB':>9} {'× anchor':>9}")
+    print(f"{'':>15} {'time (s)':>9} {'× anchor':>9} {'peak MiB':>9} {'× anchor':>9}")
     for name in runs:
         print(
-            f"{name:>14} {seconds[name]:9.2f} {seconds[name] / seconds[anchor]:9.2f} "
-            f"{memory[name]:9.0f} {memory[name] / memory[anchor]:9.2f}"
+            f"{name:>15} {seconds[name]:9.4f} {seconds[name] / seconds[anchor]:9.2f} "
+            f"{memory[name]:9.1f} {memory[name] / memory[anchor]:9.2f}"
         )
 
 

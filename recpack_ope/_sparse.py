@@ -7,7 +7,16 @@ import scipy.sparse as sp
 
 from ._validation import check_key_space
 
-__all__ = ["SparseLookup"]
+__all__ = ["SparseLookup", "find_sorted"]
+
+
+def find_sorted(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position of each of ``wanted`` in the ascending ``keys`` and whether it is there (the
+    position is then meaningless but in range). Ascending ``wanted`` is searched fastest."""
+    if keys.size == 0:
+        return np.zeros(wanted.size, dtype=np.int64), np.zeros(wanted.size, dtype=bool)
+    at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+    return at, keys[at] == wanted
 
 
 class SparseLookup:
@@ -26,11 +35,7 @@ class SparseLookup:
 
     def stored(self, users: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Position of each pair in the stored entries and whether it is stored at all."""
-        wanted = users * self.n_items + items
-        if self.keys.size == 0:
-            return np.zeros(wanted.size, dtype=np.int64), np.zeros(wanted.size, dtype=bool)
-        at = np.minimum(np.searchsorted(self.keys, wanted), self.keys.size - 1)
-        return at, self.keys[at] == wanted
+        return find_sorted(self.keys, users * self.n_items + items)
 
     def __call__(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         at, found = self.stored(users, items)

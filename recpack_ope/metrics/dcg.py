@@ -39,7 +39,7 @@ from ..inference.diagnostics import (
 from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
 from ..propensity.weights import clip_weights, entry_propensities
-from .ranking import ScoreSource, padded_rows, top_k_positions
+from .ranking import ScoreSource, padded_csr, score_source
 
 __all__ = ["dcg", "unbiased_dcg", "ndcg", "pn_dcg", "ideal_dcg"]
 
@@ -70,7 +70,7 @@ def ideal_dcg(gains, discount: Discount) -> np.ndarray:
     matrix = as_csr(gains, "gains")
     check_rewards(matrix, "gains", "gains must be finite and >= 0")
     most = int(np.diff(matrix.indptr).max(initial=0))
-    return _ideal_dcg(matrix, ideal_discounts(discount, matrix.shape[1], most))
+    return _ideal_dcg(matrix.data, matrix.indptr, ideal_discounts(discount, matrix.shape[1], most))
 
 
 def ideal_discounts(discount: Discount, n_items: int, n_gains: int) -> np.ndarray:
@@ -85,14 +85,18 @@ def ideal_discounts(discount: Discount, n_items: int, n_gains: int) -> np.ndarra
     return np.sort(curve)[::-1]
 
 
-def _ideal_dcg(gains: sp.csr_matrix, discounts: np.ndarray) -> np.ndarray:
-    """``Σ_j discounts[j] · g_u[j]`` per row of a canonical gain matrix, ``g_u`` sorted
-    descending (``discounts`` from :func:`ideal_discounts`)."""
-    values, _ = padded_rows(gains)
-    rows, pos, ranks = top_k_positions(values, discounts.size)
-    return np.bincount(
-        rows, weights=values[rows, pos] * discounts[ranks - 1], minlength=gains.shape[0]
-    )
+def _ideal_dcg(gains: np.ndarray, indptr: np.ndarray, discounts: np.ndarray) -> np.ndarray:
+    """``Σ_j discounts[j] · g_u[j]`` for consecutive CSR rows of gains (``indptr`` may start
+    past 0), ``g_u`` sorted descending (``discounts`` from :func:`ideal_discounts`)."""
+    values, _ = padded_csr(gains, None, indptr)
+    depth = min(values.shape[1], discounts.size)
+    # Only the sorted gains matter, not which item holds them: a sort of values suffices.
+    # Padding (-inf) sorts last and counts as a gain of 0.
+    ordered = np.maximum(np.sort(values, axis=1)[:, values.shape[1] - depth :][:, ::-1], 0.0)
+    total = np.zeros(values.shape[0])
+    for j in range(depth):  # rank by rank: each user's terms are added in rank order
+        total += ordered[:, j] * discounts[j]
+    return total
 
 
 def dcg(
@@ -224,7 +228,7 @@ def prepare_held_out(
     rewards = as_csr(y_true, "y_true")
     check_rewards(rewards)
     rewards.eliminate_zeros()
-    scores = ScoreSource(y_score, rewards.shape)
+    scores = score_source(y_score, rewards.shape)
     n_held_out = np.diff(rewards.indptr)
     impression = None
     pattern = rewards
@@ -358,39 +362,33 @@ def _held_out_exposure(
     """``δ(rank)`` of every stored entry in the target's ranking (0 when unranked), and each
     user's total examination ``Σ_r δ(r)`` over the items the target ranks.
 
-    Ranked and stored entries are matched on the key ``row · n_items + item``: the stored
-    keys of a chunk are sorted (CSR order), so a binary search places every ranked item.
+    ``δ`` is looked up in its values over the ranks a ranking can reach, computed once.
     """
-    exposure = np.zeros(pattern.nnz)
-    total = np.zeros(users.size)
-    n_items = pattern.shape[1]
-    for start in range(0, users.size, step):
-        chunk = users[start : start + step]
-        local, items, ranks = scores.ranked(chunk, discount.cutoff)
-        delta = discount(ranks)
-        total[start : start + chunk.size] = np.bincount(local, weights=delta, minlength=chunk.size)
-        if on_ranked is not None:
-            on_ranked(start + local, items, delta)
-        # Rows between the chunk's users hold no entries, so this slice is exactly theirs.
-        lo, hi = pattern.indptr[chunk[0]], pattern.indptr[chunk[-1] + 1]
-        rows = np.repeat(np.arange(chunk.size), np.diff(pattern.indptr)[chunk])
-        held = rows * n_items + pattern.indices[lo:hi]
-        keys = local * n_items + items
-        at = np.minimum(np.searchsorted(held, keys), held.size - 1)
-        hit = held[at] == keys
-        exposure[lo + at[hit]] = delta[hit]
-    return exposure, total
+    depth = scores.width if discount.cutoff is None else min(discount.cutoff, scores.width)
+    delta = np.concatenate([[0.0], discount.weights(depth)])  # delta[0]: not ranked
+    report = None
+    if on_ranked is not None:
+        def report(positions: np.ndarray, items: np.ndarray, ranks: np.ndarray) -> None:
+            on_ranked(positions, items, delta[ranks])
+    ranks, counts = scores.held_out_ranks(pattern, users, discount.cutoff, step, report)
+    # Ranks run 1 … counts[u] without gaps, so a user's total is a prefix sum of δ.
+    return delta[ranks], np.cumsum(delta)[counts]
 
 
 def _ideal(
     rewards: sp.csr_matrix, weights: np.ndarray, users: np.ndarray, discount: Discount, step: int
 ) -> np.ndarray:
     """``iDCG_u`` of the evaluated users over their gains ``c·w``, in chunks of users."""
-    gains = sp.csr_matrix((rewards.data * weights, rewards.indices, rewards.indptr), rewards.shape)
-    discounts = ideal_discounts(discount, rewards.shape[1], int(np.diff(rewards.indptr).max()))
-    return np.concatenate(
-        [_ideal_dcg(gains[users[i : i + step]], discounts) for i in range(0, users.size, step)]
-    )
+    gains = rewards.data * weights
+    lengths = np.diff(rewards.indptr)
+    discounts = ideal_discounts(discount, rewards.shape[1], int(lengths.max()))
+    ideal = np.empty(users.size)
+    for start in range(0, users.size, step):
+        chunk = users[start : start + step]
+        # Rows between the chunk's users hold no entries: their gains are one slice.
+        indptr = np.concatenate([[0], np.cumsum(lengths[chunk])]) + rewards.indptr[chunk[0]]
+        ideal[start : start + chunk.size] = _ideal_dcg(gains, indptr, discounts)
+    return ideal
 
 
 def unbiased_dcg(

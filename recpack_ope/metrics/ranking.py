@@ -14,12 +14,16 @@ Conventions (shared by every estimator):
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
+from .._sparse import find_sorted
 from .._validation import (
     EXACT_INTEGER_LIMIT,
     check_positive_int,
@@ -32,6 +36,10 @@ from .._validation import (
 __all__ = ["TopK", "top_k_positions", "padded_rows", "ScoreSource"]
 
 _EMPTY = np.empty(0, dtype=np.int64)
+
+# Rows at most this wide, or of which at least half is wanted, are ranked by one full argsort:
+# numpy's vectorised argsort is then as fast as argpartition alone (PERFORMANCE-NOTES §1).
+_FULL_SORT_WIDTH = 256
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,13 +94,20 @@ class TopK:
         if len(shape) != 2:
             raise ValueError(f"y_score must be a users×items matrix, got shape {shape}")
         source = ScoreSource(y_score, shape)
-        items = np.full((shape[0], min(k, shape[1])), -1, dtype=np.int64)
+        items = np.empty((shape[0], min(k, shape[1])), dtype=np.int64)
         step = rows_per_chunk(source.width)
         for start in range(0, shape[0], step):
             users = np.arange(start, min(start + step, shape[0]))
-            local, ranked, ranks = source.ranked(users, k)
-            items[users[local], ranks - 1] = ranked
-        return cls(items)
+            ranked, counts = source.top(users, k)
+            block = items[start : start + users.size]
+            block[:, : ranked.shape[1]] = ranked
+            block[:, ranked.shape[1] :] = -1
+            short = np.flatnonzero(counts < ranked.shape[1])
+            block[short] = np.where(np.arange(block.shape[1]) < counts[short, None], block[short], -1)
+        # Built from distinct positions of each row: the checks of __post_init__ cannot fail.
+        top = object.__new__(cls)
+        object.__setattr__(top, "items", items)
+        return top
 
 
 def padded_rows(matrix: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
@@ -100,16 +115,32 @@ def padded_rows(matrix: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
 
     Returns ``(values, columns)``, both of shape ``(n_rows, max stored per row)``. Within a
     row, entries keep the matrix's (sorted) column order, so "lower position" means
-    "lower item index" for tie-breaking.
+    "lower item index" for tie-breaking. When every row stores as many entries, the blocks
+    are reshaped views of the matrix's own arrays (no copy): read them, never write.
     """
-    lengths = np.diff(matrix.indptr)
+    values, columns = padded_csr(matrix.data, matrix.indices, matrix.indptr)
+    return values.astype(np.float64, copy=False), columns.astype(np.int64, copy=False)
+
+
+def padded_csr(data: np.ndarray, indices: np.ndarray | None, indptr: np.ndarray):
+    """:func:`padded_rows` of the CSR arrays of consecutive rows (``indptr`` may start past 0);
+    without ``indices``, the columns are None."""
+    n_rows = indptr.size - 1
+    lengths = np.diff(indptr)
     width = int(lengths.max()) if lengths.size else 0
-    rows = np.repeat(np.arange(matrix.shape[0]), lengths)
-    pos = np.arange(matrix.nnz) - matrix.indptr[rows]
-    values = np.full((matrix.shape[0], width), -np.inf)
-    values[rows, pos] = matrix.data
-    columns = np.zeros((matrix.shape[0], width), dtype=np.int64)
-    columns[rows, pos] = matrix.indices
+    lo = int(indptr[0]) if indptr.size else 0
+    nnz = int(indptr[-1]) - lo if indptr.size else 0
+    if nnz == n_rows * width:
+        columns = None if indices is None else indices[lo : lo + nnz].reshape(n_rows, width)
+        return data[lo : lo + nnz].reshape(n_rows, width), columns
+    # A boolean mask fills the block in row-major order, which is the CSR order.
+    stored = np.arange(width) < lengths[:, None]
+    values = np.full((n_rows, width), -np.inf)
+    values[stored] = data[lo : lo + nnz]
+    if indices is None:
+        return values, None
+    columns = np.zeros((n_rows, width), dtype=indices.dtype)
+    columns[stored] = indices[lo : lo + nnz]
     return values, columns
 
 
@@ -119,7 +150,7 @@ def top_k_positions(values: np.ndarray, k: int | None):
     Parameters
     ----------
     values : numpy.ndarray, shape (n_rows, width)
-        Scores; ``-inf`` entries are never returned.
+        Scores; ``-inf`` entries are never returned. NaN is refused.
     k : int or None
         How many per row; None means all finite entries.
 
@@ -127,39 +158,112 @@ def top_k_positions(values: np.ndarray, k: int | None):
     -------
     rows, positions, ranks : numpy.ndarray of int64
         One entry per returned (row, position), ``ranks`` 1-based. Larger values rank first,
-        ties go to the lower position. Cost is O(n_rows × width): ``np.partition`` finds each
-        row's k-th value, then only the k selected entries are sorted.
+        ties go to the lower position. Cost is O(n_rows × width) (:func:`rank_rows`).
     """
     n_rows, width = values.shape
     k = width if k is None else min(k, width)
     if n_rows == 0 or k == 0:
         return _EMPTY, _EMPTY, _EMPTY
+    entries, counts = rank_rows(np.ascontiguousarray(values), k)
+    keep = np.arange(k) < counts[:, None]
+    rows = np.broadcast_to(np.arange(n_rows)[:, None], entries.shape)[keep]
+    ranks = np.broadcast_to(np.arange(1, k + 1), entries.shape)[keep]
+    return rows, entries[keep] - rows * width, ranks
+
+
+class _NaNScore(ValueError):
+    """A NaN among the scores being ranked, at ``(row, position)`` of the block."""
+
+    def __init__(self, row: int, position: int):
+        super().__init__(f"values is NaN at (row {row}, position {position})")
+        self.row, self.position = row, position
+
+
+def rank_rows(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k largest entries of every row, in rank order, as indices into the flat block.
+
+    Parameters
+    ----------
+    values : numpy.ndarray, shape (n_rows, width), C-contiguous
+        Scores; ``-inf`` marks a non-candidate.
+    k : int
+        1 ≤ k ≤ width.
+
+    Returns
+    -------
+    entries : numpy.ndarray of int64, shape (n_rows, k)
+        ``entries[u, j]`` is the index in ``values.reshape(-1)`` of the entry ranked ``j + 1``
+        in row u (its position is ``entries[u, j] − u·width``): larger values first, ties
+        to the lower position. Only the first ``counts[u]`` are candidates.
+    counts : numpy.ndarray of int64
+        How many of each row's k entries are candidates (``> -inf``).
+
+    Raises
+    ------
+    _NaNScore
+        At the first NaN of the block in row-major order.
+
+    Notes
+    -----
+    One vectorised selection (an argsort of whole rows when they are narrow or half of them
+    is wanted, else ``argpartition`` at the (k+1)-th largest value and an argsort of the k
+    selected) ranks every row whose k+1 largest values hold no tie between candidates: that
+    order is unique, so no tie rule applies. Only the other rows are ranked again, by
+    :func:`_exact_ranking`. NaN sorts above everything, so a row holds one exactly when its
+    first ranked value is NaN.
+    """
+    n_rows, width = values.shape
+    flat = values.reshape(-1)
+    base = _row_starts(n_rows, width)
+    if width <= _FULL_SORT_WIDTH or 2 * k >= width:
+        descending = np.argsort(values, axis=1)[:, ::-1]
+        entries = descending[:, :k] + base
+        after = descending[:, k] + base[:, 0] if k < width else None
+    else:
+        part = np.argpartition(values, width - k - 1, axis=1)
+        after = part[:, width - k - 1] + base[:, 0]
+        chosen = (part[:, width - k :] + base).reshape(-1)
+        inner = np.argsort(flat[chosen].reshape(n_rows, k), axis=1)[:, ::-1]
+        entries = chosen[inner + np.arange(0, n_rows * k, k)[:, None]]
+    ranked = flat[entries]
+    if np.isnan(ranked[:, 0]).any():
+        row, position = np.argwhere(np.isnan(values))[0]
+        raise _NaNScore(int(row), int(position))
+    # Equal neighbours among the k+1 largest: a tie, unless both are non-candidates (-inf).
+    tied = (ranked[:, 1:] == ranked[:, :-1]).any(axis=1)
+    if after is not None:
+        tied |= flat[after] == ranked[:, -1]
+    rows = np.flatnonzero(tied)
+    if rows.size:
+        # A tie between candidates: all k+1 are candidates (the smallest is above -inf), or
+        # two equal neighbours above -inf among the k.
+        top = ranked[rows]
+        smallest = top[:, -1] if after is None else np.minimum(top[:, -1], flat[after[rows]])
+        inner_tie = ((top[:, 1:] == top[:, :-1]) & (top[:, 1:] > -np.inf)).any(axis=1)
+        rows = rows[(smallest > -np.inf) | inner_tie]
+    if rows.size:
+        entries[rows] = _exact_ranking(values[rows], k) + base[rows]
+    counts = np.full(n_rows, k)
+    short = np.flatnonzero(ranked[:, -1] == -np.inf)
+    counts[short] = (ranked[short] > -np.inf).sum(axis=1)
+    return entries, counts
+
+
+def _exact_ranking(values: np.ndarray, k: int) -> np.ndarray:
+    """Positions ranked 1 … k in rows with ties, by the rule itself: the k-th largest value
+    decides which tied entries fit (the leftmost), then a stable sort orders them."""
+    n_rows, width = values.shape
     if k < width:
         kth = np.partition(values, width - k, axis=1)[:, width - k : width - k + 1]
         above = values > kth
         tied = values == kth
-        # Of the entries tied with the k-th value, keep the leftmost ones that still fit.
         need = k - above.sum(axis=1, keepdims=True)
         take = above | (tied & (np.cumsum(tied, axis=1) <= need))
         pos = np.nonzero(take)[1].reshape(n_rows, k)
     else:
         pos = np.broadcast_to(np.arange(width), (n_rows, width))
     selected = np.take_along_axis(values, pos, axis=1)
-    # An unstable sort is ~3× faster than a stable one; rows where it met a tie between
-    # finite scores are sorted again stably, so ties still go to the lower position.
-    order = np.argsort(-selected, axis=1)
-    ranked = np.take_along_axis(selected, order, axis=1)
-    tied = np.flatnonzero(
-        ((ranked[:, 1:] == ranked[:, :-1]) & (ranked[:, 1:] > -np.inf)).any(axis=1)
-    )
-    if tied.size:
-        order[tied] = np.argsort(-selected[tied], axis=1, kind="stable")
-        ranked[tied] = np.take_along_axis(selected[tied], order[tied], axis=1)
-    pos = np.take_along_axis(pos, order, axis=1)
-    keep = ranked > -np.inf
-    rows = np.broadcast_to(np.arange(n_rows)[:, None], pos.shape)[keep]
-    ranks = np.broadcast_to(np.arange(1, k + 1), pos.shape)[keep]
-    return rows, pos[keep].astype(np.int64), ranks
+    return np.take_along_axis(pos, np.argsort(-selected, axis=1, kind="stable"), axis=1)
 
 
 def exact_order(values: np.ndarray) -> np.ndarray:
@@ -172,6 +276,56 @@ def exact_order(values: np.ndarray) -> np.ndarray:
     ):
         return np.unique(values, return_inverse=True)[1].reshape(values.shape).astype(np.float64)
     return np.asarray(values, dtype=np.float64)
+
+
+def _sorted_rows(matrix: sp.csr_matrix) -> tuple[sp.csr_matrix, tuple[int, int] | None]:
+    """A copy of a CSR matrix whose rows list their items in ascending order (so ties go to
+    the lower item index), and its first (row, item) stored more than once, None if none.
+
+    Rows are sorted in chunks of blocks (rows × most entries per row) padded with an item
+    index past the last, which sorts last: an argsort per row instead of one sort of every
+    entry. Values move by their index, so any dtype keeps them exactly.
+    """
+    n_rows, n_items = matrix.shape
+    lengths = np.diff(matrix.indptr)
+    data, indices = np.empty_like(matrix.data), np.empty_like(matrix.indices)
+    step = rows_per_chunk(int(lengths.max()) if lengths.size else 0)
+    for start in range(0, n_rows, step):
+        stop = min(start + step, n_rows)
+        lo, hi = matrix.indptr[start], matrix.indptr[stop]
+        width = int(lengths[start:stop].max())
+        if hi - lo == (stop - start) * width:  # no padding: the block is a view
+            stored, columns = None, matrix.indices[lo:hi].reshape(stop - start, width)
+        else:
+            stored = np.arange(width) < lengths[start:stop, None]
+            columns = np.full(stored.shape, n_items, dtype=np.int64)
+            columns[stored] = matrix.indices[lo:hi]
+        base = _row_starts(*columns.shape)
+        order = np.argsort(columns, axis=1) + base
+        columns = columns.reshape(-1)[order]
+        repeated = columns[:, 1:] == columns[:, :-1]
+        if stored is not None:
+            repeated &= columns[:, 1:] < n_items
+        if repeated.any():
+            row, j = np.argwhere(repeated)[0]
+            return matrix, (start + int(row), int(columns[row, j]))
+        # The entry each sorted position came from: its CSR index.
+        source = order - base + matrix.indptr[start:stop, None]
+        indices[lo:hi] = columns.reshape(-1) if stored is None else columns[stored]
+        data[lo:hi] = matrix.data[source.reshape(-1) if stored is None else source[stored]]
+    return sp.csr_matrix((data, indices, matrix.indptr), shape=matrix.shape), None
+
+
+def _row_range(users: np.ndarray) -> slice | None:
+    """``users`` as a slice when they are consecutive rows (their blocks are then views)."""
+    if users.size and int(users[-1]) - int(users[0]) + 1 == users.size:
+        return slice(int(users[0]), int(users[-1]) + 1)
+    return None
+
+
+def _row_starts(n_rows: int, width: int) -> np.ndarray:
+    """Flat index of the first entry of every row of an (n_rows, width) block, as a column."""
+    return np.arange(n_rows)[:, None] * width
 
 
 class ScoreSource:
@@ -187,6 +341,11 @@ class ScoreSource:
 
     def __init__(self, y_score, shape: tuple[int, int]):
         n_users, n_items = shape
+        self.shape = (int(n_users), int(n_items))
+        # Set by score_source() inside shared_ranking(): the first held-out ranks computed are
+        # kept as (cutoff, their pattern valued rank + 1, ranked items per user).
+        self._keep = False
+        self._kept: tuple | None = None
         if isinstance(y_score, TopK):
             items = y_score.items
             if items.shape[0] != n_users:
@@ -206,20 +365,30 @@ class ScoreSource:
                     f"shape mismatch: y_score has shape {y_score.shape}, y_true has {shape}"
                 )
             checked = check_sparse(y_score, "y_score")
-            canonical = checked.format == "csr" and checked.has_canonical_format
-            repeat = None if canonical else first_duplicate(checked)
+            if checked.format == "csr":
+                # May share the caller's buffers: never modified here.
+                scores = sp.csr_matrix(checked)
+                repeat = None
+                if not scores.has_canonical_format:
+                    scores, repeat = _sorted_rows(scores)
+            else:
+                # Checked before scipy's conversion would sum the repeated entries.
+                repeat = first_duplicate(checked)
+                scores = sp.csr_matrix(checked)  # a new matrix, sorted in place
+                scores.sort_indices()
             if repeat is not None:
                 raise ValueError(
                     f"y_score stores (user {repeat[0]}, item {repeat[1]}) more than once; scores "
                     "cannot be summed: give each (user, item) one score"
                 )
-            # May share the caller's buffers: never modified here; chunks are canonicalised
-            # in ranked(), on the copies that row indexing makes anyway.
-            scores = sp.csr_matrix(checked)
             data = exact_order(scores.data)
             if data is not scores.data:
                 scores = sp.csr_matrix((data, scores.indices, scores.indptr), shape=scores.shape)
-            nan = np.flatnonzero(np.isnan(scores.data))
+            # A NaN makes the sum NaN: the sum, which needs no temporary as large as the
+            # scores, rules out the common case before the search (+inf − inf is NaN too).
+            with np.errstate(invalid="ignore"):
+                suspect = np.isnan(scores.data.sum())
+            nan = np.flatnonzero(np.isnan(scores.data)) if suspect else _EMPTY
             if nan.size:
                 u, i = entry_position(scores, nan[0])
                 raise ValueError(f"y_score is NaN at (user {u}, item {i})")
@@ -239,20 +408,198 @@ class ScoreSource:
                 )
             self._kind, self._data, self.width = "dense", scores, n_items
 
-    def ranked(self, users: np.ndarray, cutoff: int | None):
-        """Ranked items of ``users``: ``(local_rows, items, ranks)`` for ranks ≤ cutoff."""
+    def _block(self, users: np.ndarray):
+        """Scores of ``users`` as a C-contiguous float64 block ``values`` (users × positions)
+        and, for sparse scores, ``(columns, indptr, indices)``: the item at each position and
+        the chunk's CSR structure (``indptr`` from 0). Dense scores have no such structure:
+        their position is the item."""
+        rows = _row_range(users)
+        if self._kind == "dense":
+            chunk = self._data[users] if rows is None else self._data[rows]
+            return np.ascontiguousarray(exact_order(chunk)), None
+        if rows is not None:
+            # Consecutive rows: slices of the matrix's arrays, no copy.
+            indptr = self._data.indptr[rows.start : rows.stop + 1]
+            lo, hi = int(indptr[0]), int(indptr[-1])
+            data, indices = self._data.data[lo:hi], self._data.indices[lo:hi]
+            indptr = indptr - lo
+        else:
+            chunk = self._data[users]
+            data, indices, indptr = chunk.data, chunk.indices, chunk.indptr
+        values, columns = padded_csr(data, indices, indptr)
+        return np.ascontiguousarray(values), (np.ascontiguousarray(columns), indptr, indices)
+
+    def _rank(self, users: np.ndarray, cutoff: int | None):
+        """``(values, structure, entries, counts)``: the chunk's :meth:`_block` and
+        :func:`rank_rows` of it down to ``cutoff`` (no entries when nothing can be ranked)."""
+        values, structure = self._block(users)
+        n_rows, width = values.shape
+        k = width if cutoff is None else min(cutoff, width)
+        if n_rows == 0 or k == 0:
+            return values, structure, np.zeros((n_rows, 0), dtype=np.int64), np.zeros(n_rows, dtype=np.int64)
+        try:
+            entries, counts = rank_rows(values, k)
+        except _NaNScore as nan:
+            raise ValueError(f"y_score is NaN at (user {users[nan.row]}, item {nan.position})") from None
+        return values, structure, entries, counts
+
+    @staticmethod
+    def _items(values: np.ndarray, structure, entries: np.ndarray) -> np.ndarray:
+        """The items at the ranked ``entries`` of a block (:func:`rank_rows`), in the integer
+        type of the matrix's indices."""
+        if structure is None:
+            return entries - _row_starts(*values.shape)
+        return structure[0].reshape(-1)[entries]
+
+    def top(self, users: np.ndarray, cutoff: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Ranked items of ``users``: ``items`` (users × at most cutoff; integers, int32 for
+        most sparse scores), best first, of which the first ``counts[u]`` are ranked and the
+        rest is padding."""
         if self._kind == "topk":
             items = self._data[users][:, :cutoff]
-            local, pos = np.nonzero(items >= 0)
-            return local, items[local, pos], pos + 1
-        if self._kind == "sparse":
-            chunk = self._data[users]
-            chunk.sum_duplicates()  # sorts indices: ties then go to the lower item index
-            values, columns = padded_rows(chunk)
-            local, pos, ranks = top_k_positions(values, cutoff)
-            return local, columns[local, pos], ranks
-        values = exact_order(self._data[users])
-        nan = np.argwhere(np.isnan(values))
-        if nan.size:
-            raise ValueError(f"y_score is NaN at (user {users[nan[0, 0]]}, item {nan[0, 1]})")
-        return top_k_positions(values, cutoff)
+            return items, (items >= 0).sum(axis=1)
+        values, structure, entries, counts = self._rank(users, cutoff)
+        return self._items(values, structure, entries), counts
+
+    def ranked(self, users: np.ndarray, cutoff: int | None):
+        """Ranked items of ``users``: ``(local_rows, items, ranks)`` for ranks ≤ cutoff."""
+        items, counts = self.top(users, cutoff)
+        keep = np.arange(items.shape[1]) < counts[:, None]
+        local, pos = np.nonzero(keep)
+        return local, items[keep].astype(np.int64, copy=False), pos + 1
+
+    def held_out_ranks(
+        self,
+        pattern: sp.csr_matrix,
+        users: np.ndarray,
+        cutoff: int | None,
+        step: int,
+        on_ranked: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rank of every stored entry of ``pattern`` and how many items each user has ranked.
+
+        Parameters
+        ----------
+        pattern : scipy.sparse.csr_matrix
+            Canonical held-out entries (users × items), stored in the rows ``users`` only.
+        users : numpy.ndarray
+            The rows with entries, ascending.
+        cutoff : int or None
+            Last rank (None: every candidate is ranked).
+        step : int
+            Users per chunk.
+        on_ranked : callable, optional
+            Called per chunk with ``(positions, items, ranks)`` of every ranked item;
+            ``positions`` index ``users``.
+
+        Returns
+        -------
+        ranks : numpy.ndarray of int64
+            1-based rank of each stored entry, 0 where it is not ranked.
+        counts : numpy.ndarray of int64
+            Ranked items of each of ``users``.
+        """
+        if self._kept is not None and self._kept[0] == cutoff and on_ranked is None:
+            _, kept, kept_counts = self._kept
+            # Both patterns are canonical: scipy's elementwise product joins them row by row
+            # (linear time). It holds every entry of ``pattern`` exactly when that is a part of
+            # the kept one, valued rank + 1 (never 0, so none is dropped).
+            ones = sp.csr_matrix((np.ones(pattern.nnz), pattern.indices, pattern.indptr), shape=pattern.shape)
+            joined = kept.multiply(ones)
+            if joined.nnz == pattern.nnz:
+                return joined.data.astype(np.int64) - 1, kept_counts[users]
+        lengths = np.diff(pattern.indptr)
+        ranks = np.zeros(pattern.nnz, dtype=np.int64)
+        counts = np.zeros(users.size, dtype=np.int64)
+        for start in range(0, users.size, step):
+            chunk = users[start : start + step]
+            # Rows between the chunk's users hold no entries, so this slice is exactly theirs.
+            lo, hi = pattern.indptr[chunk[0]], pattern.indptr[chunk[-1] + 1]
+            rows = np.repeat(np.arange(chunk.size), lengths[chunk])
+            ranked = counts[start : start + chunk.size]
+            ranks[lo:hi], ranked[:], top = self._chunk_ranks(
+                chunk, rows, pattern.indices[lo:hi], cutoff, on_ranked is not None
+            )
+            if on_ranked is not None:
+                keep = np.arange(top.shape[1]) < ranked[:, None]
+                local, pos = np.nonzero(keep)
+                on_ranked(start + local, top[keep].astype(np.int64, copy=False), pos + 1)
+        if self._keep and self._kept is None:
+            every = np.zeros(self.shape[0], dtype=np.int64)
+            every[users] = counts
+            kept = sp.csr_matrix((ranks + 1.0, pattern.indices, pattern.indptr), shape=pattern.shape)
+            self._kept = (cutoff, kept, every)
+        return ranks, counts
+
+    def _chunk_ranks(self, users, rows, items, cutoff, want_top: bool):
+        """:meth:`held_out_ranks` of one chunk: ``(ranks, counts, top)`` for the entries
+        ``(users[rows], items)``, sorted by row, then item; ``top`` as :meth:`top` (None
+        unless ``want_top``). Each row's ranks are written at its ranked positions, then read
+        at the positions of the entries, found among the row's stored (or listed) items."""
+        n_items = self.shape[1]
+        if self._kind == "topk":
+            top, counts = self.top(users, cutoff)
+            n_rows = top.shape[0]
+            # Listed items sorted per row (the -1 padding first) with their ranks. Keys count
+            # items from 1, so padding (key 0 of its row) is never found.
+            by_item = np.argsort(top, axis=1)
+            listed = np.take_along_axis(top, by_item, axis=1)
+            keys = _row_keys(np.arange(n_rows)[:, None], listed + 1, n_items + 1, n_rows)
+            at, found = find_sorted(keys.reshape(-1), _row_keys(rows, items + 1, n_items + 1, n_rows))
+            return np.where(found, by_item.reshape(-1)[at] + 1, 0), counts, top
+        values, structure, entries, counts = self._rank(users, cutoff)
+        top = self._items(values, structure, entries) if want_top else None
+        if entries.size == 0:  # no row stores a score
+            return np.zeros(rows.size, dtype=np.int64), counts, top
+        n_rows, width = values.shape
+        table = np.zeros(n_rows * width, dtype=np.int32)
+        table[entries] = np.arange(1, entries.shape[1] + 1, dtype=np.int32)
+        if structure is None:
+            ranks = table[rows * width + items]
+        else:
+            columns, indptr, indices = structure
+            if indices.size == n_rows * width:  # no padding: the block is the CSR data
+                stored = _row_keys(np.arange(n_rows)[:, None], columns, n_items, n_rows).reshape(-1)
+            else:
+                stored = _row_keys(np.repeat(np.arange(n_rows), np.diff(indptr)), indices, n_items, n_rows)
+            at, found = find_sorted(stored, _row_keys(rows, items, n_items, n_rows))
+            position = np.where(found, at + rows * width - indptr[rows], 0)
+            ranks = np.where(found, table[position], 0)
+        # Positions ranked past a row's candidates hold -inf: not ranked.
+        ranks = np.where(ranks <= counts[rows], ranks, 0).astype(np.int64)
+        return ranks, counts, top
+
+
+def _row_keys(rows: np.ndarray, items: np.ndarray, span: int, n_rows: int) -> np.ndarray:
+    """``rows · span + items``, which sort like ``(row, item)`` for items below ``span``; int32
+    when the keys of ``n_rows`` rows fit in it, since searching those is twice as fast."""
+    dtype = np.int32 if n_rows * span < 2**31 else np.int64
+    return rows.astype(dtype) * dtype(span) + items.astype(dtype, copy=False)
+
+
+_SHARED: ContextVar[list | None] = ContextVar("recpack_ope_shared_ranking", default=None)
+
+
+@contextmanager
+def shared_ranking(y_score) -> Iterator[None]:
+    """Within the block, held-out estimators validate and rank ``y_score`` (this very object)
+    once: every :func:`score_source` of it is one :class:`ScoreSource`, which keeps the ranks
+    of the first held-out entries it ranks, and estimators on a part of those entries (a
+    stratum) look their ranks up instead of ranking again."""
+    token = _SHARED.set([y_score, None])
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def score_source(y_score, shape: tuple[int, int]) -> ScoreSource:
+    """``ScoreSource(y_score, shape)``, or the one shared inside :func:`shared_ranking`."""
+    shared = _SHARED.get()
+    if shared is None or shared[0] is not y_score:
+        return ScoreSource(y_score, shape)
+    source = shared[1]
+    if source is None or source.shape != (int(shape[0]), int(shape[1])):
+        source = shared[1] = ScoreSource(y_score, shape)
+        source._keep = True
+    return source

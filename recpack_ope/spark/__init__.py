@@ -11,6 +11,8 @@ in-memory ones to rounding; per-user values stay in Spark (:func:`per_user`).
 * ``held_out`` – :func:`evaluate` (many models and metrics in one pass), :func:`per_user`;
   :func:`dcg`, :func:`unbiased_dcg`, :func:`snips_dcg`, :func:`ndcg`, :func:`pn_dcg`,
   :func:`recall` as in the core
+* ``stratified`` – :func:`stratified`: propensity-stratified evaluation, strata fixed on the
+  driver from one row per held-out item
 * ``logged``   – :func:`logged_dcg` on feed logs with a deterministic target
 * ``propensity`` – :func:`fit_propensity`: a core propensity model fitted on item counts
 * ``rpp``      – :func:`win_rates`: recall-paired preference win rates of M systems
@@ -21,11 +23,12 @@ from .logged import logged_dcg
 from .propensity import fit_propensity
 from .rpp import win_rates
 from .session import find_java_home, local_session
+from .stratified import stratified
 
 __all__ = [
     "local_session", "find_java_home", "evaluate", "per_user", "HeldOutEvaluation", "METRICS",
     "dcg", "unbiased_dcg", "snips_dcg", "ndcg", "pn_dcg", "recall", "logged_dcg",
-    "win_rates", "fit_propensity",
+    "win_rates", "fit_propensity", "stratified",
 ]
 
 

@@ -163,3 +163,39 @@ def test_logged_dcg_equals_in_memory(spark, normalise):
         ours = rs.logged_dcg(spark.createDataFrame(log), spark.createDataFrame(target), discount=D, clip=6.0,
                              normalise=normalise, n_partitions=16)
     same(ours, reference)
+
+
+@pytest.mark.parametrize("binning, n_strata, metric", [("width", 2, "ndcg"), ("mass", 3, "pn_dcg"),
+                                                        ("width", 4, "unbiased_dcg")])
+def test_stratified_equals_in_memory(world, binning, n_strata, metric):
+    weighted = metric == "unbiased_dcg"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        ours = rs.stratified(world["held"], world["frames"], stratify_by=world["p_frame"], metric=metric,
+                             n_strata=n_strata, binning=binning, discount=D,
+                             propensity=world["p_frame"] if weighted else None, clip=8.0 if weighted else None,
+                             n_partitions=16)
+        core_metric = {"ndcg": ro.ndcg, "pn_dcg": ro.pn_dcg, "unbiased_dcg": ro.unbiased_dcg}[metric]
+        extra = {"propensity": world["p"], "clip": 8.0} if weighted else {}
+        theirs = {m: ro.stratified(core_metric, world["y_true"], s, stratify_by=world["p"], n_strata=n_strata,
+                                   binning=binning, discount=D, **extra)
+                  for m, s in world["scores"].items()}
+    for model, reference in theirs.items():
+        estimate = ours[model]
+        assert estimate.name == reference.name
+        close(estimate.value, reference.value, 1e-12)
+        for a, b in zip(estimate.confidence_interval(0.9), reference.confidence_interval(0.9)):
+            close(a, b, 1e-9)
+        same(estimate.holdout, reference.holdout)
+        assert estimate.n_items == reference.n_items and estimate.n_interactions == reference.n_interactions
+        for s_ours, s_theirs in zip(estimate.strata, reference.strata, strict=True):
+            assert (s_ours.label, s_ours.n_interactions, s_ours.n_items) == (s_theirs.label, s_theirs.n_interactions, s_theirs.n_items)
+            close(s_ours.lower, s_theirs.lower, 1e-12)
+            close(s_ours.upper, s_theirs.upper, 1e-12)
+            close(s_ours.share, s_theirs.share, 1e-12)
+            if s_theirs.result is not None:
+                same(s_ours.result, s_theirs.result)
+    ours_cmp = ours["m0"].compare(ours["m1"], 0.9)
+    theirs_cmp = theirs["m0"].compare(theirs["m1"], 0.9)
+    close(ours_cmp.difference, theirs_cmp.difference, 1e-12)
+    close(ours_cmp.p_value, theirs_cmp.p_value, 1e-9)

@@ -1,0 +1,156 @@
+"""Propensity-stratified evaluation on Spark (Jadidinejad et al. §5, Eq. 4).
+
+The strata are fixed once for all held-out interactions: their propensities reach the driver
+as one ``(item, propensity, count)`` row per held-out item, from which the core's
+:class:`~recpack_ope.metrics.stratified.StrataBins` places the bin edges. Each partition then
+runs the core's :func:`~recpack_ope.metrics.stratified.stratified` with those bins, and ships
+the moments of every user's terms: the holdout's and each stratum's terms (0 outside the
+stratum), the stratum indicators, the user's interactions per stratum and in all.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..inference.diagnostics import (
+    ESS_RATIO_THRESHOLD,
+    ReliabilityWarning,
+    WeightDiagnostics,
+    WeightGroups,
+)
+from ..inference.moments import Moments
+from ..metrics.stratified import BINNINGS, StrataBins, StratifiedSummary
+from ..metrics.stratified import stratified as _core_stratified
+from ..propensity.discount import Discount
+from . import _partitions
+from ._frames import held_out_frame
+from .held_out import METRICS, _Partial, _Plan, _plan
+
+__all__ = ["stratified"]
+
+
+@dataclass(frozen=True)
+class _StratifiedPlan(_Plan):
+    bins: StrataBins | None = None
+
+    def _core(self, metric: str):
+        """The core metric function and its keyword arguments for ``metric``."""
+        def call(y_true, y_score, **kwargs):
+            return self.call(metric, y_true, y_score, kwargs.get("propensity"))
+        call.__name__ = metric
+        return call
+
+    def chunk(self, chunk: dict) -> _Partial:
+        users, y_true, propensity, scores = self.matrices(chunk)
+        strata = np.ones(y_true.shape[1])
+        held = chunk["source"] == -1
+        items = np.unique(chunk["item"], return_inverse=True)[1]
+        strata[items[held]] = chunk["stratify"][held]
+        positive = np.diff(sp.csr_matrix(y_true > 0).indptr) > 0
+        width = self.width
+        if not positive.any():
+            return _Partial(Moments.empty(width), int(users.size), {})
+        blocks, names, groups = [], {}, {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            for model, y_score in zip(self.models, scores):
+                result = _core_stratified(self._core(self.metrics[0]), y_true, y_score,
+                                          stratify_by=strata, n_strata=self.bins.n_strata,
+                                          binning=self.bins.binning, bins=self.bins,
+                                          propensity=propensity)
+                shared, terms = StratifiedSummary.user_terms(result)
+                blocks.append(terms)
+                names["stratified"] = result.name
+                parts = [("holdout", result.holdout)] + [(s, x.result) for s, x in enumerate(result.strata)]
+                groups.update({(model, part): [r.diagnostics.groups] for part, r in parts
+                               if r is not None and r.diagnostics is not None})
+        return _Partial(Moments.from_terms(np.hstack([shared, *blocks])), int((~positive).sum()), names, groups)
+
+    @property
+    def width(self) -> int:
+        """Terms per user: the shared ones and each model's."""
+        k, s = len(METRICS[self.metrics[0]]), self.bins.n_strata
+        return 1 + 2 * s + len(self.models) * k * (1 + s)
+
+
+def stratified(
+    held_out,
+    recommendations,
+    *,
+    stratify_by,
+    metric: str = "ndcg",
+    n_strata: int = 2,
+    binning: str = "width",
+    discount: Discount,
+    k: int | None = None,
+    propensity=None,
+    clip: float | None = None,
+    n_partitions: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
+):
+    """Propensity-stratified ``metric`` of one model (an estimate) or several (a dict).
+
+    Parameters
+    ----------
+    held_out, recommendations
+        As for :func:`recpack_ope.spark.evaluate`.
+    stratify_by : pyspark.sql.DataFrame
+        Columns ``item``, ``propensity``: the exposure propensities the held-out interactions
+        are stratified by (e.g. :func:`recpack_ope.spark.fit_propensity`).
+    metric : str
+        The base metric, one of :data:`recpack_ope.spark.METRICS`.
+    n_strata, binning
+        As for :func:`recpack_ope.stratified`: S strata of equal width in propensity or of
+        equal mass.
+    discount, k, propensity, clip, n_partitions, ess_threshold
+        As for :func:`recpack_ope.spark.evaluate`; ``propensity`` weights the base metric.
+
+    Returns
+    -------
+    StratifiedSummary or dict of str → StratifiedSummary
+        ``Σ_s P(s) · M_s`` with its holdout value, strata, interval and paired comparisons.
+    """
+    from pyspark.sql import functions as F
+
+    if binning not in BINNINGS:
+        raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
+    models, frame = held_out_frame(held_out, recommendations, propensity, stratify_by)
+    plan = _plan((metric,), models, discount, k, propensity, clip, ess_threshold)
+    if stratify_by is None:
+        raise ValueError("stratify_by must be a DataFrame of item propensities to stratify by")
+    table = _partitions.collect(
+        frame.filter((F.col("source") == -1) & (F.col("value") > 0))
+        .groupBy("item", "stratify").count()
+    )
+    missing = [row["item"] for row in table if row["stratify"] is None]
+    if missing:
+        raise ValueError(f"stratify_by has no row for held-out item {missing[0]!r}")
+    if not table:
+        raise ValueError("held_out has no positive reward: nothing to stratify")
+    values = np.array([row["stratify"] for row in table], dtype=np.float64)
+    counts = np.array([row["count"] for row in table], dtype=np.int64)
+    bins = StrataBins.fit(values, n_strata, binning, counts=counts)
+    plan = _StratifiedPlan(**{f: getattr(plan, f) for f in plan.__dataclass_fields__}, bins=bins)
+    partial = _partitions.run(frame, plan, n_partitions)
+    if partial is None or partial.moments.n == 0:
+        raise ValueError("held_out has no positive reward: no user can be evaluated")
+    index = bins.index(values)
+    n_items = np.bincount(index, minlength=n_strata)
+    def diagnostics(model: str) -> dict:
+        return {part: WeightDiagnostics.from_groups(WeightGroups.concatenate(g), ess_threshold)
+                for (m, part), g in partial.groups.items() if m == model}
+
+    results = {
+        model: StratifiedSummary.from_moments(
+            partial.names["stratified"], partial.moments, model=m, n_models=len(models),
+            n_terms=len(METRICS[metric]), exponents={"snips_dcg": (1, 1, -1), "pn_dcg": (1, -1)}.get(metric, (1,)),
+            bins=bins, n_items_per_stratum=n_items, n_items=len(table), n_excluded_users=partial.n_excluded,
+            diagnostics=diagnostics(model),
+        )
+        for m, model in enumerate(models)
+    }
+    return results if hasattr(recommendations, "items") else results["model"]

@@ -95,6 +95,7 @@ from recpack.matrix import InteractionMatrix
 from recpack.metrics.base import ListwiseMetricK
 from recpack.util import get_top_K_ranks
 
+from .._chunks import rows_per_chunk
 from .._validation import (
     as_csr,
     check_clip,
@@ -108,7 +109,7 @@ from ..inference.result import Comparison, EstimateResult, PairedEstimate
 from ..inference.systems import PreferenceMatrix, SystemScores
 from ..metrics.dcg import dcg
 from ..metrics.doubly_robust import dr_dcg
-from ..metrics.ranking import TopK
+from ..metrics.ranking import ScoreSource, TopK
 from ..metrics.rpp import RecallLevels
 from ..metrics.stratified import BINNINGS, stratified
 from ..propensity.discount import Discount, LogDiscount
@@ -195,13 +196,22 @@ def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
     K = check_positive_int(K, "K")
     # Checked before scipy's compiled conversion reads a corrupt structure.
     scores = sp.csr_matrix(check_sparse(y_pred, "y_pred") if sp.issparse(y_pred) else y_pred)
-    top = TopK.from_scores(scores, K + 1).items
-    valid = top >= 0
-    rows = np.broadcast_to(np.arange(top.shape[0])[:, None], top.shape)
-    ranked_scores = np.full(top.shape, np.nan)
-    ranked_scores[valid] = np.asarray(scores[rows[valid], top[valid]]).ravel()
-    tied = np.flatnonzero((ranked_scores[:, 1:] == ranked_scores[:, :-1]).any(axis=1))
-    items = top[:, :K].copy()
+    n_users = scores.shape[0]
+    source = ScoreSource(scores, scores.shape)
+    items = np.full((n_users, min(K, scores.shape[1])), -1, dtype=np.int64)
+    tied = []
+    step = rows_per_chunk(source.width)
+    for start in range(0, n_users, step):
+        users = np.arange(start, min(start + step, n_users))
+        # The ranked scores come with the ranking: no second look-up in the sparse matrix.
+        values, structure, entries, counts = source._rank(users, K + 1)
+        ranked = values.reshape(-1)[entries]
+        candidate = np.arange(entries.shape[1]) < counts[:, None]
+        ties = ((ranked[:, 1:] == ranked[:, :-1]) & candidate[:, 1:]).any(axis=1)
+        tied.append(start + np.flatnonzero(ties))
+        top = np.where(candidate, source._items(values, structure, entries), -1)[:, :K]
+        items[start : start + users.size, : top.shape[1]] = top
+    tied = np.concatenate(tied) if tied else np.zeros(0, dtype=np.int64)
     if tied.size:
         ranks = get_top_K_ranks(scores[tied], K).tocoo()
         items[tied] = -1
@@ -221,8 +231,14 @@ class _LastRanking:
     def get(self, y_pred, K: int) -> TopK:
         if not sp.issparse(y_pred):
             return recpack_ranking(y_pred, K)
-        csr = check_sparse(y_pred, "y_pred").tocsr()
-        key = (K, csr.shape, csr.nnz, float(csr.data.sum()), int(csr.indices.sum()))
+        # The fingerprint reads a CSR matrix's arrays as they are (sums are safe even on a
+        # corrupt structure, which misses and is refused by recpack_ranking): no validation or
+        # conversion per metric. Other formats are converted, once per metric, as before.
+        csr = y_pred if y_pred.format == "csr" else check_sparse(y_pred, "y_pred").tocsr()
+        # The dot product changes when scores move between items, the rows' bounds when
+        # entries move between users.
+        key = (K, csr.shape, csr.data.size, float(csr.data.sum()),
+               float(np.dot(csr.data, csr.indices)), hash(np.asarray(csr.indptr).tobytes()))
         if self._ref is None or self._ref() is not y_pred or self._key != key:
             self._ranking = recpack_ranking(y_pred, K)
             self._ref, self._key = weakref.ref(y_pred), key

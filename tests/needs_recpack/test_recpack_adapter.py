@@ -609,3 +609,19 @@ def test_auto_clipping_is_selected_per_algorithm(pipeline, scenario):
         assert row["clip"] == (math.inf if chosen is None else chosen)
         assert results[algorithm].clip_selection.clip == chosen
         assert row["ess"] == pytest.approx(expected.diagnostics.ess, rel=1e-12)
+
+
+def test_cached_ranking_is_redone_when_scores_move_between_items_or_users():
+    """In-place edits that keep every score and every item index (only their pairing or
+    their rows change) still rank again; expected lists by hand from the edited scores."""
+    from recpack_ope.adapters import recpack as module
+
+    y_pred = sp.csr_matrix(np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.4]]))
+    np.testing.assert_array_equal(module._LAST.get(y_pred, 2).items, [[0, 2], [1, 2]])
+    y_pred.indices[:3] = [2, 1, 0]  # row 0 now scores item 2 at 0.9, item 0 at 0.5
+    np.testing.assert_array_equal(module._LAST.get(y_pred, 2).items, [[2, 0], [1, 2]])
+    data, indices = np.array([0.9, 0.5, 0.3, 0.8]), np.array([0, 1, 2, 3])
+    moved = sp.csr_matrix((data, indices, np.array([0, 1, 4])), shape=(2, 4))
+    np.testing.assert_array_equal(module._LAST.get(moved, 2).items, [[0, -1], [3, 1]])
+    moved.indptr[1] = 2  # row 0 now holds items 0, 1 (0.9, 0.5); row 1 items 2, 3 (0.3, 0.8)
+    np.testing.assert_array_equal(module._LAST.get(moved, 2).items, [[0, 1], [3, 2]])

@@ -580,14 +580,14 @@ def rank_test_users(eval_method: BaseMethod, model, users: np.ndarray, cutoff: i
     seen = seen[users]
     k = cutoff or n_items
     scorer = _Scorer(model, n_items)
-    items = np.full((users.size, min(k, n_items)), -1, dtype=np.int64)
+    parts = []
     steps = range(0, users.size, batch_users)
     for start in tqdm(steps, desc=f"Ranking [{model.name}]", disable=not verbose):
         rows = slice(start, start + batch_users)
         scores = scorer(users[rows])
         scores[(seen[rows].toarray() > 0) & ~(held[rows].toarray() > 0)] = -np.inf
-        items[rows] = TopK.from_scores(scores, k).items
-    return TopK(items)
+        parts.append(TopK.from_scores(scores, k))
+    return TopK.stack(parts) if parts else TopK(np.empty((0, min(k, n_items)), dtype=np.int64))
 
 
 class StratifiedModelResult(Result):

@@ -401,3 +401,17 @@ def test_nothing_to_rank_gives_zero(scores):
 def test_empty_score_matrices_give_empty_rankings(shape):
     for scores in (np.zeros(shape), sp.csr_matrix(shape)):
         assert TopK.from_scores(scores, 2).items.shape == (shape[0], min(2, shape[1]))
+
+
+def test_stack_joins_rankings_row_by_row_and_checks_depths():
+    from recpack_ope import TopK
+
+    a = TopK.from_scores(np.array([[0.1, 0.9, 0.5], [1.0, 1.0, 0.0]]), 2)
+    b = TopK.from_scores(np.array([[0.0, 0.0, 3.0]]), 2)
+    stacked = TopK.stack([a, b])
+    # by hand: row 0 ranks items 1, 2; row 1 ties 0 and 1 (lower index first); row 2: item 2, then 0
+    np.testing.assert_array_equal(stacked.items, [[1, 2], [0, 1], [2, 0]])
+    with pytest.raises(ValueError, match="same depth"):
+        TopK.stack([a, TopK.from_scores(np.ones((1, 3)), 3)])
+    with pytest.raises(TypeError, match="sequence of TopK"):
+        TopK.stack([a.items])

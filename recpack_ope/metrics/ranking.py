@@ -105,6 +105,23 @@ class TopK:
             short = np.flatnonzero(counts < ranked.shape[1])
             block[short] = np.where(np.arange(block.shape[1]) < counts[short, None], block[short], -1)
         # Built from distinct positions of each row: the checks of __post_init__ cannot fail.
+        return cls._trusted(items)
+
+    @classmethod
+    def stack(cls, parts) -> "TopK":
+        """The rows of several rankings of the same depth, one after another (e.g. batches of
+        users ranked by :meth:`from_scores`), without checking the valid rows again."""
+        parts = list(parts)
+        if not parts or not all(isinstance(p, TopK) for p in parts):
+            raise TypeError("parts must be a non-empty sequence of TopK")
+        widths = sorted({p.items.shape[1] for p in parts})
+        if len(widths) > 1:
+            raise ValueError(f"parts must rank to the same depth, got depths {widths}")
+        return cls._trusted(np.concatenate([p.items for p in parts]))
+
+    @classmethod
+    def _trusted(cls, items: np.ndarray) -> "TopK":
+        """A TopK of ``items`` known to pass :meth:`__post_init__`'s checks."""
         top = object.__new__(cls)
         object.__setattr__(top, "items", items)
         return top

@@ -22,7 +22,9 @@ Where things are (one subpackage per concern; arrows only point down the list):
   ``position_bias`` estimation, ``banner_marginals`` and ``pairwise_disagreement``
 * ``simulation`` – a seeded world with exact online reward (``world``) and its baseline
   recommenders (``baselines``)
-* ``io``         – MovieLens (``movielens``, ``recpack_datasets``) and trec files (``trec``)
+* ``io``         – MovieLens (``movielens``, ``recpack_datasets``), trec files (``trec``),
+  parquet/CSV tables (``tables``)
+* ``spark``      – the estimators on Spark DataFrames (``pip install ".[spark]"``)
 * ``studies``    – the demo and every reproduction, one module per ``reproduce`` command
 * ``cli``        – the ``recpack-ope`` command
 

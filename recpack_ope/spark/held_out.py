@@ -78,22 +78,32 @@ class _Plan:
     def matrices(self, chunk: dict):
         """Validated chunk → (user ids, y_true, propensity per item, y_score per model)."""
         user, item, value, source = chunk["user"], chunk["item"], chunk["value"], chunk["source"]
-        users, u = np.unique(user, return_inverse=True)
+        # The partition's rows arrive grouped by user: users are coded at their boundaries.
+        first = np.r_[True, user[1:] != user[:-1]]
+        u = np.cumsum(first) - 1
+        users = user[first]
         items, i = np.unique(item, return_inverse=True)
         held = source == -1
-        self._check(chunk, held, u, i, users.size, items.size)
+        # One sort by (source, user, item) puts every matrix's entries in CSR order and brings
+        # repeated pairs together.
+        key = ((source.astype(np.int64) + 1) * users.size + u) * np.int64(items.size) + i
+        order = np.argsort(key)
+        ordered = key[order]
+        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+        self._check(chunk, held, u, users.size, None if twice.size == 0 else order[twice[0] + 1])
         shape = (users.size, items.size)
-        y_true = sp.csr_matrix((value[held].astype(np.float64), (u[held], i[held])), shape=shape)
+        bounds = np.searchsorted(ordered, np.arange(len(self.models) + 2) * (users.size * np.int64(items.size)))
+        matrices = []
+        for s in range(len(self.models) + 1):
+            rows = order[bounds[s] : bounds[s + 1]]
+            indptr = np.r_[0, np.cumsum(np.bincount(u[rows], minlength=users.size))]
+            matrices.append(sp.csr_matrix((value[rows].astype(np.float64), i[rows], indptr), shape=shape))
         propensity = np.ones(items.size)
         if self.weighted:
             propensity[i[held]] = chunk["propensity"][held]
-        scores = []
-        for m in range(len(self.models)):
-            rows = source == m
-            scores.append(sp.csr_matrix((value[rows].astype(np.float64), (u[rows], i[rows])), shape=shape))
-        return users, y_true, propensity, scores
+        return users, matrices[0], propensity, matrices[1:]
 
-    def _check(self, chunk, held, u, i, n_users, n_items) -> None:
+    def _check(self, chunk, held, u, n_users, repeated) -> None:
         value, source = chunk["value"], chunk["source"]
         names = ("user", "item", "value")
         bad = np.flatnonzero(held & ~(np.isfinite(value) & (value >= 0)))
@@ -124,8 +134,8 @@ class _Plan:
                     f"propensity={_partitions._plain(p[bad[0]])} for held-out "
                     f"{_partitions.example(chunk, bad[0], names)}"
                 )
-        row = _partitions.first_repeat(source.astype(np.int64) + 1, u, i)
-        if row is not None:
+        if repeated is not None:
+            row = repeated
             where = "held_out" if source[row] == -1 else f"recommendations of {self.models[int(source[row])]!r}"
             raise _partitions.InputError(
                 f"{where} has the (user, item) pair {_partitions.example(chunk, row, ('user', 'item'))} "

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .diagnostics import WeightDiagnostics
-from .result import Comparison, EstimateResult, PairedEstimate, _half_width, t_test_p_value
+from .result import Comparison, EstimateResult, PairedEstimate
 
 __all__ = ["Moments", "SummaryEstimate", "product_gradient"]
 
@@ -232,23 +232,12 @@ class SummaryEstimate(PairedEstimate):
                 "control_variate=True needs per-user control variates, which estimates from "
                 "merged moments do not carry"
             )
-        label = f"{self.name} − {other.name}"
-        if names is not None:
-            if not (isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)):
-                raise ValueError(f"names must be a tuple of two model names, got {names!r}")
-            label = (f"{names[0]} − {names[1]} ({self.name})" if self.name == other.name
-                     else f"{names[0]} {self.name} − {names[1]} {other.name}")
         n = self.n_users
         if n < 2:
             raise ValueError("a paired comparison needs at least 2 users")
-        diff = self.value - other.value
         se = float(np.sqrt(self._variance(self.gradient - other.gradient) / n))
-        half = _half_width(se, n, level)
-        return Comparison(
-            name=label, difference=diff, standard_error=se,
-            confidence_interval=(diff - half, diff + half),
-            p_value=float(t_test_p_value(diff, se, n)), level=level, n_users=n,
-        )
+        return Comparison.from_difference(self._comparison_name(other, names), self.value - other.value,
+                                          se, n, level)
 
     # Clipping on summaries is a given m, never selected from the data ("auto").
     clip_selection = None

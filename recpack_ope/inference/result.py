@@ -151,13 +151,7 @@ class PairedEstimate(ABC):
             )
         if not isinstance(control_variate, (bool, np.bool_)):
             raise ValueError(f"control_variate must be True or False, got {control_variate!r}")
-        name = f"{self.name} − {other.name}"
-        if names is not None:
-            if not (isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)):
-                raise ValueError(f"names must be a tuple of two model names, got {names!r}")
-            same = self.name == other.name
-            name = (f"{names[0]} − {names[1]} ({self.name})" if same
-                    else f"{names[0]} {self.name} − {names[1]} {other.name}")
+        name = self._comparison_name(other, names)
         diff = self.value - other.value
         residual = self.influence - other.influence
         beta = reduction = None
@@ -180,19 +174,18 @@ class PairedEstimate(ABC):
         if residual.size < 2 + int(control_variate):
             raise ValueError(f"a paired comparison needs at least {2 + int(control_variate)} users")
         se = float(np.sqrt(residual @ residual / (residual.size - 1 - int(control_variate)) / residual.size))
-        half = _half_width(se, self.n_users, level)
-        p_value = float(t_test_p_value(diff, se, self.n_users))
-        return Comparison(
-            name=name,
-            difference=diff,
-            standard_error=se,
-            confidence_interval=(diff - half, diff + half),
-            p_value=p_value,
-            level=level,
-            n_users=self.n_users,
-            control_coefficient=beta,
-            variance_reduction=reduction,
-        )
+        return Comparison.from_difference(name, diff, se, self.n_users, level,
+                                          control_coefficient=beta, variance_reduction=reduction)
+
+    def _comparison_name(self, other: "PairedEstimate", names) -> str:
+        """``"A − B"``, or with ``names`` the models' names, e.g. ``"EASE − pop (DCG@10)"``."""
+        if names is None:
+            return f"{self.name} − {other.name}"
+        if not (isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)):
+            raise ValueError(f"names must be a tuple of two model names, got {names!r}")
+        if self.name == other.name:
+            return f"{names[0]} − {names[1]} ({self.name})"
+        return f"{names[0]} {self.name} − {names[1]} {other.name}"
 
     def __float__(self) -> float:
         return self.value
@@ -363,6 +356,19 @@ class Comparison:
     n_users: int
     control_coefficient: float | None = None
     variance_reduction: float | None = None
+
+    @classmethod
+    def from_difference(cls, name: str, difference: float, standard_error: float, n_users: int,
+                        level: float, **extra) -> "Comparison":
+        """The Student-t interval and two-sided p-value of a paired difference over
+        ``n_users`` users (``n_users − 1`` degrees of freedom)."""
+        half = _half_width(standard_error, n_users, level)
+        return cls(
+            name=name, difference=difference, standard_error=standard_error,
+            confidence_interval=(difference - half, difference + half),
+            p_value=float(t_test_p_value(difference, standard_error, n_users)), level=level,
+            n_users=n_users, **extra,
+        )
 
     @property
     def p_value_greater(self) -> float:

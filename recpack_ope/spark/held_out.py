@@ -44,6 +44,8 @@ METRICS = {
     "pn_dcg": ("dcg", "idcg"),
     "recall": ("recall",),
 }
+#: ``e_k`` of each metric's terms: the estimate is ``Π_k mean(term_k) ** e_k``.
+EXPONENTS = {metric: {"snips_dcg": (1, 1, -1), "pn_dcg": (1, -1)}.get(metric, (1,)) for metric in METRICS}
 
 
 @dataclass(frozen=True)
@@ -326,7 +328,6 @@ def evaluate(
     if partial is None or partial.moments.n == 0:
         raise ValueError("held_out has no positive reward: no user can be evaluated")
     widths = [len(METRICS[m]) for m in plan.metrics]
-    exponents = {"snips_dcg": (1, 1, -1), "pn_dcg": (1, -1)}
     estimates, column = {}, 0
     for model in plan.models:
         estimates[model] = {}
@@ -336,7 +337,7 @@ def evaluate(
                 WeightGroups.concatenate(groups), ess_threshold)
             estimates[model][metric] = SummaryEstimate.product(
                 partial.names[metric], partial.moments, range(column, column + width),
-                exponents.get(metric, (1,)), n_excluded_users=partial.n_excluded,
+                EXPONENTS[metric], n_excluded_users=partial.n_excluded,
                 diagnostics=diagnostics,
             )
             if diagnostics is not None:

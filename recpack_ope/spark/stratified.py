@@ -28,7 +28,7 @@ from ..metrics.stratified import stratified as _core_stratified
 from ..propensity.discount import Discount
 from . import _partitions
 from ._frames import held_out_frame
-from .held_out import METRICS, _Partial, _Plan, _plan
+from .held_out import EXPONENTS, METRICS, _Partial, _Plan, _plan
 
 __all__ = ["stratified"]
 
@@ -147,7 +147,7 @@ def stratified(
     results = {
         model: StratifiedSummary.from_moments(
             partial.names["stratified"], partial.moments, model=m, n_models=len(models),
-            n_terms=len(METRICS[metric]), exponents={"snips_dcg": (1, 1, -1), "pn_dcg": (1, -1)}.get(metric, (1,)),
+            n_terms=len(METRICS[metric]), exponents=EXPONENTS[metric],
             bins=bins, n_items_per_stratum=n_items, n_items=len(table), n_excluded_users=partial.n_excluded,
             diagnostics=diagnostics(model),
         )

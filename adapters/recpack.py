@@ -85,6 +85,7 @@ import math
 import sys
 import warnings
 import weakref
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -105,16 +106,17 @@ from .._validation import (
     real_array,
     shown,
 )
+from ..inference.diagnostics import ESS_RATIO_THRESHOLD
 from ..inference.result import Comparison, EstimateResult, PairedEstimate
 from ..inference.systems import PreferenceMatrix, SystemScores
-from ..metrics.dcg import dcg
+from ..metrics.dcg import HeldOut, _dcg, dcg, prepare_held_out
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import ScoreSource, TopK
 from ..metrics.rpp import RecallLevels
 from ..metrics.stratified import BINNINGS, stratified
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
-from ..propensity.weights import RECOMMENDED_CLIP, propensities_by_raw_id
+from ..propensity.weights import RECOMMENDED_CLIP, propensities_by_raw_id, resolve_propensity
 from ..reward.validation import check_reward_model
 
 with warnings.catch_warnings():
@@ -220,13 +222,18 @@ def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
 
 
 class _LastRanking:
-    """The ranking of the last ``X_pred`` seen, so the metrics RecPack computes one after the
-    other on the same predictions rank them once. Keyed by the matrix object (held weakly)
-    and K, plus a content fingerprint so an in-place edit of the matrix is not served stale.
+    """What the metrics RecPack computes one after the other on the same predictions share.
+
+    The ranking of the last ``X_pred`` seen, keyed by the matrix object (held weakly) and K,
+    plus a content fingerprint so an in-place edit of the matrix is not served stale; and, for
+    that ranking, the held-out data the core prepared (:func:`~recpack_ope.metrics.dcg.
+    prepare_held_out`), keyed by the contents of ``y_true`` and the propensities, since RecPack
+    builds a new ``y_true`` for every metric.
     """
 
     def __init__(self) -> None:
         self._ref, self._key, self._ranking = None, None, None
+        self._held_out: dict = {}
 
     def get(self, y_pred, K: int) -> TopK:
         if not sp.issparse(y_pred):
@@ -242,7 +249,34 @@ class _LastRanking:
         if self._ref is None or self._ref() is not y_pred or self._key != key:
             self._ranking = recpack_ranking(y_pred, K)
             self._ref, self._key = weakref.ref(y_pred), key
+            self._held_out = {}
         return self._ranking
+
+    def held_out(self, y_true, ranking: TopK, *, discount: Discount, propensity) -> HeldOut:
+        """:func:`prepare_held_out` of ``y_true`` against ``ranking`` (without impressions),
+        prepared once per content of ``y_true`` and the propensities."""
+        key = None
+        if ranking is self._ranking and sp.issparse(y_true) and y_true.format == "csr":
+            p = None if propensity is None else resolve_propensity(propensity, y_true.shape)
+            key = (discount, _content(y_true), None if p is None else _content(p))
+            if key in self._held_out:
+                return self._held_out[key]
+        prepared = prepare_held_out(y_true, ranking, discount=discount, propensity=propensity,
+                                    impressions=None, chunk_users=None)
+        if key is not None:
+            self._held_out[key] = prepared
+        return prepared
+
+
+def _content(matrix) -> tuple:
+    """A key of an array's or sparse matrix's contents: shape, dtypes and CRC-32 of every
+    buffer (5 GB/s; a held-out matrix is small next to the scores)."""
+    if sp.issparse(matrix):
+        matrix = matrix.tocsr()
+        parts = (matrix.data, matrix.indices, matrix.indptr)
+    else:
+        parts = (np.asarray(matrix),)
+    return (matrix.shape, *((a.dtype.str, zlib.crc32(np.ascontiguousarray(a))) for a in parts))
 
 
 _LAST = _LastRanking()
@@ -723,15 +757,23 @@ class RecPackAdapter:
         weighted = spec.weighting in ("always", "doubly_robust") or (
             spec.weighting == "adapter" and self.propensity is not None
         )
-        if not weighted:
-            return dcg(y_true, ranking, discount=discount, **spec.options)
+        propensity, clip = (self.propensity, self.clip) if weighted else (None, None)
         # Impressions define the served users of the unnormalised estimators.
-        impressions = self.impressions if not spec.options else None
+        impressions = self.impressions if weighted and not spec.options else None
         if spec.weighting == "doubly_robust":
             return dr_dcg(y_true, ranking, discount=discount, reward_model=self.reward_model,
                           propensity=self.propensity, impressions=impressions, clip=self.clip)
-        return dcg(y_true, ranking, discount=discount, propensity=self.propensity,
-                   clip=self.clip, impressions=impressions, **spec.options)
+        # The other metrics RecPack computes on this ranking reuse the prepared held-out data.
+        held_out = None if impressions is not None else _LAST.held_out(
+            y_true, ranking, discount=discount, propensity=propensity)
+        result = _dcg(y_true, ranking, discount=discount, propensity=propensity, clip=clip,
+                      normalise=spec.options.get("normalise"),
+                      self_normalised=spec.options.get("self_normalised", False),
+                      impressions=impressions, chunk_users=None,
+                      ess_threshold=ESS_RATIO_THRESHOLD, held_out=held_out)
+        if result.diagnostics is not None:
+            result.diagnostics.warn(result.name)
+        return result
 
     def register(self, prefix: str = "") -> dict[str, type]:
         """Add the metric classes to RecPack's ``METRIC_REGISTRY`` as ``prefix + name``.

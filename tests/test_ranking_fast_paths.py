@@ -27,6 +27,7 @@ from recpack_ope import (
     stratified,
     unbiased_dcg,
 )
+from recpack_ope.metrics import ranking
 from recpack_ope.metrics.ranking import top_k_positions
 from recpack_ope.metrics.stratified import stratum_index
 
@@ -109,6 +110,35 @@ def test_nan_is_refused_naming_the_first_one_in_any_chunk(width):
         TopK.from_scores(scores, 2)
     with pytest.raises(ValueError, match=r"values is NaN at \(row 6, position"):
         top_k_positions(scores, 2)
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_wide_rows_rank_only_the_entries_above_the_group_maxima(monkeypatch, k):
+    """Rows at least 8 (k+1) wide rank only the entries at or above the (k+1)-th largest of
+    their group maxima: continuous rows, also with their largest values bunched in the last
+    columns, never reach argpartition; rows with too few candidates do. The ranking equals
+    the brute force either way."""
+    rng = np.random.default_rng(k)
+    # wider than the full-sort threshold (256); five columns beyond the whole groups
+    width = max(24 * (k + 1), 300) + 5
+    values = rng.normal(size=(40, width))
+    values[10] = np.round(values[10])  # ties at the threshold
+    values[11, k:] = -np.inf  # k candidates, fewer than k + 1: every entry is >= -inf
+    values[12, ::7] = values[12].max()  # a tie for first place among width / 7 entries
+    values[13] = np.sort(values[13])  # the largest values in the last columns
+    fallback = []
+    original = ranking._partitioned_top
+
+    def counted(block, k):
+        fallback.extend(int(np.flatnonzero((values == row).all(axis=1))[0]) for row in block)
+        return original(block, k)
+
+    monkeypatch.setattr(ranking, "_partitioned_top", counted)
+    rows, positions, _ = top_k_positions(values, k)
+    expected = brute_order(values, k)
+    assert rows.tolist() == [u for u, o in enumerate(expected) for _ in o]
+    assert positions.tolist() == [p for o in expected for p in o]
+    assert 11 in fallback and set(fallback) <= {10, 11, 12}
 
 
 def as_sparse(values: np.ndarray, fmt: str) -> sp.spmatrix:

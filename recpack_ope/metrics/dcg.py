@@ -278,12 +278,15 @@ def _union(rewards: sp.csr_matrix, shown: sp.csr_matrix) -> tuple[sp.csr_matrix,
 
 def _dcg(
     y_true, y_score, *, discount, propensity, clip, normalise, self_normalised, chunk_users,
-    ess_threshold, impressions=None, name: str | None = None,
+    ess_threshold, impressions=None, name: str | None = None, held_out: HeldOut | None = None,
 ) -> EstimateResult:
     """:func:`dcg` without the reliability warning, for estimators built on it.
 
     ``normalise="total"`` (recall) divides each user's DCG by their total gain ``Σ_i c·w``;
-    ``name`` replaces the estimator's name (its ``IPS-`` prefix is kept).
+    ``name`` replaces the estimator's name (its ``IPS-`` prefix is kept). ``held_out``, when
+    given, is :func:`prepare_held_out` of these same ``y_true``, ``y_score``, ``discount``,
+    ``propensity``, ``impressions`` and ``chunk_users``, reused by a caller that evaluates
+    several estimators on one ranking (the RecPack adapter).
     """
     if normalise not in (*_NORMALISE, "total"):
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
@@ -300,10 +303,12 @@ def _dcg(
             "impressions apply to (IPS-)DCG only: served users without rewards have no ideal "
             f"DCG to normalise by (normalise={normalise!r}, self_normalised={self_normalised!r})"
         )
-    data = prepare_held_out(
-        y_true, y_score, discount=discount, propensity=propensity, impressions=impressions,
-        chunk_users=chunk_users,
-    )
+    data = held_out
+    if data is None:
+        data = prepare_held_out(
+            y_true, y_score, discount=discount, propensity=propensity, impressions=impressions,
+            chunk_users=chunk_users,
+        )
     rewards, users, starts, step = data.pattern, data.users, data.starts, data.step
     # The evaluated interactions: rewarded entries the target ranks where δ > 0, whose weights
     # make up the estimate (docs/definitions.md, "Weight diagnostics").

@@ -41,6 +41,13 @@ _EMPTY = np.empty(0, dtype=np.int64)
 # numpy's vectorised argsort is then as fast as argpartition alone (PERFORMANCE-NOTES §1).
 _FULL_SORT_WIDTH = 256
 
+# Wide rows are filtered before they are ranked: their columns are dealt into this many groups
+# per wanted entry, and only the entries at least as large as the (k+1)-th largest group maximum
+# are ranked (about 1.1 (k+1) of them; see _filtered_top).
+_GROUPS_PER_ENTRY = 4
+# A row keeps at most this many candidates per wanted entry (else argpartition ranks it).
+_CANDIDATES_PER_ENTRY = 8
+
 
 @dataclass(frozen=True, eq=False)
 class TopK:
@@ -236,12 +243,10 @@ def rank_rows(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         descending = np.argsort(values, axis=1)[:, ::-1]
         entries = descending[:, :k] + base
         after = descending[:, k] + base[:, 0] if k < width else None
+    elif width >= 2 * _GROUPS_PER_ENTRY * (k + 1):
+        entries, after = _filtered_top(values, k)
     else:
-        part = np.argpartition(values, width - k - 1, axis=1)
-        after = part[:, width - k - 1] + base[:, 0]
-        chosen = (part[:, width - k :] + base).reshape(-1)
-        inner = np.argsort(flat[chosen].reshape(n_rows, k), axis=1)[:, ::-1]
-        entries = chosen[inner + np.arange(0, n_rows * k, k)[:, None]]
+        entries, after = _partitioned_top(values, k)
     ranked = flat[entries]
     if np.isnan(ranked[:, 0]).any():
         row, position = np.argwhere(np.isnan(values))[0]
@@ -264,6 +269,66 @@ def rank_rows(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     short = np.flatnonzero(ranked[:, -1] == -np.inf)
     counts[short] = (ranked[short] > -np.inf).sum(axis=1)
     return entries, counts
+
+
+def _partitioned_top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(entries, after)`` of :func:`rank_rows` before its tie check, by one argpartition at
+    the (k+1)-th largest value: the k largest entries of every row in descending order and a
+    (k+1)-th largest, as flat indices; tied values in any order, NaN first."""
+    n_rows, width = values.shape
+    base = _row_starts(n_rows, width)
+    part = np.argpartition(values, width - k - 1, axis=1)
+    after = part[:, width - k - 1] + base[:, 0]
+    chosen = (part[:, width - k :] + base).reshape(-1)
+    inner = np.argsort(values.reshape(-1)[chosen].reshape(n_rows, k), axis=1)[:, ::-1]
+    return chosen[inner + np.arange(0, n_rows * k, k)[:, None]], after
+
+
+def _filtered_top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_partitioned_top` of rows much wider than k, ranking only a few candidates.
+
+    The columns are dealt into G = 4 (k+1) groups and t is the (k+1)-th largest of the
+    groups' maxima. At least k+1 groups hold an entry ≥ t, so the k+1 largest entries of the
+    row are all ≥ t, and every entry below t can be dropped unseen: the candidates are the
+    entries ≥ t, about 1.1 (k+1) per row on continuous scores. Rows with a NaN (its group's
+    maximum is NaN), or whose candidates are too many (ties at t, fewer than k+1 finite
+    entries), take the argpartition path. Exact for any values: only the cost depends on them.
+    """
+    n_rows, width = values.shape
+    need = k + 1
+    groups = _GROUPS_PER_ENTRY * need
+    size = width // groups
+    # Group j holds the columns j, j + G, j + 2G, …: a reduction over whole contiguous rows.
+    maxima = values[:, : groups * size].reshape(n_rows, size, groups).max(axis=1)
+    tail = width - groups * size
+    if tail:
+        np.maximum(maxima[:, :tail], values[:, groups * size :], out=maxima[:, :tail])
+    threshold = np.partition(maxima, groups - need, axis=1)[:, groups - need]
+    candidate = values >= threshold[:, None]
+    counts = np.count_nonzero(candidate, axis=1)
+    rest = np.flatnonzero(
+        (counts > _CANDIDATES_PER_ENTRY * need) | np.isnan(maxima).any(axis=1)
+    )
+    if rest.size:
+        candidate[rest] = False
+        counts[rest] = 0
+    # The candidates, in row-major order, into a block of the widest row's count (-inf pads).
+    found = np.flatnonzero(candidate)
+    rows = found // width
+    most = max(int(counts.max(initial=0)), need)
+    slot = rows * most + np.arange(found.size) - (np.cumsum(counts) - counts)[rows]
+    block = np.full(n_rows * most, -np.inf)
+    block[slot] = values.reshape(-1)[found]
+    where = np.zeros(n_rows * most, dtype=np.int64)
+    where[slot] = found
+    order = np.argsort(block.reshape(n_rows, most), axis=1)[:, ::-1][:, :need]
+    top = np.take_along_axis(where.reshape(n_rows, most), order, axis=1)
+    if rest.size:
+        entries, after = _partitioned_top(values[rest], k)
+        # Flat indices of the sub-block, moved to the rows they came from.
+        shift = ((rest - np.arange(rest.size)) * width)[:, None]
+        top[rest, :k], top[rest, k] = entries + shift, after + shift[:, 0]
+    return top[:, :k], top[:, k]
 
 
 def _exact_ranking(values: np.ndarray, k: int) -> np.ndarray:

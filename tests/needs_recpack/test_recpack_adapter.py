@@ -625,3 +625,51 @@ def test_cached_ranking_is_redone_when_scores_move_between_items_or_users():
     np.testing.assert_array_equal(module._LAST.get(moved, 2).items, [[0, -1], [3, 1]])
     moved.indptr[1] = 2  # row 0 now holds items 0, 1 (0.9, 0.5); row 1 items 2, 3 (0.3, 0.8)
     np.testing.assert_array_equal(module._LAST.get(moved, 2).items, [[0, 1], [3, 2]])
+
+
+def test_metrics_on_one_ranking_prepare_the_held_out_data_once(monkeypatch):
+    """RecPack builds a new ``y_true`` for every metric; the held-out data prepared for the
+    first metric on a ranking serves the others while the contents of ``y_true`` and the
+    propensities stay the same, and is prepared again when either changes (also when an item
+    moves so that the sums of the indices stay equal). Every value equals the core's."""
+    from recpack_ope.adapters import recpack as module
+
+    prepared = []
+    original = module.prepare_held_out
+    monkeypatch.setattr(module, "prepare_held_out",
+                        lambda *a, **kw: prepared.append(1) or original(*a, **kw))
+    rng = np.random.default_rng(8)
+    y_pred = sp.csr_matrix(rng.random((6, 8)))
+    held_out = (rng.random((6, 8)) < 0.3).astype(float)
+    held_out[0] = [0, 1, 0, 0, 1, 0, 0, 0]
+    y_true = sp.csr_matrix(held_out)
+    p = np.linspace(0.2, 0.9, 8)
+    adapter = RecPackAdapter(propensity=p, clip=None)
+    ranking, discount = TopK.from_scores(y_pred, 3), LogDiscount(3)
+    options = {"IPSDCGK": {}, "SNIPSDCGK": {"self_normalised": True},
+               "IPSNDCGK": {"normalise": "per_user"}, "IPSPostNormalisedDCGK": {"normalise": "post"}}
+
+    def check(name, truth, propensity):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            ours = adapter.evaluate(name, truth.copy(), y_pred, 3)  # a new object, as in RecPack
+            core = dcg(truth, ranking, discount=discount, propensity=propensity,
+                       **options.get(name, {}))
+        assert ours.value == pytest.approx(core.value, rel=1e-12)
+
+    for name in options:
+        check(name, y_true, p)
+    assert len(prepared) == 1
+    check("PlainDCGK", y_true, None)  # no propensities: other held-out weights
+    assert len(prepared) == 2
+    moved = y_true.copy()
+    moved.indices[:2] = [2, 3]  # user 0's items 1, 4 become 2, 3: the same index sum
+    check("IPSDCGK", moved, p)
+    check("SNIPSDCGK", moved, p)
+    assert len(prepared) == 3
+    adapter.propensity.propensity_[2] = 0.05  # propensities edited in place
+    check("IPSDCGK", moved, adapter.propensity.propensity_.copy())
+    assert len(prepared) == 4
+    y_pred = y_pred.copy()  # new predictions: a new ranking, nothing reused
+    check("IPSDCGK", moved, adapter.propensity.propensity_.copy())
+    assert len(prepared) == 5

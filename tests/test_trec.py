@@ -93,3 +93,26 @@ def test_without_pandas_the_command_says_what_to_install(monkeypatch, tmp_path, 
         main(["rpp", "--qrels", str(REFERENCE / "qrels.txt"), *runs, "--output", str(tmp_path / "x.json")])
     assert stop.value.code == 2
     assert 'needs \'pandas\': in a clone of recpack-ope (it is not on PyPI), pip install ".[trec]"' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cores", [1, 4])
+def test_runs_read_in_parallel_name_the_first_bad_file_in_the_given_order(tmp_path, monkeypatch, cores):
+    """Runs are read on up to one thread per core; the result and the file an error names do
+    not depend on which thread finishes first."""
+    monkeypatch.setattr("os.cpu_count", lambda: cores)
+    qrels = write(tmp_path / "qrels", "q1 0 a 1\nq2 0 b 1\n")
+    good = write(tmp_path / "input.good", "q1 Q0 b 1 2 s\nq1 Q0 a 2 2 s\nq2 Q0 c 1 0.5 s\nq2 Q0 b 2 0.7 s\n")
+    other = write(tmp_path / "input.other", "q2 Q0 a 1 1 s\nq1 Q0 c 1 3 s\n")
+    collection = read_trec(qrels, [good, other])
+    ids = collection.doc_ids.tolist()
+    assert ids == ["a", "b", "c"]
+    # good: q1's tie goes to the larger id (b), q2 by score; other: one document per query,
+    # its lines not grouped in qrels order
+    assert collection.runs["good"].items.tolist() == [[1, 0], [1, 2]]
+    assert collection.runs["other"].items.tolist() == [[2], [0]]
+    dup = write(tmp_path / "input.dup", "q1 Q0 a 1 1.0 s\nq1 Q0 a 2 0.5 s\n")
+    text = write(tmp_path / "input.text", "q1 Q0 a 1 high s\n")
+    for order, named in (([good, dup, text], "run 'dup' .* lists document 'a' twice"),
+                         ([good, text, dup], "non-numeric value 'high' on line 1")):
+        with pytest.raises(ValueError, match=named):
+            read_trec(qrels, order)

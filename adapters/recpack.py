@@ -206,12 +206,11 @@ def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
     for start in range(0, n_users, step):
         users = np.arange(start, min(start + step, n_users))
         # The ranked scores come with the ranking: no second look-up in the sparse matrix.
-        values, structure, entries, counts = source._rank(users, K + 1)
-        ranked = values.reshape(-1)[entries]
-        candidate = np.arange(entries.shape[1]) < counts[:, None]
+        ranked_items, ranked, counts = source.top_scored(users, K + 1)
+        candidate = np.arange(ranked.shape[1]) < counts[:, None]
         ties = ((ranked[:, 1:] == ranked[:, :-1]) & candidate[:, 1:]).any(axis=1)
         tied.append(start + np.flatnonzero(ties))
-        top = np.where(candidate, source._items(values, structure, entries), -1)[:, :K]
+        top = np.where(candidate, ranked_items, -1)[:, :K]
         items[start : start + users.size, : top.shape[1]] = top
     tied = np.concatenate(tied) if tied else np.zeros(0, dtype=np.int64)
     if tied.size:

@@ -445,3 +445,17 @@ def test_stack_joins_rankings_row_by_row_and_checks_depths():
         TopK.stack([a, TopK.from_scores(np.ones((1, 3)), 3)])
     with pytest.raises(TypeError, match="sequence of TopK"):
         TopK.stack([a.items])
+
+
+def test_top_scored_gives_each_ranked_item_its_score():
+    from recpack_ope.metrics.ranking import ScoreSource
+
+    scores = sp.csr_matrix(np.array([[0.0, 0.7, 0.2, 0.9], [0.4, 0.0, 0.0, 0.0]]))
+    source = ScoreSource(scores, scores.shape)
+    items, ranked, counts = source.top_scored(np.arange(2), 3)
+    assert counts.tolist() == [3, 1]
+    assert items[0].tolist() == [3, 1, 2] and items[1, 0] == 0
+    assert ranked[0].tolist() == [0.9, 0.7, 0.2] and ranked[1, 0] == 0.4
+    assert (ranked[1, 1:] == -np.inf).all()  # past the row's one stored score
+    with pytest.raises(ValueError, match="a TopK ranking has no scores"):
+        ScoreSource(TopK(np.array([[0, 1]])), (1, 4)).top_scored(np.arange(1), 2)

@@ -540,8 +540,17 @@ class ScoreSource:
         if self._kind == "topk":
             items = self._data[users][:, :cutoff]
             return items, (items >= 0).sum(axis=1)
+        items, _, counts = self.top_scored(users, cutoff)
+        return items, counts
+
+    def top_scored(self, users: np.ndarray, cutoff: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`top` of score matrices with each ranked item's score: ``(items, scores,
+        counts)``, ``scores`` aligned with ``items`` (as float64; ``-inf`` past ``counts[u]``
+        unless the row is full). For callers with their own tie rule (the RecPack adapter)."""
+        if self._kind == "topk":
+            raise ValueError("a TopK ranking has no scores")
         values, structure, entries, counts = self._rank(users, cutoff)
-        return self._items(values, structure, entries), counts
+        return self._items(values, structure, entries), values.reshape(-1)[entries], counts
 
     def ranked(self, users: np.ndarray, cutoff: int | None):
         """Ranked items of ``users``: ``(local_rows, items, ranks)`` for ranks ≤ cutoff."""

@@ -106,6 +106,38 @@ def test_rao_blackwellised_exposure_is_unbiased(rows, spread):
         np.testing.assert_array_less(np.abs(draws.mean(axis=0) - exact[log.item[at]]), 4.5 * se + 1e-15)
 
 
+@pytest.mark.parametrize("rao_blackwell", [True, False])
+def test_approximation_error_covers_draws_shared_by_every_context(rao_blackwell):
+    """One score per item is one policy, drawn once for the whole log: every row's error moves
+    with the same draws, so the reported error adds them up (it summed them in quadrature per
+    context, 17x below the actual spread with Rao-Blackwellisation). Over 30 seeds the RMS
+    deviation from the exact value must stay within the mean reported error; 30 deviations
+    estimate an RMS to about 13 % (1/sqrt(60)), hence the margin of 1.4. The
+    Rao-Blackwellised error is also no looser than 3x the spread (plain Monte Carlo's bound
+    is, since its errors partly cancel)."""
+    rng = np.random.default_rng(0)
+    n_sessions, n_items, depth = 1000, 200, 10
+    session = np.repeat(np.arange(n_sessions), depth)
+    item = np.concatenate([rng.choice(n_items, depth, replace=False) for _ in range(n_sessions)])
+    rank = np.tile(np.arange(1, depth + 1), n_sessions)
+    reward = (rng.random(session.size) < 0.3 / rank).astype(float)
+    log = FeedLog.from_arrays(session, item, rank, reward, propensity=np.full(session.size, 0.05),
+                              n_items=n_items)
+    scores, discount = rng.normal(size=n_items), LogDiscount(10)
+    exact = logged_dcg(log, PlackettLuceRanker(scores, method="exact"), discount=discount).value
+    deviations, errors = [], []
+    for seed in range(30):
+        target = PlackettLuceRanker(scores, method="monte_carlo", n_samples=8,
+                                    rao_blackwell=rao_blackwell, seed=seed)
+        estimate = logged_dcg(log, target, discount=discount)
+        deviations.append(estimate.value - exact)
+        errors.append(estimate.approximation_error)
+    rms, reported = np.sqrt(np.mean(np.square(deviations))), np.mean(errors)
+    assert rms <= 1.4 * reported
+    if rao_blackwell:
+        assert reported <= 3 * rms
+
+
 def test_rank_one_and_weights_beyond_float_range_are_exact():
     rng = np.random.default_rng(2)
     log = every_item_log(5, 6, rng)
@@ -271,3 +303,19 @@ def test_feed_log_errors_name_the_row_on_every_path(layout):
     big = np.tile([0, 2**62, 2**62], 3)
     with pytest.raises(ValueError, match=f"session 3 shows item {2**62} twice"):
         build(item=big, context=np.zeros(9, dtype=int))
+
+
+def test_exposure_error_bound_adds_shared_draws_and_squares_independent_ones():
+    from recpack_ope.logged.policies import Exposure
+
+    exposure = Exposure(np.array([0.5, 0.2, 0.1]), np.array([0.1, 0.2, 0.3]), np.array([0, 0, 1]))
+    # groups {0, 1} share draws: 1·0.1 + 2·0.2 = 0.5; group 2 alone: 0.3 (weights' signs ignored)
+    assert exposure.error_bound(np.array([1.0, -2.0, 1.0]), np.array([4, 5, 6])) == pytest.approx(0.34**0.5)
+    by_context = Exposure(exposure.values, exposure.standard_error)
+    assert by_context.error_bound(np.ones(3), np.array([0, 1, 2])) == pytest.approx(0.14**0.5)
+    part = exposure.take(np.array([2, 0]))
+    assert part.values.tolist() == [0.1, 0.5] and part.groups.tolist() == [1, 0]
+    assert Exposure(np.ones(2)).error_bound(np.ones(2), np.zeros(2, dtype=int)) == 0.0
+    for bad in (np.array([0, -1, 0]), np.array([0.0, 1.0, 0.0]), np.array([0, 1])):
+        with pytest.raises(ValueError, match="Exposure groups must be integers >= 0"):
+            Exposure(exposure.values, exposure.standard_error, bad)

@@ -99,7 +99,6 @@ def logged_dr_dcg(
     residual = log.reward - expected
     # The evaluated rows: those the target exposes with a reward or an expected click.
     evaluated = (eps > 0) & (raw > 0) & ((log.reward > 0) | (expected > 0))
-    se = control.exposure.standard_error
 
     def estimate(m: float | None) -> LoggedEstimate:
         inverse = clip_weights(raw, m)
@@ -110,10 +109,7 @@ def logged_dr_dcg(
         )
         # Bound on the Monte Carlo error of the sampled exposures in the residual (the direct
         # method's exposures carry the same draws), as in logged_dcg.
-        error = 0.0
-        if se is not None:
-            per_context = np.bincount(log.context, weights=np.abs(inverse * residual) * se)
-            error = float(np.sqrt(np.sum(per_context**2)) / log.n_sessions)
+        error = control.exposure.error_bound(inverse * residual, log.context) / log.n_sessions
         label = discount.label + ("" if m is None else f" (m={m:g})")
         return LoggedEstimate(
             name=f"logged DR-DCG{label}", terms=dr_s, exponents=(1,),

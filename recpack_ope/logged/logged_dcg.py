@@ -54,8 +54,7 @@ def _exposure(policy, log: FeedLog, discount: Discount, role: str, rows: np.ndar
             raise ValueError(
                 f"{role} exposure has shape {policy.values.shape}; the log has {log.n_rows} rows"
             )
-        se = None if policy.standard_error is None else policy.standard_error[rows]
-        return Exposure(policy.values[rows], se)
+        return policy.take(rows)
     if not hasattr(policy, "exposure"):
         raise TypeError(
             f"{role} must be a policy with an exposure(log, discount) method (LoggedRanking, "
@@ -193,25 +192,17 @@ def logged_dcg(
                 f"estimates keep only sessions with a reward, got normalise={normalise!r}"
             )
         control = SessionControl.build(log, target, discount, logging_discount)
-        target_exposure = Exposure(
-            control.exposure.values[active],
-            None if control.exposure.standard_error is None else control.exposure.standard_error[active],
-        )
+        target_exposure = control.exposure.take(active)
     else:
         control = None
         target_exposure = _exposure(target, log, discount, "target", active)
-    se = target_exposure.standard_error
     # The evaluated rows: rewarded rows the target exposes (docs/definitions.md).
     shown = target_exposure.values > 0
 
     def mc_error(row_weights: np.ndarray, scale: float) -> float:
         """Bound on the Monte Carlo deviation of Σ_rows row_weight · ε̂ / scale over the active
-        rows: draws are independent across contexts, and within one the triangle inequality
-        bounds them."""
-        if se is None:
-            return 0.0
-        per_context = np.bincount(log.context[active], weights=np.abs(row_weights[active]) * se)
-        return float(np.sqrt(np.sum(per_context**2)) / scale)
+        rows (:meth:`Exposure.error_bound`)."""
+        return target_exposure.error_bound(row_weights[active], log.context[active]) / scale
 
     def estimate(m: float | None) -> LoggedEstimate:
         inverse = clip_weights(raw, m)

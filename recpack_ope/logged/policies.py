@@ -53,16 +53,22 @@ class Exposure:
         ``ε`` of every logged row, in [0, 1] (above 1 only where a learnt view curve is).
     standard_error : numpy.ndarray or None
         Monte Carlo standard error of each value; None when the values are exact.
+    groups : numpy.ndarray of int or None
+        Which Monte Carlo draws each value came from: rows with the same code share draws,
+        so their errors may be correlated, and different codes are independent. None: the
+        rows of one log context share draws (a policy scored per context); a policy with one
+        score per item draws once for the whole log (one group).
 
     Raises
     ------
     ValueError
-        Unless ``values`` is a 1-D array of finite reals >= 0 and ``standard_error`` is None
-        or of the same shape, finite and >= 0.
+        Unless ``values`` is a 1-D array of finite reals >= 0, ``standard_error`` is None or
+        of the same shape, finite and >= 0, and ``groups`` None or integers >= 0 of that shape.
     """
 
     values: np.ndarray
     standard_error: np.ndarray | None = None
+    groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("values", "standard_error"):
@@ -84,6 +90,35 @@ class Exposure:
                     "standard errors are finite and >= 0"
                 )
             object.__setattr__(self, name, arr)
+        if self.groups is not None:
+            groups = np.asarray(self.groups)
+            if groups.shape != self.values.shape or not np.issubdtype(groups.dtype, np.integer) or (
+                groups.size and groups.min() < 0
+            ):
+                raise ValueError(
+                    f"Exposure groups must be integers >= 0, one per value ({self.values.shape}), "
+                    f"got dtype {groups.dtype} and shape {groups.shape}"
+                )
+            object.__setattr__(self, "groups", groups)
+
+    def take(self, rows: np.ndarray) -> "Exposure":
+        """The exposure of some of the rows, with their standard errors and groups."""
+        return Exposure(
+            self.values[rows],
+            None if self.standard_error is None else self.standard_error[rows],
+            None if self.groups is None else self.groups[rows],
+        )
+
+    def error_bound(self, weights: np.ndarray, contexts: np.ndarray) -> float:
+        """Bound on the Monte Carlo standard deviation of ``Σ_rows weights · values`` (0 for
+        exact values): within a group of shared draws (``groups``, else the rows' log
+        ``contexts``) the standard deviations add up (the triangle inequality, exact when the
+        errors move together); independent groups add in quadrature."""
+        if self.standard_error is None:
+            return 0.0
+        groups = contexts if self.groups is None else self.groups
+        per_group = np.bincount(groups, weights=np.abs(weights) * self.standard_error)
+        return float(np.sqrt(np.sum(per_group**2)))
 
 
 def _check(log: FeedLog, discount: Discount, rows) -> np.ndarray:
@@ -345,7 +380,7 @@ class PlackettLuceRanker:
             contexts, items = keys // log.n_items, keys % log.n_items
             blocks = self._weight_blocks(log, np.unique(contexts), self._per_row(discount, log))
             values, se = self._conditional(log, discount, contexts, items, blocks, np.random.default_rng(self.seed))
-            return Exposure(np.clip(values, 0.0, 1.0)[inverse.ravel()], se[inverse.ravel()])
+            return Exposure(np.clip(values, 0.0, 1.0)[inverse.ravel()], se[inverse.ravel()], self._groups(rows))
         exact, rng = self._exact(n_contexts), np.random.default_rng(self.seed)
         values = np.zeros(rows.size)
         se = None if exact else np.zeros(rows.size)
@@ -356,7 +391,7 @@ class PlackettLuceRanker:
             values[at[found]] = eps[pos[found]]
             if err is not None:
                 se[at[found]] = err[pos[found]]
-        return Exposure(np.clip(values, 0.0, 1.0), se)
+        return Exposure(np.clip(values, 0.0, 1.0), se, None if exact else self._groups(rows))
 
     def candidate_exposures(self, log: FeedLog, discount: Discount):
         """Exposure of *every* candidate in the log's contexts, for estimators that sum over
@@ -392,6 +427,11 @@ class PlackettLuceRanker:
         for at, items, weights in self._candidates(log, first):
             eps, _ = self._candidate_exposure(weights, discount, exact, rng)
             yield (contexts if self._one_policy else log.context[first[at]]), items, np.clip(eps, 0.0, 1.0)
+
+    def _groups(self, rows: np.ndarray) -> np.ndarray | None:
+        """:attr:`Exposure.groups` of sampled exposures: one score per item is one policy,
+        drawn once for every context; otherwise each context draws its own (None)."""
+        return np.zeros(rows.size, dtype=np.int64) if self._one_policy else None
 
     @property
     def _one_policy(self) -> bool:

@@ -85,7 +85,6 @@ import math
 import sys
 import warnings
 import weakref
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -223,59 +222,69 @@ def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
 class _LastRanking:
     """What the metrics RecPack computes one after the other on the same predictions share.
 
-    The ranking of the last ``X_pred`` seen, keyed by the matrix object (held weakly) and K,
-    plus a content fingerprint so an in-place edit of the matrix is not served stale; and, for
-    that ranking, the held-out data the core prepared (:func:`~recpack_ope.metrics.dcg.
-    prepare_held_out`), keyed by the contents of ``y_true`` and the propensities, since RecPack
-    builds a new ``y_true`` for every metric.
+    The ranking of the last ``X_pred`` seen, for the same matrix object (held weakly), K and
+    contents; and, for that ranking, the held-out data the core prepared
+    (:func:`~recpack_ope.metrics.dcg.prepare_held_out`) for each ``y_true`` and propensities
+    met, since RecPack builds a new ``y_true`` for every metric. Contents are compared with
+    copies kept here, exactly: an edit in place is never served stale, and comparing costs
+    less than a checksum of the scores (the copy is one more ``X_pred`` in memory).
     """
 
     def __init__(self) -> None:
-        self._ref, self._key, self._ranking = None, None, None
-        self._held_out: dict = {}
+        self._ref, self._K, self._scores, self._ranking = None, None, None, None
+        self._held_out: list[tuple[Discount, _Snapshot, _Snapshot | None, HeldOut]] = []
 
     def get(self, y_pred, K: int) -> TopK:
         if not sp.issparse(y_pred):
             return recpack_ranking(y_pred, K)
-        # The fingerprint reads a CSR matrix's arrays as they are (sums are safe even on a
-        # corrupt structure, which misses and is refused by recpack_ranking): no validation or
-        # conversion per metric. Other formats are converted, once per metric, as before.
+        # Other formats are converted, once per metric.
         csr = y_pred if y_pred.format == "csr" else check_sparse(y_pred, "y_pred").tocsr()
-        # The dot product changes when scores move between items, the rows' bounds when
-        # entries move between users.
-        key = (K, csr.shape, csr.data.size, float(csr.data.sum()),
-               float(np.dot(csr.data, csr.indices)), hash(np.asarray(csr.indptr).tobytes()))
-        if self._ref is None or self._ref() is not y_pred or self._key != key:
+        if (self._ref is None or self._ref() is not y_pred or self._K != K
+                or not self._scores.matches(csr)):
             self._ranking = recpack_ranking(y_pred, K)
-            self._ref, self._key = weakref.ref(y_pred), key
-            self._held_out = {}
+            self._ref, self._K, self._scores = weakref.ref(y_pred), K, _Snapshot(csr)
+            self._held_out = []
         return self._ranking
 
     def held_out(self, y_true, ranking: TopK, *, discount: Discount, propensity) -> HeldOut:
         """:func:`prepare_held_out` of ``y_true`` against ``ranking`` (without impressions),
-        prepared once per content of ``y_true`` and the propensities."""
-        key = None
-        if ranking is self._ranking and sp.issparse(y_true) and y_true.format == "csr":
+        prepared once per ``y_true`` and propensities met on this ranking."""
+        cached = ranking is self._ranking and sp.issparse(y_true) and y_true.format == "csr"
+        if cached:
             p = None if propensity is None else resolve_propensity(propensity, y_true.shape)
-            key = (discount, _content(y_true), None if p is None else _content(p))
-            if key in self._held_out:
-                return self._held_out[key]
+            for curve, truth, given, prepared in self._held_out:
+                if curve == discount and truth.matches(y_true) and (
+                    p is None if given is None else p is not None and given.matches(p)
+                ):
+                    return prepared
         prepared = prepare_held_out(y_true, ranking, discount=discount, propensity=propensity,
                                     impressions=None, chunk_users=None)
-        if key is not None:
-            self._held_out[key] = prepared
+        if cached:
+            self._held_out.append(
+                (discount, _Snapshot(y_true), None if p is None else _Snapshot(p), prepared)
+            )
         return prepared
 
 
-def _content(matrix) -> tuple:
-    """A key of an array's or sparse matrix's contents: shape, dtypes and CRC-32 of every
-    buffer (5 GB/s; a held-out matrix is small next to the scores)."""
-    if sp.issparse(matrix):
-        matrix = matrix.tocsr()
-        parts = (matrix.data, matrix.indices, matrix.indptr)
-    else:
-        parts = (np.asarray(matrix),)
-    return (matrix.shape, *((a.dtype.str, zlib.crc32(np.ascontiguousarray(a))) for a in parts))
+class _Snapshot:
+    """A copy of an array's or sparse matrix's buffers, to tell whether another (or the same,
+    edited) has the same contents."""
+
+    def __init__(self, matrix) -> None:
+        self._shape, self._arrays = matrix.shape, tuple(a.copy() for a in self._buffers(matrix))
+
+    @staticmethod
+    def _buffers(matrix) -> tuple[np.ndarray, ...]:
+        if sp.issparse(matrix):
+            csr = matrix.tocsr()
+            return csr.data, csr.indices, csr.indptr
+        return (np.asarray(matrix),)
+
+    def matches(self, matrix) -> bool:
+        if matrix.shape != self._shape or sp.issparse(matrix) != (len(self._arrays) == 3):
+            return False
+        return all(a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+                   for a, b in zip(self._buffers(matrix), self._arrays, strict=True))
 
 
 _LAST = _LastRanking()

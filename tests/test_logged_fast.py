@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from recpack_ope import ExponentialDiscount, LogDiscount
+from recpack_ope.inference.diagnostics import ReliabilityWarning
 from recpack_ope.logged.feed_log import FeedLog
 from recpack_ope.logged.logged_dcg import logged_dcg
 from recpack_ope.logged.policies import PlackettLuceRanker, candidate_sums
@@ -319,3 +320,17 @@ def test_exposure_error_bound_adds_shared_draws_and_squares_independent_ones():
     for bad in (np.array([0, -1, 0]), np.array([0.0, 1.0, 0.0]), np.array([0, 1])):
         with pytest.raises(ValueError, match="Exposure groups must be integers >= 0"):
             Exposure(exposure.values, exposure.standard_error, bad)
+
+
+@pytest.mark.parametrize("options", [{"method": "exact"}, {"method": "monte_carlo", "n_samples": 4},
+                                     {"method": "monte_carlo", "n_samples": 4, "rao_blackwell": True}])
+def test_a_log_without_rewards_has_zero_dcg_under_a_per_context_policy(options):
+    # No row is rewarded, so no row is evaluated: every session's DCG is 0 (by hand). Per-
+    # context scores met an empty set of rows and crashed before (found by review).
+    session = np.repeat(np.arange(10), 4)
+    log = FeedLog.from_arrays(session, np.tile(np.arange(4), 10), np.tile(np.arange(1, 5), 10),
+                              np.zeros(40), propensity=np.full(40, 0.5), n_items=6)
+    scores = np.random.default_rng(0).normal(size=(log.n_contexts, 6))
+    with pytest.warns(ReliabilityWarning, match="no evaluated interaction"):
+        estimate = logged_dcg(log, PlackettLuceRanker(scores, **options), discount=LogDiscount(3))
+    assert estimate.value == 0.0 and estimate.approximation_error == 0.0

@@ -141,6 +141,13 @@ def test_wide_rows_rank_only_the_entries_above_the_group_maxima(monkeypatch, k):
     assert 11 in fallback and set(fallback) <= {10, 11, 12}
 
 
+def test_wide_rows_of_64_bit_integers_are_ranked_exactly():
+    # Beyond 2**53 float64 would round these four into ties (found by review).
+    values = np.zeros((1, 300), dtype=np.int64)
+    values[0, [5, 100, 200, 7]] = 2**60 + np.arange(4)
+    assert top_k_positions(values, 2)[1].tolist() == [7, 200]
+
+
 def as_sparse(values: np.ndarray, fmt: str) -> sp.spmatrix:
     """The candidates (> -inf) of ``values`` as stored entries of a ``fmt`` matrix."""
     rows, cols = np.nonzero(values > -np.inf)

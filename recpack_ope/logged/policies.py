@@ -142,7 +142,7 @@ def _by_context(log: FeedLog, rows: np.ndarray):
     context k's."""
     order = np.argsort(log.context[rows], kind="stable")
     contexts, starts = np.unique(log.context[rows][order], return_index=True)
-    return contexts, order, starts, np.append(starts[1:], order.size)
+    return contexts, order, starts, np.append(starts[1:], order.size)[: starts.size]
 
 
 def _contexts_in_blocks(log: FeedLog, rows: np.ndarray, width: int):

@@ -243,7 +243,8 @@ def rank_rows(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         descending = np.argsort(values, axis=1)[:, ::-1]
         entries = descending[:, :k] + base
         after = descending[:, k] + base[:, 0] if k < width else None
-    elif width >= 2 * _GROUPS_PER_ENTRY * (k + 1):
+    elif width >= 2 * _GROUPS_PER_ENTRY * (k + 1) and values.dtype.kind == "f":
+        # (Its candidates are gathered as float64, which would round 64-bit integers.)
         entries, after = _filtered_top(values, k)
     else:
         entries, after = _partitioned_top(values, k)

@@ -673,3 +673,16 @@ def test_metrics_on_one_ranking_prepare_the_held_out_data_once(monkeypatch):
     y_pred = y_pred.copy()  # new predictions: a new ranking, nothing reused
     check("IPSDCGK", moved, adapter.propensity.propensity_.copy())
     assert len(prepared) == 5
+
+
+def test_predictions_edited_in_place_keeping_sums_are_ranked_again():
+    """Scores permuted in place keep their sum, their dot product with the item indices and
+    the rows' bounds (the fingerprint used before, found stale by review): compared with a
+    copy, they are ranked again. By hand: user 0 scores items 0..3 as 1, 4, 5, 2 after the
+    edit, so the top 2 are items 2 and 1."""
+    from recpack_ope.adapters import recpack as module
+
+    y_pred = sp.csr_matrix(np.array([[4.0, 1.0, 2.0, 5.0]]))
+    assert module._LAST.get(y_pred, 2).items.tolist() == [[3, 0]]
+    y_pred.data[:] = [1.0, 4.0, 5.0, 2.0]
+    assert module._LAST.get(y_pred, 2).items.tolist() == [[2, 1]]

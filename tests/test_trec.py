@@ -116,3 +116,15 @@ def test_runs_read_in_parallel_name_the_first_bad_file_in_the_given_order(tmp_pa
                          ([good, text, dup], "non-numeric value 'high' on line 1")):
         with pytest.raises(ValueError, match=named):
             read_trec(qrels, order)
+
+
+@pytest.mark.parametrize("n_queries", [1, 40])
+def test_a_document_listed_twice_is_named_whether_pairs_are_tabled_or_sorted(tmp_path, n_queries):
+    # One query: the (query, document) table is small and flags the repeat; 40 queries over
+    # one document and two lines: the table would exceed 16 bytes per line, so pairs are sorted.
+    qrels = write(tmp_path / "qrels", "".join(f"q{k} 0 a 1\n" for k in range(n_queries)))
+    run = write(tmp_path / "input.twice", "q0 Q0 x 1 1.0 s\nq0 Q0 x 2 0.5 s\n")
+    with pytest.raises(ValueError, match="run 'twice' .* lists document 'x' twice for query 'q0'"):
+        read_trec(qrels, [run])
+    once = write(tmp_path / "input.once", "q0 Q0 x 1 1.0 s\nq0 Q0 y 2 0.5 s\n")
+    assert read_trec(qrels, [once]).runs["once"].items[0].tolist() == [1, 2]  # a, x, y: codes 1, 2

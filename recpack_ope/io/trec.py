@@ -60,10 +60,20 @@ def _pyarrow():
 @dataclass(frozen=True)
 class _Columns:
     """Two text columns as codes into their distinct values (the second's sorted), and one
-    numeric column."""
+    numeric column. The first column's codes may be one per stretch of equal consecutive
+    lines (a run lists each query's lines together), ``stretches`` holding the line each
+    stretch starts at."""
 
     keys: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
     values: np.ndarray
+    stretches: np.ndarray | None = None
+
+    def per_line(self, codes: np.ndarray) -> np.ndarray:
+        """Values given per code of the first column (its codes, or what they index), one per
+        line."""
+        if self.stretches is None:
+            return codes
+        return np.repeat(codes, np.diff(np.append(self.stretches, self.values.size)))
 
 
 def _file_bytes(path: str, what: str):
@@ -113,11 +123,13 @@ def _single_spaced(data) -> bool:
     return True
 
 
-def _arrow_codes(pa, column, *, repeated: bool = False, ordered: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Codes and distinct values of a string column; with ``repeated``, a value repeated on
-    consecutive lines (a run's query id) is hashed once per stretch; with ``ordered``, the
-    values are sorted (by their UTF-8 bytes, which is Python's order of str) and the codes
-    follow them."""
+def _arrow_codes(pa, column, *, repeated: bool = False,
+                 ordered: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Codes and distinct values of a string column, and None; with ``repeated``, a value
+    repeated on consecutive lines (a run's query id) is hashed once per stretch, and the
+    codes are the stretches' with the lines where they start; with ``ordered``, the values
+    are sorted (by their UTF-8 bytes, which is Python's order of str) and the codes follow
+    them."""
     column, n = column.combine_chunks(), len(column)
     starts = None
     if repeated and n > 1:
@@ -131,10 +143,8 @@ def _arrow_codes(pa, column, *, repeated: bool = False, ordered: bool = False) -
         rank = np.empty(order.size, dtype=codes.dtype)
         rank[order] = np.arange(order.size, dtype=codes.dtype)
         codes, values = rank[codes], values.take(order)
-    if starts is not None:
-        codes = np.repeat(codes, np.diff(np.append(starts, n)))
     # to_numpy builds the str objects 10x faster than to_pylist on pyarrow < 20.
-    return codes, values.to_numpy(zero_copy_only=False).astype(object, copy=False)
+    return codes, values.to_numpy(zero_copy_only=False).astype(object, copy=False), starts
 
 
 def _arrow_columns(pa, data, columns: list[int], threads: bool = True) -> _Columns | None:
@@ -161,8 +171,9 @@ def _arrow_columns(pa, data, columns: list[int], threads: bool = True) -> _Colum
     values = table.column(names[2]).to_numpy()
     if not np.isfinite(values).all():
         return None
-    return _Columns(keys=(_arrow_codes(pa, table.column(names[0]), repeated=True),
-                          _arrow_codes(pa, table.column(names[1]), ordered=True)), values=values)
+    query, query_values, stretches = _arrow_codes(pa, table.column(names[0]), repeated=True)
+    doc, doc_values, _ = _arrow_codes(pa, table.column(names[1]), ordered=True)
+    return _Columns(keys=((query, query_values), (doc, doc_values)), values=values, stretches=stretches)
 
 
 def _read_columns(path: str, columns: list[int], what: str, threads: bool = True) -> _Columns:
@@ -305,7 +316,7 @@ def read_trec(
     pd = _pandas()
     columns = _read_columns(qrels, [0, 2, 3], "qrels")
     (query, query_values), (doc, doc_values) = columns.keys
-    grade = columns.values
+    query, grade = columns.per_line(query), columns.values
     odd = np.flatnonzero(~np.isfinite(grade))
     if odd.size:
         raise ValueError(
@@ -368,17 +379,24 @@ def _run_ranking(path: str, name: str, query_index, query_ids: np.ndarray, depth
     lines = _run_lines(_read_columns(path, [0, 2, 4], "run", threads), query_index)
     doc_ids = lines.doc_values
     items = _ranked_items(lines.query, lines.doc, lines.value, len(query_ids))
-    # A document listed twice for a query is refused, below the depth too. TopK checks its
-    # rows: only a cut or TopK's refusal needs the check that names file and query.
-    if depth is not None and depth < items.shape[1]:
+    # A document listed twice for a query is refused, below the depth too. The lines are
+    # checked (6x faster than TopK's check of the rows); only a repeat needs the check that
+    # names file, document and query. The rest of TopK's checks hold by construction.
+    if _lists_a_pair_twice(lines.query, lines.doc, len(query_ids), len(doc_ids)):
         _refuse_repeats(items, name, path, doc_ids, query_ids)
-        return items[:, :depth], doc_ids
-    try:
-        TopK(items)
-    except ValueError:
-        _refuse_repeats(items, name, path, doc_ids, query_ids)
-        raise
-    return items, doc_ids
+    return items[:, :depth], doc_ids
+
+
+def _lists_a_pair_twice(query: np.ndarray, doc: np.ndarray, n_queries: int, n_docs: int) -> bool:
+    """Whether some (query, document) pair is on two lines: a table of every pair flags each
+    line's (when it takes at most 16 bytes per line), else the sorted pairs are compared."""
+    keys = query.astype(np.int64) * n_docs + doc
+    if n_queries * n_docs <= 16 * keys.size:
+        flags = np.zeros(n_queries * n_docs, dtype=bool)
+        flags[keys] = True
+        return np.count_nonzero(flags) < keys.size
+    keys.sort()
+    return bool((keys[1:] == keys[:-1]).any())
 
 
 @dataclass(frozen=True)
@@ -406,7 +424,7 @@ def _run_lines(columns: _Columns, query_index) -> _Lines:
     """A run's lines of known queries (rows of ``query_index``) with a score (not NaN)."""
     (query, query_values), (doc, doc_values) = columns.keys
     row_of_query, score = query_index.get_indexer(query_values).astype(np.int32), columns.values
-    row = row_of_query.take(query)
+    row = columns.per_line(row_of_query.take(query))
     if row_of_query.min() >= 0 and not np.isnan(score).any():
         return _Lines(row, doc, doc_values, score)  # every line counts, so every document is used
     keep = (row >= 0) & ~np.isnan(score)

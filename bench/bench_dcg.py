@@ -62,6 +62,15 @@ def best_time(fn, repeat: int) -> float:
     return min(times)
 
 
+def print_against_anchor(runs: dict, repeat: int) -> None:
+    """Time every run (best of ``repeat``) and print it with its ratio to the first, the anchor."""
+    seconds = {name: best_time(fn, repeat) for name, fn in runs.items()}
+    anchor, width = next(iter(seconds.values())), max(map(len, seconds))
+    print(f"{'':>{width}} {'time (s)':>9} {'× anchor':>9}")
+    for name, t in seconds.items():
+        print(f"{name:>{width}} {t:9.3f} {t / anchor:9.2f}")
+
+
 def peak_mib(fn) -> float:
     tracemalloc.start()
     fn()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench_dcg import best_time
+from bench_dcg import print_against_anchor
 from bench_scaling import sparse_case
 
 
@@ -41,11 +41,7 @@ def main() -> None:
         runs[f"stratified, {n} strata"] = (
             lambda n=n: stratified(ndcg, y_true, y_pred, stratify_by=propensity, n_strata=n, discount=disc)
         )
-    seconds = {name: best_time(fn, args.repeat) for name, fn in runs.items()}
-    anchor = seconds["ndcg (anchor)"]
-    print(f"{'':>22} {'time (s)':>9} {'× anchor':>9}")
-    for name, t in seconds.items():
-        print(f"{name:>22} {t:9.3f} {t / anchor:9.2f}")
+    print_against_anchor(runs, args.repeat)
 
 
 if __name__ == "__main__":

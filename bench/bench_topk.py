@@ -17,7 +17,7 @@ import argparse
 import time
 
 import numpy as np
-from bench_dcg import best_time
+from bench_dcg import print_against_anchor
 from bench_scaling import sparse_case
 
 
@@ -42,11 +42,7 @@ def main() -> None:
         "np.argpartition (anchor)": lambda: np.argpartition(rows, kth, axis=1),
         "TopK.from_scores": lambda: TopK.from_scores(y_pred, args.k),
     }
-    seconds = {name: best_time(fn, args.repeat) for name, fn in runs.items()}
-    anchor = seconds["np.argpartition (anchor)"]
-    print(f"{'':>26} {'time (s)':>9} {'× anchor':>9}")
-    for name, t in seconds.items():
-        print(f"{name:>26} {t:9.3f} {t / anchor:9.2f}")
+    print_against_anchor(runs, args.repeat)
 
 
 if __name__ == "__main__":

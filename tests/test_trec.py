@@ -118,13 +118,14 @@ def test_runs_read_in_parallel_name_the_first_bad_file_in_the_given_order(tmp_pa
             read_trec(qrels, order)
 
 
-@pytest.mark.parametrize("n_queries", [1, 40])
-def test_a_document_listed_twice_is_named_whether_pairs_are_tabled_or_sorted(tmp_path, n_queries):
-    # One query: the (query, document) table is small and flags the repeat; 40 queries over
-    # one document and two lines: the table would exceed 16 bytes per line, so pairs are sorted.
-    qrels = write(tmp_path / "qrels", "".join(f"q{k} 0 a 1\n" for k in range(n_queries)))
-    run = write(tmp_path / "input.twice", "q0 Q0 x 1 1.0 s\nq0 Q0 x 2 0.5 s\n")
+@pytest.mark.parametrize("together", [True, False])
+def test_a_document_listed_twice_is_named_whether_a_querys_lines_are_together_or_not(tmp_path, together):
+    # Apart, q0's lines are grouped by a sort before the check; the repeat is refused either way.
+    qrels = write(tmp_path / "qrels", "q0 0 a 1\nq1 0 a 1\n")
+    lines = ["q0 Q0 x 1 1.0 s\n", "q0 Q0 x 2 0.5 s\n", "q1 Q0 y 1 1 s\n"]
+    run = write(tmp_path / "input.twice", "".join(lines if together else [lines[0], lines[2], lines[1]]))
     with pytest.raises(ValueError, match="run 'twice' .* lists document 'x' twice for query 'q0'"):
         read_trec(qrels, [run])
-    once = write(tmp_path / "input.once", "q0 Q0 x 1 1.0 s\nq0 Q0 y 2 0.5 s\n")
-    assert read_trec(qrels, [once]).runs["once"].items[0].tolist() == [1, 2]  # a, x, y: codes 1, 2
+    once = write(tmp_path / "input.once", "q0 Q0 x 1 0.5 s\nq1 Q0 y 1 1 s\nq0 Q0 y 2 1.0 s\n")
+    # a, x, y: codes 0, 1, 2; q0 by score: y, x
+    assert read_trec(qrels, [once]).runs["once"].items.tolist() == [[2, 1], [2, -1]]

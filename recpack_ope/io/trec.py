@@ -59,8 +59,7 @@ def _pyarrow():
 
 @dataclass(frozen=True)
 class _Columns:
-    """Two text columns as codes into their distinct values (the second's sorted), and one
-    numeric column. The first column's codes may be one per stretch of equal consecutive
+    """Two text columns as codes into their distinct values, and one numeric column. The first column's codes may be one per stretch of equal consecutive
     lines (a run lists each query's lines together), ``stretches`` holding the line each
     stretch starts at."""
 
@@ -123,13 +122,10 @@ def _single_spaced(data) -> bool:
     return True
 
 
-def _arrow_codes(pa, column, *, repeated: bool = False,
-                 ordered: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _arrow_codes(pa, column, *, repeated: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Codes and distinct values of a string column, and None; with ``repeated``, a value
     repeated on consecutive lines (a run's query id) is hashed once per stretch, and the
-    codes are the stretches' with the lines where they start; with ``ordered``, the values
-    are sorted (by their UTF-8 bytes, which is Python's order of str) and the codes follow
-    them."""
+    codes are the stretches' with the lines where they start."""
     column, n = column.combine_chunks(), len(column)
     starts = None
     if repeated and n > 1:
@@ -138,11 +134,6 @@ def _arrow_codes(pa, column, *, repeated: bool = False,
         column = column.take(starts)
     encoded = column.dictionary_encode()
     codes, values = encoded.indices.to_numpy(), encoded.dictionary
-    if ordered:
-        order = pa.compute.sort_indices(values).to_numpy()
-        rank = np.empty(order.size, dtype=codes.dtype)
-        rank[order] = np.arange(order.size, dtype=codes.dtype)
-        codes, values = rank[codes], values.take(order)
     # to_numpy builds the str objects 10x faster than to_pylist on pyarrow < 20.
     return codes, values.to_numpy(zero_copy_only=False).astype(object, copy=False), starts
 
@@ -172,7 +163,7 @@ def _arrow_columns(pa, data, columns: list[int], threads: bool = True) -> _Colum
     if not np.isfinite(values).all():
         return None
     query, query_values, stretches = _arrow_codes(pa, table.column(names[0]), repeated=True)
-    doc, doc_values, _ = _arrow_codes(pa, table.column(names[1]), ordered=True)
+    doc, doc_values, _ = _arrow_codes(pa, table.column(names[1]))
     return _Columns(keys=((query, query_values), (doc, doc_values)), values=values, stretches=stretches)
 
 
@@ -214,8 +205,8 @@ def _pandas_columns(data, path: str, columns: list[int], what: str) -> _Columns:
     values = frame["value"]
     values = values.to_numpy() if values.dtype == np.float64 else _numbers(values, path, what)
     keys = []
-    for name, ordered in zip(names[:-1], (False, True)):
-        codes, uniques = pd.factorize(frame[name], sort=ordered)
+    for name in names[:-1]:
+        codes, uniques = pd.factorize(frame[name])
         keys.append((codes, np.asarray(uniques, dtype=object)))
     return _Columns(keys=tuple(keys), values=values)
 
@@ -313,90 +304,66 @@ def read_trec(
     depth = None if depth is None else int(depth)
     if relevance_threshold is not None:
         relevance_threshold = check_finite_number(relevance_threshold, "relevance_threshold")
-    pd = _pandas()
-    columns = _read_columns(qrels, [0, 2, 3], "qrels")
+    _pandas()  # before any file is read, naming what to install
+    names = [run_name(path) for path in runs]
+    for k, name in enumerate(names):
+        if name in names[:k]:
+            raise ValueError(f"two run files are both named {name!r}: rename one ({runs[k]!r})")
+    # Files are read and ranked in parallel, one per thread: pyarrow's parser and most numpy
+    # work release the GIL, and whole files overlap better than the blocks of one file
+    # (1.8x against 1.2x on two cores). The runs' parsing overlaps the qrels' reading, which
+    # is queued first, so a run waiting for the qrels' queries never blocks the pool.
+    workers = max(1, min(len(runs) + 1, os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        judgements = pool.submit(_qrels_lines, qrels, relevance_threshold, threads=workers == 1)
+
+        def lines(path: str, name: str) -> _Lines:
+            return _run_lines(path, name, judgements, threads=workers == 1)
+
+        lines_by_run = pool.map(lines, runs, names)
+        judged, query_ids = judgements.result()  # the qrels' errors come first
+        lines_by_run = list(lines_by_run)
+
+        # The collection's documents, sorted: ordering by code is ordering by document id, as
+        # trec_eval's tie rule needs. Each file's distinct documents are coded, not its lines.
+        parts = [judged.doc_values, *(lines.doc_values for lines in lines_by_run)]
+        doc_codes, doc_ids = _pandas().factorize(np.concatenate(parts), sort=True)
+        # 32-bit codes halve the traffic of the per-line arrays that follow.
+        doc_codes = doc_codes.astype(np.int32 if len(doc_ids) < np.iinfo(np.int32).max else np.int64)
+        starts = np.cumsum([0, *(part.size for part in parts)])
+        # A document judged under several subtopics keeps its largest grade.
+        matrix = pool.submit(lambda: _max_duplicates(sp.coo_matrix(
+            (judged.value, (judged.query, doc_codes[judged.doc])), shape=(len(query_ids), len(doc_ids))
+        )))
+
+        def ranking(lines: _Lines, start: int, stop: int) -> TopK:
+            items = _ranked_items(lines.query, doc_codes[start:stop][lines.doc], lines.value, len(query_ids))
+            return TopK._trusted(items[:, :depth])
+
+        rankings = dict(zip(names, pool.map(ranking, lines_by_run, starts[1:-1], starts[2:]), strict=True))
+        return TrecCollection(query_ids=np.asarray(query_ids, dtype=str), doc_ids=np.asarray(doc_ids, dtype=str),
+                              qrels=matrix.result(), runs=rankings)
+
+
+def _qrels_lines(path: str, relevance_threshold: float | None, threads: bool) -> tuple[_Lines, np.ndarray]:
+    """The relevant judgements of a qrels file, their queries numbered in order of their
+    first relevant judgement (rows of the matrix), and those queries' ids."""
+    columns = _read_columns(path, [0, 2, 3], "qrels", threads)
     (query, query_values), (doc, doc_values) = columns.keys
     query, grade = columns.per_line(query), columns.values
     odd = np.flatnonzero(~np.isfinite(grade))
     if odd.size:
         raise ValueError(
-            f"qrels file {qrels!r} has grade {grade[odd[0]]} on line {odd[0] + 1}; grades are finite numbers"
+            f"qrels file {path!r} has grade {grade[odd[0]]} on line {odd[0] + 1}; grades are finite numbers"
         )
     if relevance_threshold is not None:
         grade = (grade >= relevance_threshold).astype(np.float64)
     relevant = grade > 0
     if not relevant.any():
-        raise ValueError(f"qrels file {qrels!r} has no relevant (grade > 0) judgement")
+        raise ValueError(f"qrels file {path!r} has no relevant (grade > 0) judgement")
     query, doc, grade = query[relevant], doc[relevant], grade[relevant]
-    # Queries in order of their first relevant judgement (rows of the matrix).
-    row, order = pd.factorize(query)
-    query_ids = query_values[order]
-    query_index = pd.Index(query_ids)
-    judged = _Lines(row, *_compact(doc, doc_values), grade)
-
-    names = [run_name(path) for path in runs]
-    for k, name in enumerate(names):
-        if name in names[:k]:
-            raise ValueError(f"two run files are both named {name!r}: rename one ({runs[k]!r})")
-
-    # Runs are read and ranked in parallel, each on one thread: pyarrow's parser and most numpy
-    # work release the GIL, and whole files overlap better than the blocks of one file
-    # (1.8x against 1.2x on two cores).
-    workers = max(1, min(len(runs), os.cpu_count() or 1))
-
-    def ranked(path: str, name: str) -> tuple[np.ndarray, np.ndarray]:
-        return _run_ranking(path, name, query_index, query_ids, depth, threads=workers == 1)
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        rankings_by_run = list(pool.map(ranked, runs, names))
-
-    # Sorted codes: ordering by code is ordering by document id, for trec_eval's tie rule.
-    # Each file's distinct documents are coded once, not each of its lines.
-    parts = [judged.doc_values, *(ids for _, ids in rankings_by_run)]
-    doc_codes, doc_ids = pd.factorize(np.concatenate(parts), sort=True)
-    doc_ids = np.asarray(doc_ids, dtype=object)
-    # 32-bit codes halve the traffic of every per-line array that follows.
-    doc_codes = doc_codes.astype(np.int32 if len(doc_ids) < np.iinfo(np.int32).max else np.int64)
-    starts = np.cumsum([0, *(part.size for part in parts)])
-    # A document judged under several subtopics keeps its largest grade.
-    matrix = _max_duplicates(sp.coo_matrix(
-        (judged.value, (judged.query, doc_codes[judged.doc])), shape=(len(query_ids), len(doc_ids))
-    ))
-    rankings = {}
-    for name, (items, _), start, stop in zip(names, rankings_by_run, starts[1:-1], starts[2:], strict=True):
-        # The run's codes become the collection's; -1 (padding) picks the appended -1.
-        lookup = np.append(doc_codes[start:stop], -1).astype(np.int64)
-        rankings[name] = TopK._trusted(lookup[items])
-    return TrecCollection(query_ids=np.asarray(query_ids, dtype=str), doc_ids=np.asarray(doc_ids, dtype=str),
-                          qrels=matrix, runs=rankings)
-
-
-def _run_ranking(path: str, name: str, query_index, query_ids: np.ndarray, depth: int | None,
-                 threads: bool) -> tuple[np.ndarray, np.ndarray]:
-    """One run's ranking of every query (rows of ``query_index``), as codes into the run's
-    own document ids, which are sorted (:class:`_Columns`), and those ids. Their order is the
-    collection's, so trec_eval's tie rule (decreasing document id) holds on these codes."""
-    lines = _run_lines(_read_columns(path, [0, 2, 4], "run", threads), query_index)
-    doc_ids = lines.doc_values
-    items = _ranked_items(lines.query, lines.doc, lines.value, len(query_ids))
-    # A document listed twice for a query is refused, below the depth too. The lines are
-    # checked (6x faster than TopK's check of the rows); only a repeat needs the check that
-    # names file, document and query. The rest of TopK's checks hold by construction.
-    if _lists_a_pair_twice(lines.query, lines.doc, len(query_ids), len(doc_ids)):
-        _refuse_repeats(items, name, path, doc_ids, query_ids)
-    return items[:, :depth], doc_ids
-
-
-def _lists_a_pair_twice(query: np.ndarray, doc: np.ndarray, n_queries: int, n_docs: int) -> bool:
-    """Whether some (query, document) pair is on two lines: a table of every pair flags each
-    line's (when it takes at most 16 bytes per line), else the sorted pairs are compared."""
-    keys = query.astype(np.int64) * n_docs + doc
-    if n_queries * n_docs <= 16 * keys.size:
-        flags = np.zeros(n_queries * n_docs, dtype=bool)
-        flags[keys] = True
-        return np.count_nonzero(flags) < keys.size
-    keys.sort()
-    return bool((keys[1:] == keys[:-1]).any())
+    row, order = _pandas().factorize(query)
+    return _Lines(row, *_compact(doc, doc_values), grade), query_values[order]
 
 
 @dataclass(frozen=True)
@@ -420,25 +387,39 @@ def _compact(doc: np.ndarray, doc_values: np.ndarray) -> tuple[np.ndarray, np.nd
     return code[doc], doc_values[used]
 
 
-def _run_lines(columns: _Columns, query_index) -> _Lines:
-    """A run's lines of known queries (rows of ``query_index``) with a score (not NaN)."""
+def _run_lines(path: str, name: str, judgements, threads: bool) -> _Lines:
+    """A run's lines of queries of the qrels (rows: positions in the query ids of
+    ``judgements``, a future of :func:`_qrels_lines`) with a score (not NaN). A document
+    listed twice for a query is refused, below any depth too."""
+    columns = _read_columns(path, [0, 2, 4], "run", threads)
+    query_ids = judgements.result()[1]
     (query, query_values), (doc, doc_values) = columns.keys
-    row_of_query, score = query_index.get_indexer(query_values).astype(np.int32), columns.values
+    row_of_query, score = _pandas().Index(query_ids).get_indexer(query_values).astype(np.int32), columns.values
     row = columns.per_line(row_of_query.take(query))
     if row_of_query.min() >= 0 and not np.isnan(score).any():
-        return _Lines(row, doc, doc_values, score)  # every line counts, so every document is used
-    keep = (row >= 0) & ~np.isnan(score)
-    return _Lines(row[keep], *_compact(doc[keep], doc_values), score[keep])
+        lines = _Lines(row, doc, doc_values, score)  # every line counts, so every document is used
+    else:
+        keep = (row >= 0) & ~np.isnan(score)
+        lines = _Lines(row[keep], *_compact(doc[keep], doc_values), score[keep])
+    query, doc = lines.query, lines.doc
+    starts = _stretches(query)
+    if not _together(query, starts):
+        order = np.argsort(query, kind="stable")
+        query, doc = query[order], doc[order]
+        starts = _stretches(query)
+    _refuse_repeats(_padded(query, doc, starts, len(query_ids), doc.dtype), name, path, doc_values, query_ids)
+    return lines
 
 
 def _refuse_repeats(items: np.ndarray, name: str, path: str, doc_ids: np.ndarray, query_ids: np.ndarray) -> None:
-    """Refuse rows (queries) that list a document (code) twice, naming the first such pair."""
+    """Refuse rows (queries) that list a document (code) twice, naming the first such pair by
+    (row, document id)."""
     ordered = np.sort(items, axis=1)
     repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
     if repeated.any():
-        row, col = np.argwhere(repeated)[0]
-        raise ValueError(f"run {name!r} ({path}) lists document {str(doc_ids[ordered[row, col]])!r} "
-                         f"twice for query {str(query_ids[row])!r}")
+        row = np.flatnonzero(repeated.any(axis=1))[0]
+        doc = min(str(doc_ids[code]) for code in ordered[row, 1:][repeated[row]])
+        raise ValueError(f"run {name!r} ({path}) lists document {doc!r} twice for query {str(query_ids[row])!r}")
 
 
 def _max_duplicates(matrix: sp.coo_matrix) -> sp.csr_matrix:
@@ -449,15 +430,37 @@ def _max_duplicates(matrix: sp.coo_matrix) -> sp.csr_matrix:
     return sp.csr_matrix((data[last], (row[last], col[last])), shape=matrix.shape)
 
 
+def _stretches(query: np.ndarray) -> np.ndarray:
+    """Where each stretch of lines of one query starts."""
+    return np.flatnonzero(np.r_[query.size > 0, query[1:] != query[:-1]])
+
+
+def _together(query: np.ndarray, starts: np.ndarray) -> bool:
+    """Whether each query's lines are in one stretch."""
+    firsts = np.sort(query[starts])
+    return not (firsts[1:] == firsts[:-1]).any()
+
+
+def _padded(query: np.ndarray, code: np.ndarray, starts: np.ndarray, n_queries: int, dtype) -> np.ndarray:
+    """Codes of lines grouped by query (``starts`` of their stretches) as rows, in line order,
+    padded with -1 (queries × longest list)."""
+    if query.size == 0:
+        return np.full((n_queries, 1), -1, dtype=dtype)
+    lengths = np.diff(np.append(starts, query.size))
+    rows = np.full((n_queries, lengths.max()), -1, dtype=dtype)
+    if (lengths == lengths[0]).all():  # as many documents for every query (a run's depth)
+        rows[query[starts]] = code.reshape(starts.size, lengths[0])
+    else:
+        position = np.arange(query.size) - np.repeat(starts, lengths)
+        rows.ravel()[query.astype(np.int64) * rows.shape[1] + position] = code
+    return rows
+
+
 def _ranked_items(query: np.ndarray, code: np.ndarray, score: np.ndarray, n_queries: int) -> np.ndarray:
     """Each query's documents by decreasing score, ties by decreasing code (trec_eval's rule),
-    as rows padded with -1 (queries × longest list)."""
-    if query.size == 0:
-        return np.full((n_queries, 1), -1, dtype=np.int64)
-    changed = query[1:] != query[:-1]
-    starts = np.concatenate([[0], np.flatnonzero(changed) + 1])
-    firsts = np.sort(query[starts])
-    if not (firsts[1:] == firsts[:-1]).any() and ((score[1:] <= score[:-1]) | changed).all():
+    as 64-bit rows padded with -1 (queries × longest list)."""
+    starts, changed = _stretches(query), query[1:] != query[:-1]
+    if _together(query, starts) and ((score[1:] <= score[:-1]) | changed).all():
         # The usual layout (each query's lines together, by decreasing score): only stretches
         # of tied scores may need reordering, by decreasing code.
         tied = ~changed & (score[1:] == score[:-1])
@@ -471,12 +474,5 @@ def _ranked_items(query: np.ndarray, code: np.ndarray, score: np.ndarray, n_quer
     else:
         order = np.lexsort((-code, -score, query))
         query, code = query[order], code[order]
-        starts = np.concatenate([[0], np.flatnonzero(query[1:] != query[:-1]) + 1])
-    lengths = np.diff(np.append(starts, query.size))
-    items = np.full((n_queries, lengths.max()), -1, dtype=code.dtype)
-    if (lengths == lengths[0]).all():  # as many documents for every query (a run's depth)
-        items[query[starts]] = code.reshape(starts.size, lengths[0])
-    else:
-        position = np.arange(query.size) - np.repeat(starts, lengths)
-        items.ravel()[query.astype(np.int64) * items.shape[1] + position] = code
-    return items
+        starts = _stretches(query)
+    return _padded(query, code, starts, n_queries, np.int64)

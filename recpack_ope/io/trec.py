@@ -394,7 +394,10 @@ def _run_lines(path: str, name: str, judgements, threads: bool) -> _Lines:
     columns = _read_columns(path, [0, 2, 4], "run", threads)
     query_ids = judgements.result()[1]
     (query, query_values), (doc, doc_values) = columns.keys
-    row_of_query, score = _pandas().Index(query_ids).get_indexer(query_values).astype(np.int32), columns.values
+    # A dict, not a pandas Index: pandas 3 converts both sides to Arrow strings first (0.8 ms a run).
+    rows = dict(zip(query_ids.tolist(), range(len(query_ids))))
+    row_of_query = np.fromiter((rows.get(value, -1) for value in query_values.tolist()), np.int32, len(query_values))
+    score = columns.values
     row = columns.per_line(row_of_query.take(query))
     if row_of_query.min() >= 0 and not np.isnan(score).any():
         lines = _Lines(row, doc, doc_values, score)  # every line counts, so every document is used

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from conftest import hide_package
 
 from recpack_ope.cli import main
+from recpack_ope.io import trec
 from recpack_ope.rpp import preference_matrix
 from recpack_ope.trec import read_trec, run_name
 
@@ -116,6 +118,24 @@ def test_runs_read_in_parallel_name_the_first_bad_file_in_the_given_order(tmp_pa
                          ([good, text, dup], "non-numeric value 'high' on line 1")):
         with pytest.raises(ValueError, match=named):
             read_trec(qrels, order)
+
+
+def test_a_bad_qrels_file_is_reported_without_reading_the_queued_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    read = []
+    columns = trec._read_columns
+
+    def slow(path, columns_wanted, what, threads=True):
+        if what == "run":
+            read.append(path)
+            time.sleep(0.05)  # long enough for the qrels' error to cancel the runs still queued
+        return columns(path, columns_wanted, what, threads)
+
+    monkeypatch.setattr(trec, "_read_columns", slow)
+    runs = [write(tmp_path / f"input.r{k}", "q1 Q0 a 1 1 s\n") for k in range(20)]
+    with pytest.raises(FileNotFoundError, match="qrels file .*missing.* does not exist"):
+        read_trec(tmp_path / "missing", runs)
+    assert len(read) <= 2  # the runs the two threads had started, at most
 
 
 @pytest.mark.parametrize("together", [True, False])

@@ -59,9 +59,9 @@ def _pyarrow():
 
 @dataclass(frozen=True)
 class _Columns:
-    """Two text columns as codes into their distinct values, and one numeric column. The first column's codes may be one per stretch of equal consecutive
-    lines (a run lists each query's lines together), ``stretches`` holding the line each
-    stretch starts at."""
+    """Two text columns as codes into their distinct values, and one numeric column. The
+    first column's codes may be one per stretch of equal consecutive lines (a run lists each
+    query's lines together), ``stretches`` holding the line each stretch starts at."""
 
     keys: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
     values: np.ndarray

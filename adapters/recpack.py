@@ -125,8 +125,14 @@ with warnings.catch_warnings():
     from recpack.pipelines import METRIC_REGISTRY, Pipeline
 
 __all__ = [
-    "RecPackAdapter", "OPEMetricK", "RPPMetricK", "recpack_ranking", "metric_results", "compare",
-    "summary", "preferences",
+    "RecPackAdapter",
+    "OPEMetricK",
+    "RPPMetricK",
+    "recpack_ranking",
+    "metric_results",
+    "compare",
+    "summary",
+    "preferences",
 ]
 
 logger = logging.getLogger("recpack_ope")
@@ -181,8 +187,15 @@ _ESTIMATORS: dict[str, _Estimator] = {
 _PREFERENCES = {"RPPK": "uniform", "dcgRPPK": "dcg", "invRPPK": "inverse"}
 
 # Columns summary() adds for IPS-weighted metrics, from their WeightDiagnostics.
-_DIAGNOSTICS = ("ess", "ess_ratio", "max_weight", "top_share", "n_clipped", "clipped_mass",
-                "reliable")
+_DIAGNOSTICS = (
+    "ess",
+    "ess_ratio",
+    "max_weight",
+    "top_share",
+    "n_clipped",
+    "clipped_mass",
+    "reliable",
+)
 
 
 def recpack_ranking(y_pred: sp.csr_matrix, K: int) -> TopK:
@@ -239,8 +252,12 @@ class _LastRanking:
             return recpack_ranking(y_pred, K)
         # Other formats are converted, once per metric.
         csr = y_pred if y_pred.format == "csr" else check_sparse(y_pred, "y_pred").tocsr()
-        if (self._ref is None or self._ref() is not y_pred or self._K != K
-                or not self._scores.matches(csr)):
+        if (
+            self._ref is None
+            or self._ref() is not y_pred
+            or self._K != K
+            or not self._scores.matches(csr)
+        ):
             self._ranking = recpack_ranking(y_pred, K)
             self._ref, self._K, self._scores = weakref.ref(y_pred), K, _Snapshot(csr)
             self._held_out = []
@@ -253,12 +270,20 @@ class _LastRanking:
         if cached:
             p = None if propensity is None else resolve_propensity(propensity, y_true.shape)
             for curve, truth, given, prepared in self._held_out:
-                if curve == discount and truth.matches(y_true) and (
-                    p is None if given is None else p is not None and given.matches(p)
+                if (
+                    curve == discount
+                    and truth.matches(y_true)
+                    and (p is None if given is None else p is not None and given.matches(p))
                 ):
                     return prepared
-        prepared = prepare_held_out(y_true, ranking, discount=discount, propensity=propensity,
-                                    impressions=None, chunk_users=None)
+        prepared = prepare_held_out(
+            y_true,
+            ranking,
+            discount=discount,
+            propensity=propensity,
+            impressions=None,
+            chunk_users=None,
+        )
         if cached:
             self._held_out.append(
                 (discount, _Snapshot(y_true), None if p is None else _Snapshot(p), prepared)
@@ -283,8 +308,10 @@ class _Snapshot:
     def matches(self, matrix) -> bool:
         if matrix.shape != self._shape or sp.issparse(matrix) != (len(self._arrays) == 3):
             return False
-        return all(a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
-                   for a, b in zip(self._buffers(matrix), self._arrays, strict=True))
+        return all(
+            a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+            for a, b in zip(self._buffers(matrix), self._arrays, strict=True)
+        )
 
 
 _LAST = _LastRanking()
@@ -324,7 +351,7 @@ class OPEMetricK(ListwiseMetricK):
     metrics, the weights' ``diagnostics``) is kept as ``result_``.
     """
 
-    adapter: "RecPackAdapter"
+    adapter: RecPackAdapter
     estimator: str
     #: the name to use instead, for a deprecated registered name
     replacement: str | None = None
@@ -389,8 +416,11 @@ class _NeedsPropensities:
                 "ScoreCalibration().fit(scores, clicks, propensity).reward_model(scores), or use "
                 f"{self.prefix}IPSDCGK"
             )
-        what = ("builds its strata from propensities" if spec.weighting == "strata"
-                else "is IPS-weighted")
+        what = (
+            "builds its strata from propensities"
+            if spec.weighting == "strata"
+            else "is IPS-weighted"
+        )
         raise ValueError(
             f"{type(self).__name__} {what}, but the adapter registered under prefix "
             f"{self.prefix!r} has no propensities; use {self.prefix}{spec.plain} for the "
@@ -411,15 +441,15 @@ class _Pool:
         self._members: list[weakref.ref] = []
         self._cache: tuple[tuple[int, ...], object] | None = None
 
-    def add(self, metric: "RPPMetricK") -> None:
+    def add(self, metric: RPPMetricK) -> None:
         self._members.append(weakref.ref(metric))
 
-    def members(self) -> list["RPPMetricK"]:
+    def members(self) -> list[RPPMetricK]:
         alive = [m for m in (ref() for ref in self._members) if m is not None]
         self._members = [weakref.ref(m) for m in alive]
         return alive
 
-    def win_rates(self, metric: "RPPMetricK") -> EstimateResult:
+    def win_rates(self, metric: RPPMetricK) -> EstimateResult:
         members = self.members()
         if len(members) < 2:
             raise ValueError(
@@ -436,7 +466,7 @@ class _Pool:
 
 # Pools of metrics computed by a Pipeline, keyed by the pipeline (held weakly), and of metrics
 # computed outside any pipeline, keyed by their held-out data.
-_PIPELINE_POOLS: "weakref.WeakKeyDictionary[Pipeline, dict]" = weakref.WeakKeyDictionary()
+_PIPELINE_POOLS: weakref.WeakKeyDictionary[Pipeline, dict] = weakref.WeakKeyDictionary()
 _LOOSE_POOLS: dict = {}
 
 
@@ -471,7 +501,9 @@ class RPPMetricK(ListwiseMetricK):
         # (Pipeline.run) tells which pipeline's pool this algorithm joins.
         caller = sys._getframe(1)
         owner = caller.f_locals.get("self")
-        if caller.f_code.co_name == "optimise" or (isinstance(owner, Pipeline) and caller.f_code.co_name != "run"):
+        if caller.f_code.co_name == "optimise" or (
+            isinstance(owner, Pipeline) and caller.f_code.co_name != "run"
+        ):
             raise ValueError(
                 f"{self.name} cannot be an optimisation metric: a win rate depends on which other "
                 "models are in the pool; optimise e.g. NDCGK and add the RPP metric with add_metric"
@@ -481,7 +513,9 @@ class RPPMetricK(ListwiseMetricK):
         self.num_users_, self.num_items_ = self.levels_.user_ids.size, y_true.shape[1]
         self.user_id_map_ = self.levels_.user_ids
         key = (self.name, self.K, _fingerprint(y_true))
-        pools = _PIPELINE_POOLS.setdefault(owner, {}) if isinstance(owner, Pipeline) else _LOOSE_POOLS
+        pools = (
+            _PIPELINE_POOLS.setdefault(owner, {}) if isinstance(owner, Pipeline) else _LOOSE_POOLS
+        )
         self._pool = pools.setdefault(key, _Pool())
         self._pool.add(self)
 
@@ -666,8 +700,10 @@ class RecPackAdapter:
         if not isinstance(binning, str) or binning not in BINNINGS:
             raise ValueError(f"binning must be one of {BINNINGS}, got {shown(binning)}")
         self.binning = binning
-        for name, given, users in (("reward_model", reward_model, "DRDCGK"),
-                                   ("impressions", impressions, "IPSDCGK and DRDCGK")):
+        for name, given, users in (
+            ("reward_model", reward_model, "DRDCGK"),
+            ("impressions", impressions, "IPSDCGK and DRDCGK"),
+        ):
             if given is not None and propensity is None:
                 raise ValueError(
                     f"{name} is used only by {users}, which need propensities, and this adapter "
@@ -677,8 +713,11 @@ class RecPackAdapter:
             check_reward_model(reward_model)  # the data's shape is checked at evaluation
         self.reward_model = reward_model
         if impressions is not None:
-            check_rewards(as_csr(impressions, "impressions"), "impressions",
-                          "impressions are expected examinations")
+            check_rewards(
+                as_csr(impressions, "impressions"),
+                "impressions",
+                "impressions are expected examinations",
+            )
         self.impressions = impressions
         self._check_items()
 
@@ -686,8 +725,12 @@ class RecPackAdapter:
         """The propensities, impressions, reward model and training data ``X`` (those known)
         must index the same items: RecPack's item indices 0..n−1."""
         sizes = []
-        for name, value in (("X", X), ("propensity", getattr(self.propensity, "propensity_", None)),
-                            ("impressions", self.impressions), ("reward_model", self.reward_model)):
+        for name, value in (
+            ("X", X),
+            ("propensity", getattr(self.propensity, "propensity_", None)),
+            ("impressions", self.impressions),
+            ("reward_model", self.reward_model),
+        ):
             if value is None or (name == "reward_model" and not hasattr(value, "shape")):
                 continue  # a reward model need not know its shape
             shape = value.shape if hasattr(value, "shape") else np.shape(value)
@@ -719,7 +762,7 @@ class RecPackAdapter:
                 f"adapter.fit(scenario.full_training_data) before {before}"
             )
 
-    def fit(self, X: InteractionMatrix | sp.spmatrix) -> "RecPackAdapter":
+    def fit(self, X: InteractionMatrix | sp.spmatrix) -> RecPackAdapter:
         """Fit the propensity model on training interactions, e.g.
         ``scenario.full_training_data``; a no-op without a propensity model."""
         if self.propensity is not None:
@@ -750,18 +793,30 @@ class RecPackAdapter:
             )
         spec = _ESTIMATORS[estimator]
         if spec.needs_propensity and self.propensity is None:
-            what = ("builds strata from propensities" if spec.weighting == "strata"
-                    else "is IPS-weighted")
+            what = (
+                "builds strata from propensities"
+                if spec.weighting == "strata"
+                else "is IPS-weighted"
+            )
             raise ValueError(f"{estimator} {what}; the adapter has none (use {spec.plain})")
         if spec.weighting == "doubly_robust" and self.reward_model is None:
-            raise ValueError(f"{estimator} needs a reward model; the adapter has none (use IPSDCGK)")
+            raise ValueError(
+                f"{estimator} needs a reward model; the adapter has none (use IPSDCGK)"
+            )
         self._require_fitted("running the pipeline")
         ranking, discount = _LAST.get(y_pred, K), self.discount.with_cutoff(K)
         if spec.weighting == "strata":
             # The base metric is unweighted, as in the paper: strata, not weights, correct bias.
-            return stratified(dcg, y_true, ranking, stratify_by=self.propensity,
-                              n_strata=self.n_strata, binning=self.binning, discount=discount,
-                              **spec.options)
+            return stratified(
+                dcg,
+                y_true,
+                ranking,
+                stratify_by=self.propensity,
+                n_strata=self.n_strata,
+                binning=self.binning,
+                discount=discount,
+                **spec.options,
+            )
         weighted = spec.weighting in ("always", "doubly_robust") or (
             spec.weighting == "adapter" and self.propensity is not None
         )
@@ -769,16 +824,34 @@ class RecPackAdapter:
         # Impressions define the served users of the unnormalised estimators.
         impressions = self.impressions if weighted and not spec.options else None
         if spec.weighting == "doubly_robust":
-            return dr_dcg(y_true, ranking, discount=discount, reward_model=self.reward_model,
-                          propensity=self.propensity, impressions=impressions, clip=self.clip)
+            return dr_dcg(
+                y_true,
+                ranking,
+                discount=discount,
+                reward_model=self.reward_model,
+                propensity=self.propensity,
+                impressions=impressions,
+                clip=self.clip,
+            )
         # The other metrics RecPack computes on this ranking reuse the prepared held-out data.
-        held_out = None if impressions is not None else _LAST.held_out(
-            y_true, ranking, discount=discount, propensity=propensity)
-        result = _dcg(y_true, ranking, discount=discount, propensity=propensity, clip=clip,
-                      normalise=spec.options.get("normalise"),
-                      self_normalised=spec.options.get("self_normalised", False),
-                      impressions=impressions, chunk_users=None,
-                      ess_threshold=ESS_RATIO_THRESHOLD, held_out=held_out)
+        held_out = (
+            None
+            if impressions is not None
+            else _LAST.held_out(y_true, ranking, discount=discount, propensity=propensity)
+        )
+        result = _dcg(
+            y_true,
+            ranking,
+            discount=discount,
+            propensity=propensity,
+            clip=clip,
+            normalise=spec.options.get("normalise"),
+            self_normalised=spec.options.get("self_normalised", False),
+            impressions=impressions,
+            chunk_users=None,
+            ess_threshold=ESS_RATIO_THRESHOLD,
+            held_out=held_out,
+        )
         if result.diagnostics is not None:
             result.diagnostics.warn(result.name)
         return result
@@ -811,23 +884,33 @@ class RecPackAdapter:
             attributes = {"adapter": self, "estimator": name}
             if spec.renamed is not None:
                 attributes["replacement"] = prefix + spec.renamed[0 if has_propensity else 1]
-            missing = spec.needs_propensity and not has_propensity or (
-                spec.weighting == "doubly_robust" and self.reward_model is None
+            missing = (
+                spec.needs_propensity
+                and not has_propensity
+                or (spec.weighting == "doubly_robust" and self.reward_model is None)
             )
             if missing:
-                made.append((name, _NeedsPropensities, {"prefix": prefix, "estimator": name,
-                                                        "has_propensity": has_propensity}))
+                made.append(
+                    (
+                        name,
+                        _NeedsPropensities,
+                        {"prefix": prefix, "estimator": name, "has_propensity": has_propensity},
+                    )
+                )
             else:
                 made.append((name, OPEMetricK, attributes))
-        made += [(name, RPPMetricK, {"weighting": weighting})
-                 for name, weighting in _PREFERENCES.items()]
+        made += [
+            (name, RPPMetricK, {"weighting": weighting}) for name, weighting in _PREFERENCES.items()
+        ]
         classes = {}
         for name, base, attributes in made:
             key = prefix + name
             if key in METRIC_REGISTRY:
                 existing = METRIC_REGISTRY.get(key)
                 if not _is_ours(existing):
-                    raise ValueError(f"METRIC_REGISTRY already has a metric {key!r} that is not recpack-ope's")
+                    raise ValueError(
+                        f"METRIC_REGISTRY already has a metric {key!r} that is not recpack-ope's"
+                    )
                 earlier = getattr(existing, "adapter", None)
                 if base is _NeedsPropensities and earlier is not None and earlier.provides(name):
                     continue  # a metric of an earlier adapter that can compute it stays usable
@@ -878,7 +961,9 @@ def preferences(pipeline: Pipeline, metric: str = "RPPK_10") -> PreferenceMatrix
     """
     found = _metric_objects(pipeline, metric)
     if not all(_is_ours(type(m)) and hasattr(m, "search_lengths_") for m in found.values()):
-        raise ValueError(f"{metric!r} is not an RPP metric; add RPPK, dcgRPPK or invRPPK to the pipeline")
+        raise ValueError(
+            f"{metric!r} is not an RPP metric; add RPPK, dcgRPPK or invRPPK to the pipeline"
+        )
     metrics = list(found.values())
     lengths = np.vstack([m.search_lengths_ for m in metrics])
     return metrics[0].levels_.preference_matrix(list(found), lengths)
@@ -914,8 +999,13 @@ def _algorithm(results: dict[str, PairedEstimate], identifier: str, name: str) -
 
 
 def compare(
-    pipeline: Pipeline, algorithm_a: str, algorithm_b: str, metric: str, level: float = 0.95,
-    *, control_variate: bool = False,
+    pipeline: Pipeline,
+    algorithm_a: str,
+    algorithm_b: str,
+    metric: str,
+    level: float = 0.95,
+    *,
+    control_variate: bool = False,
 ) -> Comparison:
     """Paired difference ``metric(a) − metric(b)`` over the same test users of a run pipeline.
 
@@ -970,8 +1060,14 @@ def summary(
     results = metric_results(pipeline, metric)
     for identifier, result in results.items():
         lo, hi = result.confidence_interval(level)
-        row = {"algorithm": identifier, "value": result.value, "ci_low": lo, "ci_high": hi,
-               "standard_error": result.standard_error, "n_users": result.n_users}
+        row = {
+            "algorithm": identifier,
+            "value": result.value,
+            "ci_low": lo,
+            "ci_high": hi,
+            "standard_error": result.standard_error,
+            "n_users": result.n_users,
+        }
         selection = getattr(result, "clip_selection", None)
         if selection is not None:
             row["clip"] = math.inf if selection.clip is None else selection.clip

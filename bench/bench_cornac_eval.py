@@ -38,7 +38,9 @@ def synthetic_triplets(seed: int = 0) -> list[tuple[str, str, float]]:
     users = rng.integers(0, n_users, size=n)
     pairs = np.unique(np.column_stack([users, items]), axis=0)
     ratings = rng.integers(1, 6, size=len(pairs)).astype(float)
-    return [(f"u{u}", f"i{i}", r) for (u, i), r in zip(pairs.tolist(), ratings.tolist(), strict=True)]
+    return [
+        (f"u{u}", f"i{i}", r) for (u, i), r in zip(pairs.tolist(), ratings.tolist(), strict=True)
+    ]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -55,16 +57,17 @@ def main(argv: list[str] | None = None) -> dict:
 
     def cornac_once():
         for metric in metrics:
-            ranking_eval(model, [metric], method.train_set, method.test_set,
-                         rating_threshold=4.0)
+            ranking_eval(model, [metric], method.train_set, method.test_set, rating_threshold=4.0)
 
     anchor = best_time(cornac_once, args.repeats)
     ours = best_time(lambda: method.evaluate(model, metrics, user_based=True), args.repeats)
     users = len(set(method.test_set.uir_tuple[0]))
     print(f"{args.dataset}: {users} test users × {method.n_items_} items, BPR(k=10)")
     print(f"Cornac ranking_eval, Closed only:            {anchor:7.2f} s  (anchor)")
-    print(f"ours, Closed + IPS + 2 strata + Stratified:  {ours:7.2f} s  = "
-          f"{ours / anchor:.2f}× the anchor, {ours / (4 * anchor):.2f}× Cornac's four passes")
+    print(
+        f"ours, Closed + IPS + 2 strata + Stratified:  {ours:7.2f} s  = "
+        f"{ours / anchor:.2f}× the anchor, {ours / (4 * anchor):.2f}× Cornac's four passes"
+    )
     return {"anchor": anchor, "ours": ours}
 
 

@@ -48,8 +48,9 @@ def dense_case(n_users: int, n_items: int, held: int = 20, seed: int = 0):
     scores = rng.random((n_users, n_items))
     chosen = np.argpartition(rng.random((n_users, n_items)), held, axis=1)[:, :held]
     indptr = np.arange(0, n_users * held + 1, held)
-    y_true = sp.csr_matrix((np.ones(chosen.size), np.sort(chosen, axis=1).ravel(), indptr),
-                           shape=(n_users, n_items))
+    y_true = sp.csr_matrix(
+        (np.ones(chosen.size), np.sort(chosen, axis=1).ravel(), indptr), shape=(n_users, n_items)
+    )
     return y_true, scores, rng.uniform(0.05, 1.0, n_items)
 
 

@@ -58,16 +58,23 @@ def make_columns(n_sessions: int, feed: int, n_contexts: int, n_items: int, seed
     propensity = (1 / np.log2(rank + 1)) * rng.uniform(0.2, 1.0, rank.size)
     reward = (rng.random(rank.size) < 0.05).astype(np.float64)
     target = TopK((rng.integers(0, n_items, (n_contexts, 1)) + np.arange(feed) * 89) % n_items)
-    return dict(session=np.repeat(np.arange(n_sessions), feed), item=items.ravel(), rank=rank,
-                reward=reward, context=np.repeat(context, feed), propensity=propensity), target
+    return dict(
+        session=np.repeat(np.arange(n_sessions), feed),
+        item=items.ravel(),
+        rank=rank,
+        reward=reward,
+        context=np.repeat(context, feed),
+        propensity=propensity,
+    ), target
 
 
 def python_loop(columns: dict, target: TopK, discount, n_sessions: int) -> float:
     """Eq. 10 written plainly: dict of target ranks per context, one pass over the rows."""
     ranks = {}
     total = 0.0
-    for c, i, r, p in zip(columns["context"], columns["item"], columns["reward"], columns["propensity"],
-                          strict=True):
+    for c, i, r, p in zip(
+        columns["context"], columns["item"], columns["reward"], columns["propensity"], strict=True
+    ):
         if r == 0:
             continue
         if c not in ranks:
@@ -79,7 +86,9 @@ def python_loop(columns: dict, target: TopK, discount, n_sessions: int) -> float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sessions", type=int, default=200_000)
     parser.add_argument("--feed", type=int, default=50)
     parser.add_argument("--contexts", type=int, default=20_000)
@@ -90,7 +99,9 @@ def main() -> None:
     parser.add_argument("--pl-items", type=int, default=1000)
     parser.add_argument("--pl-samples", type=int, default=16)
     parser.add_argument("--pl-probe", type=int, default=40)
-    parser.add_argument("--skip", choices=["1", "2", "3"], nargs="*", default=[], help="sections to skip")
+    parser.add_argument(
+        "--skip", choices=["1", "2", "3"], nargs="*", default=[], help="sections to skip"
+    )
     args = parser.parse_args()
     if "1" not in args.skip:
         unbiased_dcg(args)
@@ -105,10 +116,14 @@ def unbiased_dcg(args) -> None:
     columns, target = make_columns(args.sessions, args.feed, args.contexts, args.items)
     n_rows = columns["rank"].size
     discount = LogDiscount(cutoff=args.feed)
-    print(f"1. unbiased DCG on {n_rows:,} impressions ({args.sessions:,} sessions × {args.feed}, "
-          f"{args.contexts:,} contexts, {args.items:,} items)")
-    build = best_time(lambda: FeedLog.from_arrays(**columns, n_items=args.items, n_contexts=args.contexts),
-                      args.repeat)
+    print(
+        f"1. unbiased DCG on {n_rows:,} impressions ({args.sessions:,} sessions × {args.feed}, "
+        f"{args.contexts:,} contexts, {args.items:,} items)"
+    )
+    build = best_time(
+        lambda: FeedLog.from_arrays(**columns, n_items=args.items, n_contexts=args.contexts),
+        args.repeat,
+    )
     log = FeedLog.from_arrays(**columns, n_items=args.items, n_contexts=args.contexts)
     ranker = DeterministicRanker(target)
     estimate = best_time(lambda: logged_dcg(log, ranker, discount=discount), args.repeat)
@@ -120,32 +135,48 @@ def unbiased_dcg(args) -> None:
     start = time.perf_counter()
     loop_value = python_loop(part, target, discount, sub)
     loop = (time.perf_counter() - start) * args.sessions / sub
-    check = logged_dcg(FeedLog.from_arrays(**part, n_items=args.items, n_contexts=args.contexts), ranker,
-                       discount=discount).value
+    check = logged_dcg(
+        FeedLog.from_arrays(**part, n_items=args.items, n_contexts=args.contexts),
+        ranker,
+        discount=discount,
+    ).value
     assert abs(check - loop_value) < 1e-9 * max(1.0, abs(loop_value)), (check, loop_value)
 
     copy = best_time(lambda: [np.array(v, copy=True) for v in columns.values()], args.repeat)
     encode = best_time(lambda: np.unique(columns["session"], return_inverse=True), args.repeat)
     shuffle = np.random.default_rng(1).permutation(n_rows)
     shuffled = {k: v[shuffle] for k, v in columns.items()}
-    unsorted = best_time(lambda: FeedLog.from_arrays(**shuffled, n_items=args.items, n_contexts=args.contexts),
-                         args.repeat)
-    print(f"   building the FeedLog:   {build:7.2f} s  ({n_rows / build / 1e6:.1f} M rows/s; "
-          f"{build / copy:.1f}× a plain copy of the columns ({copy:.3f} s), "
-          f"{build / encode:.2f}× np.unique(session, return_inverse=True) ({encode:.3f} s))")
+    unsorted = best_time(
+        lambda: FeedLog.from_arrays(**shuffled, n_items=args.items, n_contexts=args.contexts),
+        args.repeat,
+    )
+    print(
+        f"   building the FeedLog:   {build:7.2f} s  ({n_rows / build / 1e6:.1f} M rows/s; "
+        f"{build / copy:.1f}× a plain copy of the columns ({copy:.3f} s), "
+        f"{build / encode:.2f}× np.unique(session, return_inverse=True) ({encode:.3f} s))"
+    )
     reorder = best_time(lambda: [v[shuffle] for v in columns.values()], args.repeat)
-    print(f"   ... rows shuffled:      {unsorted:7.2f} s  ({n_rows / unsorted / 1e6:.1f} M rows/s; "
-          f"{unsorted / reorder:.1f}× gathering the six columns in a random order ({reorder:.3f} s), "
-          "the floor of putting them back in order)")
-    print(f"   logged_dcg:             {estimate:7.2f} s  ({n_rows / estimate / 1e6:.1f} M impressions/s "
-          f"on one core; value {value:.4f})")
-    print(f"   anchor np.bincount:     {floor:7.3f} s  → logged_dcg is {estimate / floor:.0f}× the floor")
-    print(f"   anchor Python loop:     {loop:7.1f} s (scaled from 1 %) → {loop / estimate:.0f}× slower "
-          f"than logged_dcg (equal on the 1 %: {check:.6f})")
-    print(f"   peak memory, build + estimate: "
-          f"{peak_mib(lambda: logged_dcg(FeedLog.from_arrays(**columns, n_items=args.items, n_contexts=args.contexts), ranker, discount=discount)):.0f} MiB "
-          f"(input columns {sum(v.nbytes for v in columns.values()) / 2**20:.0f} MiB)")
-
+    print(
+        f"   ... rows shuffled:      {unsorted:7.2f} s  ({n_rows / unsorted / 1e6:.1f} M rows/s; "
+        f"{unsorted / reorder:.1f}× gathering the six columns in a random order ({reorder:.3f} s), "
+        "the floor of putting them back in order)"
+    )
+    print(
+        f"   logged_dcg:             {estimate:7.2f} s  ({n_rows / estimate / 1e6:.1f} M impressions/s "
+        f"on one core; value {value:.4f})"
+    )
+    print(
+        f"   anchor np.bincount:     {floor:7.3f} s  → logged_dcg is {estimate / floor:.0f}× the floor"
+    )
+    print(
+        f"   anchor Python loop:     {loop:7.1f} s (scaled from 1 %) → {loop / estimate:.0f}× slower "
+        f"than logged_dcg (equal on the 1 %: {check:.6f})"
+    )
+    print(
+        f"   peak memory, build + estimate: "
+        f"{peak_mib(lambda: logged_dcg(FeedLog.from_arrays(**columns, n_items=args.items, n_contexts=args.contexts), ranker, discount=discount)):.0f} MiB "
+        f"(input columns {sum(v.nbytes for v in columns.values()) / 2**20:.0f} MiB)"
+    )
 
 
 def banners(args) -> None:
@@ -163,7 +194,9 @@ def banners(args) -> None:
         joint = np.zeros((8, 8))
         for order in itertools.permutations(range(8)):
             w = w8[list(order)]
-            joint[np.arange(8), list(order)] += np.prod(w / (total - np.concatenate([[0.0], np.cumsum(w)[:-1]])))
+            joint[np.arange(8), list(order)] += np.prod(
+                w / (total - np.concatenate([[0.0], np.cumsum(w)[:-1]]))
+            )
         return joint / joint[0].sum()
 
     start = time.perf_counter()
@@ -172,8 +205,10 @@ def banners(args) -> None:
     assert np.abs(brute - banner_rank_marginals(w8, 2.0)).max() < 1e-12
     print(f"   n = 16, one banner:     {1e3 * single:7.1f} ms")
     print(f"   n = 16, batch of 64:    {1e3 * batched:7.1f} ms per banner")
-    print(f"   n = 8: programme {1e3 * dp8:.2f} ms vs enumerating 8! orderings {enum8:.2f} s "
-          f"({enum8 / dp8:.0f}×); 16! orderings would take ~{enum8 * 16 * 15 * 14 * 13 * 12 * 11 * 10 * 9 / 86400 / 365:.0f} years")
+    print(
+        f"   n = 8: programme {1e3 * dp8:.2f} ms vs enumerating 8! orderings {enum8:.2f} s "
+        f"({enum8 / dp8:.0f}×); 16! orderings would take ~{enum8 * 16 * 15 * 14 * 13 * 12 * 11 * 10 * 9 / 86400 / 365:.0f} years"
+    )
 
 
 def plackett_luce_target(args) -> None:
@@ -181,41 +216,64 @@ def plackett_luce_target(args) -> None:
     rng = np.random.default_rng(2)
     items = (rng.integers(0, n_items, (n_sessions, 1)) + np.arange(feed) * 97) % n_items
     rank = np.tile(np.arange(1, feed + 1), n_sessions)
-    columns = dict(session=np.repeat(np.arange(n_sessions), feed), item=items.ravel(), rank=rank,
-                   reward=(rng.random(rank.size) < 0.05).astype(np.float64),
-                   propensity=(1 / np.log2(rank + 1)) * rng.uniform(0.2, 1.0, rank.size))
+    columns = dict(
+        session=np.repeat(np.arange(n_sessions), feed),
+        item=items.ravel(),
+        rank=rank,
+        reward=(rng.random(rank.size) < 0.05).astype(np.float64),
+        propensity=(1 / np.log2(rank + 1)) * rng.uniform(0.2, 1.0, rank.size),
+    )
     log = FeedLog.from_arrays(**columns, n_items=n_items)
     scores = rng.normal(size=(n_sessions, n_items))
     discount = LogDiscount(cutoff=feed)
     active = np.unique(log.context[log.reward > 0])
-    print(f"\n3. logged DCG of a Plackett–Luce target: {log.n_rows:,} impressions ({n_sessions:,} sessions × "
-          f"{feed}, one context each, {active.size:,} with a reward), {n_items:,} items, cutoff {feed}")
-    deterministic = best_time(lambda: logged_dcg(log, DeterministicRanker(scores), discount=discount), args.repeat)
-    target = PlackettLuceRanker(scores, method="monte_carlo", rao_blackwell=True, n_samples=args.pl_samples)
+    print(
+        f"\n3. logged DCG of a Plackett–Luce target: {log.n_rows:,} impressions ({n_sessions:,} sessions × "
+        f"{feed}, one context each, {active.size:,} with a reward), {n_items:,} items, cutoff {feed}"
+    )
+    deterministic = best_time(
+        lambda: logged_dcg(log, DeterministicRanker(scores), discount=discount), args.repeat
+    )
+    target = PlackettLuceRanker(
+        scores, method="monte_carlo", rao_blackwell=True, n_samples=args.pl_samples
+    )
     sampled = best_time(lambda: logged_dcg(log, target, discount=discount), args.repeat)
     result = logged_dcg(log, target, discount=discount)
     print(f"   deterministic target:   {deterministic:7.3f} s  (anchor)")
-    print(f"   Rao–Blackwellised, {args.pl_samples} draws per context: {sampled:.3f} s = "
-          f"{sampled / deterministic:.1f}× the deterministic target; value {result.value:.6f}, standard error "
-          f"{result.standard_error:.2e}, approximation error {result.approximation_error:.2e} "
-          f"({result.approximation_error / result.standard_error:.1e} of the standard error)")
+    print(
+        f"   Rao–Blackwellised, {args.pl_samples} draws per context: {sampled:.3f} s = "
+        f"{sampled / deterministic:.1f}× the deterministic target; value {result.value:.6f}, standard error "
+        f"{result.standard_error:.2e}, approximation error {result.approximation_error:.2e} "
+        f"({result.approximation_error / result.standard_error:.1e} of the standard error)"
+    )
 
     probe = active[: args.pl_probe]
     rows = np.flatnonzero(np.isin(log.context, probe) & (log.reward > 0))
     start = time.perf_counter()  # what method="auto" does beyond 100 contexts
     PlackettLuceRanker(scores, method="monte_carlo").exposure(log, discount, rows)
     before = (time.perf_counter() - start) * active.size / probe.size
-    print(f"   as sampled before (method='auto': 2,000 plain draws per context): ~{before:.0f} s (scaled from "
-          f"{probe.size} contexts) = {before / deterministic:.0f}× the deterministic target")
+    print(
+        f"   as sampled before (method='auto': 2,000 plain draws per context): ~{before:.0f} s (scaled from "
+        f"{probe.size} contexts) = {before / deterministic:.0f}× the deterministic target"
+    )
 
     sub = np.flatnonzero(np.isin(columns["session"], probe))
     small = FeedLog.from_arrays(**{k: v[sub] for k, v in columns.items()}, n_items=n_items)
     small_scores = scores[small.session_labels]
-    exact = logged_dcg(small, PlackettLuceRanker(small_scores, method="exact"), discount=discount).value
-    check = logged_dcg(small, PlackettLuceRanker(small_scores, method="monte_carlo", rao_blackwell=True,
-                                                  n_samples=args.pl_samples), discount=discount)
-    print(f"   on those {probe.size} sessions: exact {exact:.8f}, Rao–Blackwellised {check.value:.8f}, "
-          f"difference {(check.value - exact) / check.approximation_error:+.2f}× its reported approximation error")
+    exact = logged_dcg(
+        small, PlackettLuceRanker(small_scores, method="exact"), discount=discount
+    ).value
+    check = logged_dcg(
+        small,
+        PlackettLuceRanker(
+            small_scores, method="monte_carlo", rao_blackwell=True, n_samples=args.pl_samples
+        ),
+        discount=discount,
+    )
+    print(
+        f"   on those {probe.size} sessions: exact {exact:.8f}, Rao–Blackwellised {check.value:.8f}, "
+        f"difference {(check.value - exact) / check.approximation_error:+.2f}× its reported approximation error"
+    )
 
 
 if __name__ == "__main__":

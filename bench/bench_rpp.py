@@ -45,8 +45,9 @@ from recpack_ope.io.trec import read_trec  # noqa: E402
 from recpack_ope.metrics.rpp import preference_matrix, win_rates  # noqa: E402
 
 
-def write_trec(folder: Path, n_queries: int, n_systems: int, depth: int, *, binary: bool = False,
-               seed: int = 0) -> tuple[str, list[str]]:
+def write_trec(
+    folder: Path, n_queries: int, n_systems: int, depth: int, *, binary: bool = False, seed: int = 0
+) -> tuple[str, list[str]]:
     """Qrels (graded 1–5, or binary with 5–60 relevant documents per query) and runs whose
     scores favour relevant documents, rounded so that they tie."""
     rng = np.random.default_rng(seed)
@@ -56,7 +57,9 @@ def write_trec(folder: Path, n_queries: int, n_systems: int, depth: int, *, bina
     relevance = np.zeros((n_queries, n_docs))
     lines = []
     for q in range(n_queries):
-        judged = rng.choice(n_docs, size=rng.integers(5, 61 if binary else 40), replace=False, p=popularity)
+        judged = rng.choice(
+            n_docs, size=rng.integers(5, 61 if binary else 40), replace=False, p=popularity
+        )
         relevance[q, judged] = 1 if binary else rng.integers(1, 6, judged.size)
         lines += [f"{q} 0 d{d} {int(relevance[q, d])}\n" for d in judged]
     qrels = folder / "qrels.txt"
@@ -70,7 +73,9 @@ def write_trec(folder: Path, n_queries: int, n_systems: int, depth: int, *, bina
         path = folder / f"input.sys{s:03d}"
         with open(path, "w") as out:
             for q in range(n_queries):
-                out.writelines(f"{q} Q0 d{d} {r + 1} {scores[q, d]} sys{s}\n" for r, d in enumerate(top[q]))
+                out.writelines(
+                    f"{q} Q0 d{d} {r + 1} {scores[q, d]} sys{s}\n" for r, d in enumerate(top[q])
+                )
         runs.append(str(path))
     return str(qrels), runs
 
@@ -92,11 +97,16 @@ def pyarrow_read(paths: list[str]) -> None:
     import pyarrow.csv
 
     for path in paths:
-        pyarrow.csv.read_csv(path, read_options=pyarrow.csv.ReadOptions(autogenerate_column_names=True),
-                             parse_options=pyarrow.csv.ParseOptions(delimiter=" "))
+        pyarrow.csv.read_csv(
+            path,
+            read_options=pyarrow.csv.ReadOptions(autogenerate_column_names=True),
+            parse_options=pyarrow.csv.ParseOptions(delimiter=" "),
+        )
 
 
-def reference_pairwise(reference: str, qrels: str, runs: list[str], repeat: int) -> tuple[float, float, dict]:
+def reference_pairwise(
+    reference: str, qrels: str, runs: list[str], repeat: int
+) -> tuple[float, float, dict]:
     """The reference's reading time, its best ``get_prefs`` time (RPP of every pair) and its result."""
     if reference not in sys.path:
         sys.path.insert(0, reference)
@@ -114,16 +124,23 @@ def reference_pairwise(reference: str, qrels: str, runs: list[str], repeat: int)
 
 def worst_difference(matrix, summary: dict) -> float:
     """Largest |ours − reference| over the pairs' mean RPP."""
-    return max(abs(matrix.mean[matrix.index(pair.split(":")[0]), matrix.index(pair.split(":")[1])] - value["rpp"])
-               for pair, value in summary.items())
+    return max(
+        abs(
+            matrix.mean[matrix.index(pair.split(":")[0]), matrix.index(pair.split(":")[1])]
+            - value["rpp"]
+        )
+        for pair, value in summary.items()
+    )
 
 
 def big_case(n_systems: int, n_users: int, depth: int, seed: int = 1):
     rng = np.random.default_rng(seed)
     n_items = 3701  # prime: (a·j + b) mod n lists `depth` distinct items for any a ≠ 0
     rows = [rng.choice(n_items, 30, replace=False) for _ in range(n_users)]
-    y_true = sp.csr_matrix((np.ones(30 * n_users), np.concatenate(rows), np.arange(0, 30 * n_users + 1, 30)),
-                           shape=(n_users, n_items))
+    y_true = sp.csr_matrix(
+        (np.ones(30 * n_users), np.concatenate(rows), np.arange(0, 30 * n_users + 1, 30)),
+        shape=(n_users, n_items),
+    )
     j = np.arange(depth)
     rankings = {}
     for s in range(n_systems):
@@ -135,14 +152,18 @@ def big_case(n_systems: int, n_users: int, depth: int, seed: int = 1):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reference", help="path of a pref_eval clone (parts 1 and 2 are skipped without it)")
+    parser.add_argument(
+        "--reference", help="path of a pref_eval clone (parts 1 and 2 are skipped without it)"
+    )
     parser.add_argument("--systems", type=int, default=21)
     parser.add_argument("--queries", type=int, default=943)
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--big-systems", type=int, default=200)
     parser.add_argument("--big-users", type=int, default=6000)
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--ref-repeat", type=int, default=2, help="times get_prefs runs (best taken)")
+    parser.add_argument(
+        "--ref-repeat", type=int, default=2, help="times get_prefs runs (best taken)"
+    )
     args = parser.parse_args()
 
     if args.reference:
@@ -150,44 +171,68 @@ def main() -> None:
         shape = f"{args.systems} runs × {args.queries} queries × depth {args.depth} ({pairs} pairs)"
         with tempfile.TemporaryDirectory() as tmp:
             qrels, runs = write_trec(Path(tmp), args.queries, args.systems, args.depth, binary=True)
-            ref_read, ref_prefs, summary = reference_pairwise(args.reference, qrels, runs, args.ref_repeat)
+            ref_read, ref_prefs, summary = reference_pairwise(
+                args.reference, qrels, runs, args.ref_repeat
+            )
             collection = read_trec(qrels, runs)
             (ours_read, ours_cpu), (arrow_read, arrow_cpu) = best_in_turn(
                 [lambda: read_trec(qrels, runs), lambda: pyarrow_read([qrels, *runs])], args.repeat
             )
-            ours_prefs = best_time(lambda: preference_matrix(collection.qrels, collection.runs, graded=False),
-                                   args.repeat)
-            worst = worst_difference(preference_matrix(collection.qrels, collection.runs, graded=False), summary)
-        print(f"1. binary qrels, 5–60 relevant per query: {shape}; max |ours − reference| = {worst:.1e}")
+            ours_prefs = best_time(
+                lambda: preference_matrix(collection.qrels, collection.runs, graded=False),
+                args.repeat,
+            )
+            worst = worst_difference(
+                preference_matrix(collection.qrels, collection.runs, graded=False), summary
+            )
+        print(
+            f"1. binary qrels, 5–60 relevant per query: {shape}; max |ours − reference| = {worst:.1e}"
+        )
         print(f"{'':22}{'anchor':>28}{'ours':>10}{'ratio':>18}")
-        print(f"{'read trec files':22}{'pyarrow.csv.read_csv':>19}{arrow_read:>8.3f}s{ours_read:>9.3f}s"
-              f"{ours_read / arrow_read:>8.2f}× anchor")
-        print(f"{'pairwise RPP matrix':22}{'get_prefs':>19}{ref_prefs:>8.3f}s{ours_prefs:>9.4f}s"
-              f"{ref_prefs / ours_prefs:>8.0f}× faster")
-        print(f"(reading: pyarrow kept {arrow_cpu / arrow_read:.1f} cores busy, ours {ours_cpu / ours_read:.1f}; "
-              f"our CPU time is {ours_cpu / arrow_cpu:.2f}× the anchor's. "
-              f"The reference reads the files in {ref_read:.2f} s.)")
+        print(
+            f"{'read trec files':22}{'pyarrow.csv.read_csv':>19}{arrow_read:>8.3f}s{ours_read:>9.3f}s"
+            f"{ours_read / arrow_read:>8.2f}× anchor"
+        )
+        print(
+            f"{'pairwise RPP matrix':22}{'get_prefs':>19}{ref_prefs:>8.3f}s{ours_prefs:>9.4f}s"
+            f"{ref_prefs / ours_prefs:>8.0f}× faster"
+        )
+        print(
+            f"(reading: pyarrow kept {arrow_cpu / arrow_read:.1f} cores busy, ours {ours_cpu / ours_read:.1f}; "
+            f"our CPU time is {ours_cpu / arrow_cpu:.2f}× the anchor's. "
+            f"The reference reads the files in {ref_read:.2f} s.)"
+        )
 
         with tempfile.TemporaryDirectory() as tmp:
             qrels, runs = write_trec(Path(tmp), args.queries, args.systems, args.depth)
-            ref_read, ref_prefs, summary = reference_pairwise(args.reference, qrels, runs, args.ref_repeat)
+            ref_read, ref_prefs, summary = reference_pairwise(
+                args.reference, qrels, runs, args.ref_repeat
+            )
             collection = read_trec(qrels, runs)
             ours_read = best_time(lambda: read_trec(qrels, runs), args.repeat)
-            ours_prefs = best_time(lambda: preference_matrix(collection.qrels, collection.runs, graded=False),
-                                   args.repeat)
-            worst = worst_difference(preference_matrix(collection.qrels, collection.runs, graded=False), summary)
+            ours_prefs = best_time(
+                lambda: preference_matrix(collection.qrels, collection.runs, graded=False),
+                args.repeat,
+            )
+            worst = worst_difference(
+                preference_matrix(collection.qrels, collection.runs, graded=False), summary
+            )
         print(f"\n2. graded qrels: {shape}; max |ours − reference| = {worst:.1e}")
         print(f"{'':24}{'reference':>12}{'ours':>10}{'speed-up':>10}")
-        for label, ref, ours in (("read trec files", ref_read, ours_read),
-                                 ("pairwise RPP matrix", ref_prefs, ours_prefs),
-                                 ("both", ref_read + ref_prefs, ours_read + ours_prefs)):
+        for label, ref, ours in (
+            ("read trec files", ref_read, ours_read),
+            ("pairwise RPP matrix", ref_prefs, ours_prefs),
+            ("both", ref_read + ref_prefs, ours_read + ours_prefs),
+        ):
             print(f"{label:24}{ref:>11.3f}s{ours:>9.3f}s{ref / ours:>9.0f}×")
 
     y_true, rankings = big_case(args.big_systems, args.big_users, args.depth)
     seconds = best_time(lambda: win_rates(y_true, rankings), 1)
     peak = peak_mib(lambda: win_rates(y_true, rankings))
-    print(f"\n3. win rates of {args.big_systems} systems × {args.big_users} users (depth {args.depth}, "
-          f"{y_true.nnz:,} relevant): {seconds:.1f} s, peak {peak:.0f} MiB")
+    print(
+        f"\n3. win rates of {args.big_systems} systems × {args.big_users} users (depth {args.depth}, "
+        f"{y_true.nnz:,} relevant): {seconds:.1f} s, peak {peak:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

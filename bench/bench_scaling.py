@@ -23,8 +23,9 @@ import scipy.sparse as sp
 from bench_dcg import best_time, peak_mib
 
 
-def sparse_case(n_users: int, n_items: int = 20_000, candidates: int = 200, held: int = 10,
-                seed: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+def sparse_case(
+    n_users: int, n_items: int = 20_000, candidates: int = 200, held: int = 10, seed: int = 0
+) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
     """``(y_true, y_pred, propensity)``, built vectorised in seconds even for 300k users.
 
     Each user's scored items are an arithmetic progression modulo ``n_items`` with a random
@@ -45,11 +46,15 @@ def sparse_case(n_users: int, n_items: int = 20_000, candidates: int = 200, held
     def csr(columns: np.ndarray, values: np.ndarray) -> sp.csr_matrix:
         width = columns.shape[1]
         indptr = np.arange(0, n_users * width + 1, width)
-        return sp.csr_matrix((values, columns.ravel().astype(np.int32), indptr), shape=(n_users, n_items))
+        return sp.csr_matrix(
+            (values, columns.ravel().astype(np.int32), indptr), shape=(n_users, n_items)
+        )
 
     y_true = csr(kept, np.ones(kept.size))
     y_pred = csr(scored, rng.random(scored.size))
-    propensity = np.clip(1.0 / np.arange(1, n_items + 1) ** 0.7, 1e-3, 1.0)[rng.permutation(n_items)]
+    propensity = np.clip(1.0 / np.arange(1, n_items + 1) ** 0.7, 1e-3, 1.0)[
+        rng.permutation(n_items)
+    ]
     return y_true, y_pred, propensity
 
 
@@ -67,22 +72,30 @@ def main() -> None:
     disc = LogDiscount(args.K)
     seconds: dict[str, list[float]] = {"ndcg": [], "unbiased_dcg": []}
     memory: dict[str, list[float]] = {"ndcg": [], "unbiased_dcg": []}
-    print(f"{args.items:,} items, {args.candidates} scored and 10 held-out items per user, K = {args.K}")
-    print(f"{'users':>8} {'metric':>13} {'time (s)':>9} {'µs/user':>8} {'peak MiB':>9} "
-          f"{'input MiB':>9} {'B/held-out':>10}")
+    print(
+        f"{args.items:,} items, {args.candidates} scored and 10 held-out items per user, K = {args.K}"
+    )
+    print(
+        f"{'users':>8} {'metric':>13} {'time (s)':>9} {'µs/user':>8} {'peak MiB':>9} "
+        f"{'input MiB':>9} {'B/held-out':>10}"
+    )
     for n_users in args.users:
         y_true, y_pred, propensity = sparse_case(n_users, args.items, args.candidates)
         inputs = sum(a.nbytes for m in (y_true, y_pred) for a in (m.data, m.indices, m.indptr))
         runs = {
             "ndcg": lambda: ndcg(y_true, y_pred, discount=disc),
-            "unbiased_dcg": lambda: unbiased_dcg(y_true, y_pred, discount=disc, propensity=propensity),
+            "unbiased_dcg": lambda: unbiased_dcg(
+                y_true, y_pred, discount=disc, propensity=propensity
+            ),
         }
         for name, fn in runs.items():
             seconds[name].append(best_time(fn, args.repeat))
             memory[name].append(peak_mib(fn))
-            print(f"{n_users:>8,} {name:>13} {seconds[name][-1]:9.3f} "
-                  f"{seconds[name][-1] / n_users * 1e6:8.2f} {memory[name][-1]:9.0f} "
-                  f"{inputs / 2**20:9.0f} {memory[name][-1] * 2**20 / y_true.nnz:10.1f}")
+            print(
+                f"{n_users:>8,} {name:>13} {seconds[name][-1]:9.3f} "
+                f"{seconds[name][-1] / n_users * 1e6:8.2f} {memory[name][-1]:9.0f} "
+                f"{inputs / 2**20:9.0f} {memory[name][-1] * 2**20 / y_true.nnz:10.1f}"
+            )
     if len(args.users) > 1:
         log_users = np.log(args.users)
         held_out = 10 * np.array(args.users)
@@ -90,8 +103,10 @@ def main() -> None:
             time_exp = np.polyfit(log_users, np.log(seconds[name]), 1)[0]
             memory_exp = np.polyfit(log_users, np.log(memory[name]), 1)[0]
             per_entry, fixed = np.polyfit(held_out, np.array(memory[name]) * 2**20, 1)
-            print(f"{name}: time ∝ users^{time_exp:.2f}, peak memory ∝ users^{memory_exp:.2f} "
-                  f"≈ {fixed / 2**20:.0f} MiB + {per_entry:.0f} B per held-out entry")
+            print(
+                f"{name}: time ∝ users^{time_exp:.2f}, peak memory ∝ users^{memory_exp:.2f} "
+                f"≈ {fixed / 2**20:.0f} MiB + {per_entry:.0f} B per held-out entry"
+            )
 
 
 if __name__ == "__main__":

@@ -33,13 +33,15 @@ def main() -> None:
 
     start = time.perf_counter()
     y_true, y_pred, propensity = sparse_case(args.users, args.items, args.candidates)
-    print(f"case: {args.users:,} users × {args.items:,} items, {y_pred.nnz:,} scores, "
-          f"{y_true.nnz:,} held-out, K = {args.K} (built in {time.perf_counter() - start:.1f} s)")
+    print(
+        f"case: {args.users:,} users × {args.items:,} items, {y_pred.nnz:,} scores, "
+        f"{y_true.nnz:,} held-out, K = {args.K} (built in {time.perf_counter() - start:.1f} s)"
+    )
     disc = LogDiscount(args.K)
     runs = {"ndcg (anchor)": lambda: ndcg(y_true, y_pred, discount=disc)}
     for n in args.strata:
-        runs[f"stratified, {n} strata"] = (
-            lambda n=n: stratified(ndcg, y_true, y_pred, stratify_by=propensity, n_strata=n, discount=disc)
+        runs[f"stratified, {n} strata"] = lambda n=n: stratified(
+            ndcg, y_true, y_pred, stratify_by=propensity, n_strata=n, discount=disc
         )
     print_against_anchor(runs, args.repeat)
 

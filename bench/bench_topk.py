@@ -34,8 +34,10 @@ def main() -> None:
 
     start = time.perf_counter()
     _, y_pred, _ = sparse_case(args.users, args.items, args.candidates)
-    print(f"case: {args.users:,} users × {args.items:,} items, {y_pred.nnz:,} scores, k = {args.k} "
-          f"(built in {time.perf_counter() - start:.1f} s), numpy {np.__version__}")
+    print(
+        f"case: {args.users:,} users × {args.items:,} items, {y_pred.nnz:,} scores, k = {args.k} "
+        f"(built in {time.perf_counter() - start:.1f} s), numpy {np.__version__}"
+    )
     rows = y_pred.data.reshape(args.users, args.candidates)
     kth = args.candidates - args.k
     runs = {

@@ -31,17 +31,29 @@ def main(argv: list[str] | None = None) -> dict:
     policy = PopularityPolicy(temperature=1.0)
     # Three feeds per user: the same (user, item) pairs reappear at other ranks.
     log = world.log(policy, feed_length=args.feed, n_feeds=3, seed=1).feed_log()
-    print(f"{log.n_rows:,} impressions in {log.n_sessions:,} sessions, {int(log.reward.sum()):,} clicks")
+    print(
+        f"{log.n_rows:,} impressions in {log.n_sessions:,} sessions, {int(log.reward.sum()):,} clicks"
+    )
 
     truth = LogDiscount().weights(args.feed)
     em = PositionBiasEM(relevance="item").fit(log)
     learnt = em.discount_
     print(f"EM position bias after {em.n_iter_} iterations (rank: learnt / true):")
-    print("  " + "  ".join(f"{r + 1}: {v:.2f}/{t:.2f}" for r, (v, t) in enumerate(zip(learnt.values, truth, strict=True)) if r < 8))
+    print(
+        "  "
+        + "  ".join(
+            f"{r + 1}: {v:.2f}/{t:.2f}"
+            for r, (v, t) in enumerate(zip(learnt.values, truth, strict=True))
+            if r < 8
+        )
+    )
 
     rng = np.random.default_rng(2)
     logits = np.log(world.relevance()) - np.log1p(-world.relevance())
-    targets = {"sharp": logits + rng.normal(0, 0.5, logits.shape), "blurred": logits + rng.normal(0, 2.0, logits.shape)}
+    targets = {
+        "sharp": logits + rng.normal(0, 0.5, logits.shape),
+        "blurred": logits + rng.normal(0, 2.0, logits.shape),
+    }
     logging = PlackettLuceRanker(np.log(policy.weights(world)))  # the logging policy, exactly
     out = {"em_max_error": float(np.abs(learnt.values - truth).max())}
     for label, view in (("true curve", LogDiscount(cutoff=args.feed)), ("learnt curve", learnt)):
@@ -50,16 +62,31 @@ def main(argv: list[str] | None = None) -> dict:
         results = {}
         for name, scores in targets.items():
             online = world.online_reward(scores, LogDiscount(cutoff=10)).value
-            est = logged_dcg(log, DeterministicRanker(scores), discount=discount, logging=logging,
-                             logging_discount=view)
-            clipped = logged_dcg(log, DeterministicRanker(scores), discount=discount, logging=logging,
-                                 logging_discount=view, clip=100)
+            est = logged_dcg(
+                log,
+                DeterministicRanker(scores),
+                discount=discount,
+                logging=logging,
+                logging_discount=view,
+            )
+            clipped = logged_dcg(
+                log,
+                DeterministicRanker(scores),
+                discount=discount,
+                logging=logging,
+                logging_discount=view,
+                clip=100,
+            )
             lo, hi = est.confidence_interval()
-            print(f"  {name:8s} {est.value:.4f} [{lo:.4f}, {hi:.4f}]  clipped {clipped.value:.4f}  online {online:.4f}")
+            print(
+                f"  {name:8s} {est.value:.4f} [{lo:.4f}, {hi:.4f}]  clipped {clipped.value:.4f}  online {online:.4f}"
+            )
             results[name] = {"estimate": est.value, "online": online, "se": est.standard_error}
             results[name + " estimate"] = est
         comparison = results.pop("sharp estimate").compare(results.pop("blurred estimate"))
-        print(f"  sharp − blurred: {comparison.difference:.4f}, one-sided p = {comparison.p_value_greater:.2g}")
+        print(
+            f"  sharp − blurred: {comparison.difference:.4f}, one-sided p = {comparison.p_value_greater:.2g}"
+        )
         out[label] = dict(results, p_value_greater=comparison.p_value_greater)
     return out
 

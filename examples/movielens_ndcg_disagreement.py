@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     # RecPack's logs, progress bars and warnings stay quiet (run_disagreement(verbose=True) shows them).
-    result = run_disagreement(DisagreementConfig(dataset=args.dataset, n_models=args.models, K=args.cutoff))
+    result = run_disagreement(
+        DisagreementConfig(dataset=args.dataset, n_models=args.models, K=args.cutoff)
+    )
     write_report(result, args.output)
     print(result.table())
 
@@ -46,14 +48,22 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"paired test of the two picks under DCG's ordering: {paired}")
     else:
         print("both metrics pick the same model on this split")
-    p_values = {m: compare(result.pipeline, by_dcg, m, metric).p_value for m in v.index if m != by_dcg}
+    p_values = {
+        m: compare(result.pipeline, by_dcg, m, metric).p_value for m in v.index if m != by_dcg
+    }
     tied = sorted(m for m, p in p_values.items() if p >= 0.05)
     print(
         f"{len(tied)} of {len(p_values)} other models are not significantly worse than DCG's pick "
         "(paired t-test over users, p >= 0.05, no multiplicity correction)"
     )
     print(f"Figure 2 and tables in {args.output}/")
-    return {"result": result, "pick_dcg": by_dcg, "pick_ndcg": by_ndcg, "paired": paired, "p_values": p_values}
+    return {
+        "result": result,
+        "pick_dcg": by_dcg,
+        "pick_ndcg": by_ndcg,
+        "paired": paired,
+        "p_values": p_values,
+    }
 
 
 if __name__ == "__main__":

@@ -39,11 +39,17 @@ def main(argv: list[str] | None = None) -> dict:
     ndcg = result.samples[ndcg_name]
     by_rpp = randomised_tukey_hsd(rpp, args.resamples, config.seed)
     by_ndcg = randomised_tukey_hsd(ndcg, args.resamples, config.seed)
-    only_rpp = [(a, b) for a, b, _, _ in by_rpp.pairs() if by_ndcg.p_value[ndcg.index(a), ndcg.index(b)] >= 0.05]
+    only_rpp = [
+        (a, b)
+        for a, b, _, _ in by_rpp.pairs()
+        if by_ndcg.p_value[ndcg.index(a), ndcg.index(b)] >= 0.05
+    ]
     print(f"\n{len(only_rpp)} pairs separated by RPP but not by {ndcg_name} (Tukey HSD), e.g.:")
     for a, b in only_rpp[:8]:
         diff = ndcg.means[ndcg.index(a)] - ndcg.means[ndcg.index(b)]
-        print(f"  {a} ≻ {b}: RPP {rpp.mean[rpp.index(a), rpp.index(b)]:+.3f}, {ndcg_name} difference {diff:+.4f}")
+        print(
+            f"  {a} ≻ {b}: RPP {rpp.mean[rpp.index(a), rpp.index(b)]:+.3f}, {ndcg_name} difference {diff:+.4f}"
+        )
 
     wins = rpp.win_rates()
     orderings = {method: wins.ordering(method) for method in ("mc4", "borda", "mean")}
@@ -54,8 +60,10 @@ def main(argv: list[str] | None = None) -> dict:
     for depth in args.shallow:
         r = run_rpp_power(replace(config, depth=depth, n_resamples=50), progress=False)
         shallow[depth] = r.power.power["bonferroni"]
-        print(f"depth {depth}: Bonferroni t-test separates "
-              + ", ".join(f"{m} {100 * v:.1f}%" for m, v in shallow[depth].items()))
+        print(
+            f"depth {depth}: Bonferroni t-test separates "
+            + ", ".join(f"{m} {100 * v:.1f}%" for m, v in shallow[depth].items())
+        )
     return {"result": result, "only_rpp": only_rpp, "orderings": orderings, "shallow": shallow}
 
 

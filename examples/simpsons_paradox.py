@@ -45,15 +45,24 @@ def main(argv: list[str] | None = None) -> dict:
     for binning in ("width", "mass"):
         for n in range(2, args.max_strata + 1):
             a, b = (
-                stratified(ndcg, y_true, ranking, stratify_by=propensity, n_strata=n,
-                           binning=binning, discount=LogDiscount())
+                stratified(
+                    ndcg,
+                    y_true,
+                    ranking,
+                    stratify_by=propensity,
+                    n_strata=n,
+                    binning=binning,
+                    discount=LogDiscount(),
+                )
                 for ranking in rankings
             )
             report = simpsons_paradox(a, b, names=("BPR10", "WMF10"))
             row = report.row("Stratified")
             sensitivity[(binning, n)] = report
-            print(f"| {n} | {binning} | {row.value_a:.4f} | {row.value_b:.4f} | "
-                  f"{row.p_value:.3g} | {'yes' if report.paradox else 'no'} |")
+            print(
+                f"| {n} | {binning} | {row.value_a:.4f} | {row.value_b:.4f} | "
+                f"{row.p_value:.3g} | {'yes' if report.paradox else 'no'} |"
+            )
     return {"table2": result, "sensitivity": sensitivity}
 
 

@@ -35,7 +35,9 @@ METRICS = {"dcg": dcg, "ndcg": ndcg, "pn_dcg": pn_dcg}
 
 def long_frame(matrix: sp.spmatrix, value: str) -> pd.DataFrame:
     coo = sp.coo_matrix(matrix)
-    return pd.DataFrame({"user": coo.row.astype(np.int64), "item": coo.col.astype(np.int64), value: coo.data})
+    return pd.DataFrame(
+        {"user": coo.row.astype(np.int64), "item": coo.col.astype(np.int64), value: coo.data}
+    )
 
 
 def as_scores(items: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
@@ -66,16 +68,23 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, tuple[float, floa
         "item-kNN": np.asarray(train[evaluated] @ cosine),
     }
     # What a platform would store: each model's top-D list per user, training items masked.
-    top = {name: TopK.from_scores(np.where(seen, -np.inf, s), args.depth) for name, s in scores.items()}
+    top = {
+        name: TopK.from_scores(np.where(seen, -np.inf, s), args.depth) for name, s in scores.items()
+    }
     ranked = {name: as_scores(t.items, test.shape) for name, t in top.items()}
     spark = rs.local_session(2)
     held = spark.createDataFrame(long_frame(test, "reward"))
     recs = {name: spark.createDataFrame(long_frame(r, "score")) for name, r in ranked.items()}
-    propensity = rs.fit_propensity(spark.createDataFrame(long_frame(train, "count")), PowerLawPropensity(),
-                                   items=spark.createDataFrame(pd.DataFrame({"item": np.arange(X.shape[1])})))
+    propensity = rs.fit_propensity(
+        spark.createDataFrame(long_frame(train, "count")),
+        PowerLawPropensity(),
+        items=spark.createDataFrame(pd.DataFrame({"item": np.arange(X.shape[1])})),
+    )
     disc = LogDiscount(args.cutoff)
     plain = rs.evaluate(held, recs, metrics=tuple(METRICS), discount=disc)
-    weighted = rs.evaluate(held, recs, metrics=("unbiased_dcg",), discount=disc, propensity=propensity, clip=100.0)
+    weighted = rs.evaluate(
+        held, recs, metrics=("unbiased_dcg",), discount=disc, propensity=propensity, clip=100.0
+    )
     p = PowerLawPropensity().fit(train)
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for metric, core in METRICS.items():

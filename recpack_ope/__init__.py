@@ -58,7 +58,7 @@ from .logged.pairwise_disagreement import (
 )
 from .logged.policies import DeterministicRanker, Exposure, LoggedRanking, PlackettLuceRanker
 from .logged.position_bias import PositionBiasEM, ShuffledPositionBias
-from .metrics.dcg import dcg, ideal_dcg, ndcg, pn_dcg, unbiased_dcg
+from .metrics.dcg import dcg, ideal_dcg, ips_dcg, ndcg, pn_dcg
 from .metrics.doubly_robust import dr_dcg
 from .metrics.ranking import TopK
 from .metrics.recall import recall
@@ -87,7 +87,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "dcg",
-    "unbiased_dcg",
+    "ips_dcg",
     "ndcg",
     "pn_dcg",
     "ideal_dcg",

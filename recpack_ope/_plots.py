@@ -27,7 +27,9 @@ def axes(ax, what: str, **subplots):
         return ax
     plt = pyplot()
     if plt is None:
-        raise ModuleNotFoundError(f'{what} needs matplotlib: in a clone of recpack-ope, pip install ".[plot]"')
+        raise ModuleNotFoundError(
+            f'{what} needs matplotlib: in a clone of recpack-ope, pip install ".[plot]"'
+        )
     return plt.subplots(**subplots)[1]
 
 
@@ -78,4 +80,3 @@ def emptiest_corner(x, y, size: float) -> tuple[float, float]:
         for cx, cy in corners
     ]
     return corners[int(np.argmin(inside))]
-

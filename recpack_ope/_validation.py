@@ -5,7 +5,7 @@ Every message names the offending value and where it sits, so a user can find it
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,7 +46,9 @@ def as_csr(matrix, name: str, *, duplicates: str = "sum") -> sp.csr_matrix:
         arr = real_array(matrix, name, axes=("user", "item"))
         if arr.ndim != 2:
             raise ValueError(f"{name} must be a 2-D users×items matrix, got shape {arr.shape}")
-        check_float_exact(arr, name, lambda k: _describe(np.unravel_index(k, arr.shape), ("user", "item")))
+        check_float_exact(
+            arr, name, lambda k: _describe(np.unravel_index(k, arr.shape), ("user", "item"))
+        )
         out = sp.csr_matrix(arr.astype(np.float64, copy=False))
         stored = out.nnz
     out.sum_duplicates()
@@ -125,7 +127,11 @@ def check_clip(clip, *, allow_auto: bool = False) -> float | str:
 
 # Largest magnitude up to which float64 represents every integer exactly.
 EXACT_INTEGER_LIMIT = 2**53
-_COMPRESSED = {"csr": ("row", "column"), "csc": ("column", "row"), "bsr": ("block row", "block column")}
+_COMPRESSED = {
+    "csr": ("row", "column"),
+    "csc": ("column", "row"),
+    "bsr": ("block row", "block column"),
+}
 
 
 def shown(value) -> str:
@@ -294,7 +300,11 @@ def _describe(position: tuple, axes: tuple[str, ...] | None) -> str:
     if not position:
         return "a 0-d position (a single value, not an array)"
     if axes is None or len(axes) != len(position):
-        return f"position {tuple(int(p) for p in position)}" if len(position) > 1 else f"position {int(position[0])}"
+        return (
+            f"position {tuple(int(p) for p in position)}"
+            if len(position) > 1
+            else f"position {int(position[0])}"
+        )
     return "(" + ", ".join(f"{a} {int(p)}" for a, p in zip(axes, position, strict=True)) + ")"
 
 
@@ -371,7 +381,9 @@ def real_array(values, name: str, *, axes: tuple[str, ...] | None = None) -> np.
         missing = np.asarray(values.isna())
         if missing.any():
             k = int(np.flatnonzero(missing)[0])
-            raise ValueError(f"{name} has a missing value at label {shown(values.index[k])}; fill or drop it")
+            raise ValueError(
+                f"{name} has a missing value at label {shown(values.index[k])}; fill or drop it"
+            )
         arr = values.to_numpy()
     else:
         arr = np.asarray(values)
@@ -412,7 +424,9 @@ def check_fraction(value, name: str, *, include_one: bool = False) -> float:
     """A real number in (0, 1) — or (0, 1] with ``include_one`` — such as a significance or
     confidence level; strings, bools and NaN are refused with the argument named."""
     interval = "(0, 1]" if include_one else "(0, 1)"
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
         raise ValueError(f"{name} must be a number in {interval}, got {shown(value)}")
     v = float(value)
     if not (0.0 < v < 1.0 or (include_one and v == 1.0)):
@@ -425,7 +439,9 @@ def check_seed(seed, name: str = "seed"):
     if seed is None or isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"{name} must be None, an integer >= 0 or a numpy Generator, got {shown(seed)}")
+        raise ValueError(
+            f"{name} must be None, an integer >= 0 or a numpy Generator, got {shown(seed)}"
+        )
     return int(seed)
 
 
@@ -477,8 +493,12 @@ def check_finite_number(
     """``value`` as a finite float, ``>= minimum`` or ``> above`` when given (a tolerance, a
     temperature, a log-odds); strings, bools, complex numbers, arrays, None, NaN and infinity
     are refused with the argument named."""
-    bound = f" >= {minimum:g}" if minimum is not None else f" > {above:g}" if above is not None else ""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    bound = (
+        f" >= {minimum:g}" if minimum is not None else f" > {above:g}" if above is not None else ""
+    )
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
         raise ValueError(f"{name} must be a finite real number{bound}, got {value!r}")
     v = float(value)
     if above is not None and not (np.isfinite(v) and v > above):

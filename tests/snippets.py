@@ -61,9 +61,15 @@ def _fenced(path: Path) -> list[Block]:
             end += 1
         if end == len(lines):
             raise AssertionError(f"{path.name}:{i + 1}: code block is never closed")
-        body = [line[len(indent):] if line.startswith(indent) else line for line in lines[i + 1:end]]
+        body = [
+            line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : end]
+        ]
         block = Block(path, i + 1, match["lang"], "\n".join(body) + "\n")
-        follows = blocks and blocks[-1].lang == "python" and not any(line.strip() for line in lines[closed + 1:i])
+        follows = (
+            blocks
+            and blocks[-1].lang == "python"
+            and not any(line.strip() for line in lines[closed + 1 : i])
+        )
         if block.lang == "text" and follows:
             last = blocks[-1]
             blocks[-1] = Block(last.path, last.line, last.lang, last.text, block.text)
@@ -86,8 +92,9 @@ def run_python(block: Block, cwd: Path) -> str:
     script = cwd / "snippet.py"
     script.write_text(block.text, encoding="utf-8")
     env = dict(os.environ, MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, f"{block.id} failed:\n{done.stderr[-3000:]}"
     if block.output is not None:
         checker = doctest.OutputChecker()
@@ -108,7 +115,7 @@ def commands(block: Block) -> list[list[str]]:
         while words:
             cut = words.index("&&") if "&&" in words else len(words)
             out.append(words[:cut])
-            words = words[cut + 1:]
+            words = words[cut + 1 :]
     return out
 
 

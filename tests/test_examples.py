@@ -10,7 +10,6 @@ import math
 import runpy
 from pathlib import Path
 
-
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

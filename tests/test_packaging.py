@@ -57,6 +57,8 @@ def test_installed_metadata(module, tmp_path):
 def test_console_script_is_installed(tmp_path):
     script = Path(sys.executable).with_name("recpack-ope")
     assert script.exists(), f"no console script next to {sys.executable}"
-    done = subprocess.run([str(script), "demo", "--help"], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(script), "demo", "--help"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert "--users" in done.stdout and "--output" in done.stdout

@@ -1,5 +1,5 @@
 """Every code block of README.md and docs/ runs as pasted (blocks that import RecPack run in
-``tests/needs_recpack/test_snippets_recpack.py``); see ``tests/snippets.py`` for the rules."""
+``tests/adapters/recpack/test_snippets_recpack.py``); see ``tests/snippets.py`` for the rules."""
 
 from __future__ import annotations
 
@@ -29,8 +29,12 @@ BASH = [b for b in BLOCKS if b.lang == "bash"]
 #: Commands the tests run as pasted (seconds each; rpp-power runs in its own test below); the
 #: others are checked by the CLI's parser here and run at small size by their study's own tests
 #: (demo, ndcg-disagreement, reliability).
-RUN = {("rpp",), ("reproduce", "sensitivity"), ("reproduce", "disagreement"),
-       ("reproduce", "simpsons-paradox")}
+RUN = {
+    ("rpp",),
+    ("reproduce", "sensitivity"),
+    ("reproduce", "disagreement"),
+    ("reproduce", "simpsons-paradox"),
+}
 
 
 def test_every_block_names_a_known_language():
@@ -69,25 +73,34 @@ def _check(words: list[str], cwd) -> None:
             assert stop.code == 0, f"the CLI refuses {' '.join(words)!r}"
             return
         if tuple(a for a in args[:2] if not a.startswith("-")) in RUN or tuple(args[:1]) in RUN:
-            done = subprocess.run([sys.executable, "-m", "recpack_ope", *args], cwd=cwd,
-                                  capture_output=True, text=True, timeout=600)
+            done = subprocess.run(
+                [sys.executable, "-m", "recpack_ope", *args],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert done.returncode == 0, f"{' '.join(words)!r} failed:\n{done.stderr[-3000:]}"
         return
     if words[:3] == ["python3", "-m", "pip"] or words[0] == "pip":
-        for req in (w for w in words[words.index("install") + 1:] if not w.startswith("-")):
+        for req in (w for w in words[words.index("install") + 1 :] if not w.startswith("-")):
             assert not req.startswith(("recpack-ope", "recpack_ope")), (
                 f"{req!r}: recpack-ope is not on the package index; install from the clone: '.[…]'"
             )
             if req.startswith("."):
-                named = set(req[req.index("[") + 1:-1].split(",")) if "[" in req else set()
-                assert named <= extras(), f"{req!r} names extras the package lacks: {named - extras()}"
+                named = set(req[req.index("[") + 1 : -1].split(",")) if "[" in req else set()
+                assert named <= extras(), (
+                    f"{req!r} names extras the package lacks: {named - extras()}"
+                )
         return
     if words[:3] == ["python3", "-m", "nox"]:
         tail = words.index("--") if "--" in words else len(words)
         sessions = [words[i + 1] for i in range(3, tail - 1) if words[i] == "-s"]
-        assert set(sessions) <= nox_sessions(), f"unknown nox sessions {set(sessions) - nox_sessions()}"
+        assert set(sessions) <= nox_sessions(), (
+            f"unknown nox sessions {set(sessions) - nox_sessions()}"
+        )
         if sessions == ["demo"] and tail < len(words):
-            _check(["recpack-ope", "demo", *words[tail + 1:]], cwd)
+            _check(["recpack-ope", "demo", *words[tail + 1 :]], cwd)
         return
     raise AssertionError(f"a bash block may hold pip, nox and recpack-ope commands, not {words!r}")
 
@@ -103,17 +116,27 @@ def test_shell_commands_are_valid_and_the_quick_ones_run(block, tmp_path):
 def test_no_install_hint_sends_users_to_the_package_index():
     # recpack-ope is installed from a clone (`pip install ".[trec]"`), so a hint naming
     # `recpack-ope[…]` fails for every user who follows it.
-    sources = [*(ROOT / "recpack_ope").rglob("*.py"), *(ROOT / "adapters").rglob("*.py"),
-               *(ROOT / "examples").rglob("*.py"), *DOCUMENTS]
-    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in sources
-                 for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                 if re.search(r"recpack[-_]ope\[", line)]
+    sources = [
+        *(ROOT / "recpack_ope").rglob("*.py"),
+        *(ROOT / "adapters").rglob("*.py"),
+        *(ROOT / "examples").rglob("*.py"),
+        *DOCUMENTS,
+    ]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sources
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"recpack[-_]ope\[", line)
+    ]
     assert not offenders, f"install hints that name the package index: {offenders}"
 
 
 def _table_row(path, label: str) -> list[float]:
-    row = next(line for line in path.read_text(encoding="utf-8").splitlines()
-               if line.startswith(f"| {label} |"))
+    row = next(
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith(f"| {label} |")
+    )
     return [float(cell) for cell in row.strip("|").split("|")[1:]]
 
 
@@ -123,11 +146,21 @@ def test_rpp_power_table_is_what_the_command_prints(tmp_path):
     # command as pasted and compare the documented table with the report it writes.
     block = next(b for b in BASH if "reproduce rpp-power" in b.text)
     (words,) = commands(block)
-    done = subprocess.run([sys.executable, "-m", "recpack_ope", *_cli(words), "--no-plots"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "recpack_ope", *_cli(words), "--no-plots"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (report,) = tmp_path.rglob("power.json")
     power = json.loads(report.read_text())["power"]
     measures = ["RPP", "dcgRPP", "invRPP", "nDCG@100", "DCG@100", "Recall@100"]
-    for label, test in (("Tukey HSD, ML-100K", "tukey"), ("t-test Bonferroni, ML-100K", "bonferroni")):
-        assert _table_row(block.path, label) == [round(100 * power[test][m], 2) for m in measures], label
+    for label, test in (
+        ("Tukey HSD, ML-100K", "tukey"),
+        ("t-test Bonferroni, ML-100K", "bonferroni"),
+    ):
+        assert _table_row(block.path, label) == [
+            round(100 * power[test][m], 2) for m in measures
+        ], label

@@ -32,9 +32,13 @@ METHODS = ("mc4", "borda", "mean")
 
 
 def _scores(per_user) -> np.ndarray:
-    scores = real_array(per_user, "per_user", axes=("user row", "system")).astype(np.float64, copy=False)
+    scores = real_array(per_user, "per_user", axes=("user row", "system")).astype(
+        np.float64, copy=False
+    )
     if scores.ndim != 2 or scores.shape[1] < 2:
-        raise ValueError(f"per-user scores must be users × systems with ≥ 2 systems, got shape {scores.shape}")
+        raise ValueError(
+            f"per-user scores must be users × systems with ≥ 2 systems, got shape {scores.shape}"
+        )
     if np.isnan(scores).any():
         u, s = np.argwhere(np.isnan(scores))[0]
         raise ValueError(f"per-user score is NaN for user {u}, system {s}")
@@ -93,7 +97,9 @@ def order(per_user, method: str = "mc4", damping: float = 0.15) -> np.ndarray:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     scores = _scores(per_user)
     points, means = borda(scores), scores.mean(axis=0)
-    primary = {"mc4": lambda: mc4(scores, damping), "borda": lambda: points, "mean": lambda: means}[method]()
+    primary = {"mc4": lambda: mc4(scores, damping), "borda": lambda: points, "mean": lambda: means}[
+        method
+    ]()
     # np.lexsort sorts by the last key first; negate for "larger is better". Stationary masses
     # equal up to the linear solver's round-off count as ties.
     return np.lexsort((np.arange(scores.shape[1]), -means, -points, -np.round(primary, 12)))

@@ -42,8 +42,12 @@ def _aligned(a, b, names: tuple[str, str]):
     for name, v in zip(names, (a, b), strict=True):
         repeated = v.index[v.index.duplicated()]
         if repeated.size:
-            raise ValueError(f"{name} metric vector labels model {shown(repeated[0])} more than once")
-    for lacking, (name, v, other) in zip(names[::-1], ((names[0], a, b), (names[1], b, a)), strict=True):
+            raise ValueError(
+                f"{name} metric vector labels model {shown(repeated[0])} more than once"
+            )
+    for lacking, (name, v, other) in zip(
+        names[::-1], ((names[0], a, b), (names[1], b, a)), strict=True
+    ):
         unmatched = v.index[~v.index.isin(other.index)]
         if unmatched.size:
             raise ValueError(
@@ -53,7 +57,9 @@ def _aligned(a, b, names: tuple[str, str]):
     return a, b.reindex(a.index)
 
 
-def _paired_vectors(a, b, min_size: int = 2, names: tuple[str, str] = ("first", "second")) -> tuple[np.ndarray, np.ndarray]:
+def _paired_vectors(
+    a, b, min_size: int = 2, names: tuple[str, str] = ("first", "second")
+) -> tuple[np.ndarray, np.ndarray]:
     """Two metrics' values for the same models as float arrays (pandas Series aligned by
     label), finite and of equal length."""
     a, b = _aligned(a, b, names)
@@ -178,7 +184,11 @@ def steiger_z(
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 3:
         raise ValueError(f"Steiger's test needs an integer n > 3 observations, got {n!r}")
     for name, r in (("r_xy", r_xy), ("r_xz", r_xz), ("r_yz", r_yz)):
-        if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)) or not -1.0 < r < 1.0:
+        if (
+            isinstance(r, bool)
+            or not isinstance(r, (int, float, np.integer, np.floating))
+            or not -1.0 < r < 1.0
+        ):
             raise ValueError(f"{name} must lie strictly inside (-1, 1), got {r!r}")
     rbar2 = ((r_xy + r_xz) / 2) ** 2
     psi = r_yz * (1 - 2 * rbar2) - 0.5 * rbar2 * (1 - 2 * rbar2 - r_yz**2)
@@ -191,7 +201,9 @@ def steiger_z(
     elif alternative == "less":
         p = stats.norm.cdf(z)
     else:
-        raise ValueError(f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}")
+        raise ValueError(
+            f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}"
+        )
     return float(z), float(p)
 
 
@@ -233,5 +245,10 @@ def steiger_test(
             )
     stat, p = steiger_z(r_ty, r_tz, r_yz, t.size, alternative)
     return SteigerResult(
-        r_truth_y=float(r_ty), r_truth_z=float(r_tz), r_y_z=float(r_yz), z=stat, p_value=p, n=int(t.size)
+        r_truth_y=float(r_ty),
+        r_truth_z=float(r_tz),
+        r_y_z=float(r_yz),
+        z=stat,
+        p_value=p,
+        n=int(t.size),
     )

@@ -23,8 +23,8 @@ below the largest inverse propensity, plus ``m = ∞``; ``m = 1`` is the unweigh
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 
@@ -97,7 +97,11 @@ class ClipSelection:
                 f"{np.shape(self.standard_errors)}"
             )
         n = np.shape(self.thresholds)[0]
-        if isinstance(self.chosen, bool) or not isinstance(self.chosen, (int, np.integer)) or not 0 <= self.chosen < n:
+        if (
+            isinstance(self.chosen, bool)
+            or not isinstance(self.chosen, (int, np.integer))
+            or not 0 <= self.chosen < n
+        ):
             raise ValueError(f"chosen must index one of the {n} thresholds, got {self.chosen!r}")
 
     @property
@@ -141,12 +145,30 @@ class ClipSelection:
         # m = ∞ is drawn one doubling beyond the largest finite candidate.
         x = np.where(np.isfinite(self.thresholds), self.thresholds, 2 * finite.max(initial=1.0))
         bounds = self.intervals()
-        ax.errorbar(x, self.values, yerr=2 * self.standard_errors, fmt="o-", ms=3, capsize=2,
-                    label="estimate ± 2 SE")
-        ax.plot(x[self.chosen], self.values[self.chosen], "s", color="C3", ms=9,
-                label=f"SLOPE: {'m = ∞' if self.clip is None else f'm = {self.clip:g}'}")
-        ax.axhspan(bounds[: self.chosen + 1, 0].max(), bounds[: self.chosen + 1, 1].min(),
-                   color="C3", alpha=0.1, label="common interval")
+        ax.errorbar(
+            x,
+            self.values,
+            yerr=2 * self.standard_errors,
+            fmt="o-",
+            ms=3,
+            capsize=2,
+            label="estimate ± 2 SE",
+        )
+        ax.plot(
+            x[self.chosen],
+            self.values[self.chosen],
+            "s",
+            color="C3",
+            ms=9,
+            label=f"SLOPE: {'m = ∞' if self.clip is None else f'm = {self.clip:g}'}",
+        )
+        ax.axhspan(
+            bounds[: self.chosen + 1, 0].max(),
+            bounds[: self.chosen + 1, 1].min(),
+            color="C3",
+            alpha=0.1,
+            label="common interval",
+        )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("clipping threshold m (rightmost: none)")
         ax.set_ylabel("estimate")
@@ -179,8 +201,11 @@ def select_clip(estimate: Callable[[float | None], object], raw: np.ndarray):
     chosen = slope_index(values, errors)
     selection = ClipSelection(thresholds, values, errors, chosen)
     # Named after the unclipped candidate, whose name carries no threshold.
-    return replace(results[chosen], name=f"{results[0].name} (auto m={_label(selection.clip)})",
-                   clip_selection=selection)
+    return replace(
+        results[chosen],
+        name=f"{results[0].name} (auto m={_label(selection.clip)})",
+        clip_selection=selection,
+    )
 
 
 def _label(clip: float | None) -> str:

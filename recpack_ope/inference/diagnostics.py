@@ -91,19 +91,30 @@ class WeightGroups:
     clipped: np.ndarray
 
     @classmethod
-    def from_interactions(cls, raw: np.ndarray, weights: np.ndarray, contributions: np.ndarray) -> "WeightGroups":
+    def from_interactions(
+        cls, raw: np.ndarray, weights: np.ndarray, contributions: np.ndarray
+    ) -> WeightGroups:
         """Group aligned per-interaction arrays by weight."""
-        return cls(weights, np.ones(weights.size, dtype=np.int64), contributions, raw,
-                   (raw > weights).astype(np.int64)).merged()
+        return cls(
+            weights,
+            np.ones(weights.size, dtype=np.int64),
+            contributions,
+            raw,
+            (raw > weights).astype(np.int64),
+        ).merged()
 
     @classmethod
-    def concatenate(cls, groups) -> "WeightGroups":
+    def concatenate(cls, groups) -> WeightGroups:
         """All groups of several tables in one (merge them with :meth:`merged`)."""
         groups = list(groups)
-        return cls(*(np.concatenate([getattr(g, f) for g in groups]) for f in
-                     ("weight", "count", "contribution", "raw", "clipped"))).merged()
+        return cls(
+            *(
+                np.concatenate([getattr(g, f) for g in groups])
+                for f in ("weight", "count", "contribution", "raw", "clipped")
+            )
+        ).merged()
 
-    def merged(self) -> "WeightGroups":
+    def merged(self) -> WeightGroups:
         """Equal weights summed into one group, in decreasing order of weight."""
         order = np.argsort(-self.weight, kind="stable")
         weight = self.weight[order]
@@ -112,8 +123,10 @@ class WeightGroups:
         starts = np.flatnonzero(np.r_[True, weight[1:] != weight[:-1]])
         return WeightGroups(
             weight[starts],
-            *(np.add.reduceat(getattr(self, f)[order], starts)
-              for f in ("count", "contribution", "raw", "clipped")),
+            *(
+                np.add.reduceat(getattr(self, f)[order], starts)
+                for f in ("count", "contribution", "raw", "clipped")
+            ),
         )
 
 
@@ -160,7 +173,9 @@ class WeightDiagnostics:
         return self.ess_ratio >= self.threshold
 
     @classmethod
-    def from_groups(cls, groups: WeightGroups, threshold: float = ESS_RATIO_THRESHOLD) -> "WeightDiagnostics":
+    def from_groups(
+        cls, groups: WeightGroups, threshold: float = ESS_RATIO_THRESHOLD
+    ) -> WeightDiagnostics:
         """Diagnostics of the interactions in ``groups`` (module docstring); the ``T``-th
         largest weight's group enters the top share pro rata."""
         threshold = check_ess_threshold(threshold)
@@ -194,7 +209,9 @@ class WeightDiagnostics:
         """Diagnostics of the evaluated interactions of one estimate: raw inverse
         propensities ``1/p_j``, the weights used (``min(m, 1/p_j)``) and each interaction's
         contribution ``x_j`` to the estimate, aligned."""
-        return cls.from_groups(WeightGroups.from_interactions(raw, weights, contributions), threshold)
+        return cls.from_groups(
+            WeightGroups.from_interactions(raw, weights, contributions), threshold
+        )
 
     def warn(self, name: str, stacklevel: int = 3) -> None:
         """Issue a :class:`ReliabilityWarning` for estimate ``name`` if it is unreliable."""

@@ -55,7 +55,7 @@ class Moments:
     comoment: np.ndarray
 
     @classmethod
-    def from_terms(cls, terms: np.ndarray) -> "Moments":
+    def from_terms(cls, terms: np.ndarray) -> Moments:
         """Moments of the rows of ``terms`` (users × d)."""
         terms = np.asarray(terms, dtype=np.float64)
         if terms.ndim != 2:
@@ -67,7 +67,7 @@ class Moments:
         return cls(terms.shape[0], mean, centred.T @ centred)
 
     @classmethod
-    def empty(cls, d: int) -> "Moments":
+    def empty(cls, d: int) -> Moments:
         """Moments of no users."""
         return cls(0, np.zeros(d), np.zeros((d, d)))
 
@@ -76,7 +76,7 @@ class Moments:
         """Number of terms d."""
         return int(self.mean.size)
 
-    def merge(self, other: "Moments") -> "Moments":
+    def merge(self, other: Moments) -> Moments:
         """Moments of the union of two disjoint sets of users (Chan et al.'s pairwise update)."""
         if other.dim != self.dim:
             raise ValueError(f"cannot merge moments of {self.dim} and {other.dim} terms")
@@ -91,7 +91,7 @@ class Moments:
         return Moments(n, mean, comoment)
 
     @classmethod
-    def combine(cls, parts, d: int) -> "Moments":
+    def combine(cls, parts, d: int) -> Moments:
         """Merge any number of moments of ``d`` terms, pairwise so rounding stays balanced."""
         parts = [p for p in parts if p.n]
         if not parts:
@@ -102,7 +102,9 @@ class Moments:
             )
         return parts[0]
 
-    def within(self, columns: np.ndarray, indicator: int | None) -> tuple[int, np.ndarray, np.ndarray]:
+    def within(
+        self, columns: np.ndarray, indicator: int | None
+    ) -> tuple[int, np.ndarray, np.ndarray]:
         """``(n, mean, comoment)`` of ``columns`` over all users, or over the users whose
         ``indicator`` column is 1 when the columns hold ``x · 1_S`` (module docstring)."""
         mean = self.mean[columns]
@@ -172,7 +174,7 @@ class SummaryEstimate(PairedEstimate):
         *,
         indicator: int | None = None,
         **attributes,
-    ) -> "SummaryEstimate":
+    ) -> SummaryEstimate:
         """``Π_k mean(x_k) ** e_k`` over ``columns`` of ``moments`` (over the users of
         ``indicator`` when given), the form of every estimator in ``result``."""
         columns = np.asarray(columns, dtype=np.intp)
@@ -214,13 +216,21 @@ class SummaryEstimate(PairedEstimate):
         """Standard error over users (delta method), from the moments."""
         return float(np.sqrt(self._variance(self.gradient) / self.n_users))
 
-    def compare(self, other, level: float = 0.95, *, control_variate: bool = False,
-                names: tuple[str, str] | None = None) -> Comparison:
+    def compare(
+        self,
+        other,
+        level: float = 0.95,
+        *,
+        control_variate: bool = False,
+        names: tuple[str, str] | None = None,
+    ) -> Comparison:
         """Paired comparison ``self − other`` over the same users (see
         :meth:`PairedEstimate.compare`); both estimates must come from the same pass.
         Control variates need per-user controls, which summaries do not carry."""
-        if not isinstance(other, SummaryEstimate) or other.moments is not self.moments or (
-            other.indicator != self.indicator
+        if (
+            not isinstance(other, SummaryEstimate)
+            or other.moments is not self.moments
+            or (other.indicator != self.indicator)
         ):
             raise ValueError(
                 f"cannot pair {self.name} with {getattr(other, 'name', other)!r}: a summary "
@@ -236,8 +246,9 @@ class SummaryEstimate(PairedEstimate):
         if n < 2:
             raise ValueError("a paired comparison needs at least 2 users")
         se = float(np.sqrt(self._variance(self.gradient - other.gradient) / n))
-        return Comparison.from_difference(self._comparison_name(other, names), self.value - other.value,
-                                          se, n, level)
+        return Comparison.from_difference(
+            self._comparison_name(other, names), self.value - other.value, se, n, level
+        )
 
     # Clipping on summaries is a given m, never selected from the data ("auto").
     clip_selection = None

@@ -104,12 +104,12 @@ class PairedEstimate(ABC):
 
     def compare(
         self,
-        other: "PairedEstimate",
+        other: PairedEstimate,
         level: float = 0.95,
         *,
         control_variate: bool = False,
         names: tuple[str, str] | None = None,
-    ) -> "Comparison":
+    ) -> Comparison:
         """Paired comparison ``self − other`` over the same users.
 
         Parameters
@@ -173,15 +173,28 @@ class PairedEstimate(ABC):
             reduction = 1.0 - float(residual @ residual) / plain if plain > 0 else 0.0
         if residual.size < 2 + int(control_variate):
             raise ValueError(f"a paired comparison needs at least {2 + int(control_variate)} users")
-        se = float(np.sqrt(residual @ residual / (residual.size - 1 - int(control_variate)) / residual.size))
-        return Comparison.from_difference(name, diff, se, self.n_users, level,
-                                          control_coefficient=beta, variance_reduction=reduction)
+        se = float(
+            np.sqrt(
+                residual @ residual / (residual.size - 1 - int(control_variate)) / residual.size
+            )
+        )
+        return Comparison.from_difference(
+            name,
+            diff,
+            se,
+            self.n_users,
+            level,
+            control_coefficient=beta,
+            variance_reduction=reduction,
+        )
 
-    def _comparison_name(self, other: "PairedEstimate", names) -> str:
+    def _comparison_name(self, other: PairedEstimate, names) -> str:
         """``"A − B"``, or with ``names`` the models' names, e.g. ``"EASE − pop (DCG@10)"``."""
         if names is None:
             return f"{self.name} − {other.name}"
-        if not (isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)):
+        if not (
+            isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)
+        ):
             raise ValueError(f"names must be a tuple of two model names, got {names!r}")
         if self.name == other.name:
             return f"{names[0]} − {names[1]} ({self.name})"
@@ -233,9 +246,11 @@ class EstimateResult(PairedEstimate):
 
     def __post_init__(self) -> None:
         exponents = self.exponents
-        if not (isinstance(exponents, tuple) and exponents and all(
-            not isinstance(e, bool) and e in (1, -1) for e in exponents
-        )):
+        if not (
+            isinstance(exponents, tuple)
+            and exponents
+            and all(not isinstance(e, bool) and e in (1, -1) for e in exponents)
+        ):
             raise ValueError(f"exponents must be a non-empty tuple of +1 and -1, got {exponents!r}")
         user_ids = real_array(self.user_ids, "user_ids")
         if user_ids.ndim != 1 or user_ids.dtype.kind not in "iu":
@@ -243,7 +258,11 @@ class EstimateResult(PairedEstimate):
                 f"user_ids must be a 1-D integer array, got dtype {user_ids.dtype} and shape {user_ids.shape}"
             )
         n_excluded = self.n_excluded_users
-        if isinstance(n_excluded, bool) or not isinstance(n_excluded, (int, np.integer)) or n_excluded < 0:
+        if (
+            isinstance(n_excluded, bool)
+            or not isinstance(n_excluded, (int, np.integer))
+            or n_excluded < 0
+        ):
             raise ValueError(f"n_excluded_users must be an integer >= 0, got {shown(n_excluded)}")
         terms = real_array(self.terms, f"terms of {self.name}")
         if terms.size != user_ids.size * len(exponents):
@@ -335,8 +354,11 @@ class LoggedEstimate(EstimateResult):
     approximation_error: float = 0.0
 
     def _headline(self) -> str:
-        text = super()._headline().replace(" users", " sessions").replace(
-            "without held-out interactions", "without reward"
+        text = (
+            super()
+            ._headline()
+            .replace(" users", " sessions")
+            .replace("without held-out interactions", "without reward")
         )
         if self.approximation_error:
             text += f"; Monte Carlo approximation error ≤ {self.approximation_error:.2g}"
@@ -358,16 +380,27 @@ class Comparison:
     variance_reduction: float | None = None
 
     @classmethod
-    def from_difference(cls, name: str, difference: float, standard_error: float, n_users: int,
-                        level: float, **extra) -> "Comparison":
+    def from_difference(
+        cls,
+        name: str,
+        difference: float,
+        standard_error: float,
+        n_users: int,
+        level: float,
+        **extra,
+    ) -> Comparison:
         """The Student-t interval and two-sided p-value of a paired difference over
         ``n_users`` users (``n_users − 1`` degrees of freedom)."""
         half = _half_width(standard_error, n_users, level)
         return cls(
-            name=name, difference=difference, standard_error=standard_error,
+            name=name,
+            difference=difference,
+            standard_error=standard_error,
             confidence_interval=(difference - half, difference + half),
-            p_value=float(t_test_p_value(difference, standard_error, n_users)), level=level,
-            n_users=n_users, **extra,
+            p_value=float(t_test_p_value(difference, standard_error, n_users)),
+            level=level,
+            n_users=n_users,
+            **extra,
         )
 
     @property

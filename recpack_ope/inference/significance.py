@@ -181,8 +181,10 @@ class PairwiseTests:
         """Significant pairs ``(better, worse, difference, p)``, most significant first."""
         alpha = check_fraction(alpha, "alpha")
         s, t = np.nonzero((self.p_value < alpha) & (self.difference > 0))
-        rows = [(self.names[i], self.names[j], float(self.difference[i, j]), float(self.p_value[i, j]))
-                for i, j in zip(s, t, strict=False)]
+        rows = [
+            (self.names[i], self.names[j], float(self.difference[i, j]), float(self.p_value[i, j]))
+            for i, j in zip(s, t, strict=False)
+        ]
         return sorted(rows, key=lambda row: (row[3], -row[2]))
 
 
@@ -254,8 +256,13 @@ def paired_t_tests(sample, correction: str = "bonferroni") -> PairwiseTests:
     p = np.ones_like(raw)
     p[upper] = adjust_p_values(raw[upper], correction)
     p.T[upper] = p[upper]
-    return PairwiseTests(names=sample.names, difference=diff, p_value=p,
-                         test="t" if correction == "none" else correction, measure=sample.name)
+    return PairwiseTests(
+        names=sample.names,
+        difference=diff,
+        p_value=p,
+        test="t" if correction == "none" else correction,
+        measure=sample.name,
+    )
 
 
 def _permutations(rng: np.random.Generator, n_users: int, m: int, batch: int) -> np.ndarray:
@@ -313,8 +320,13 @@ def randomised_tukey_hsd(sample, n_resamples: int = 1000, seed: int | None = 0) 
         reached += size - np.searchsorted(np.sort(maxima), thresholds, side="left")
     p = (1 + reached.reshape(observed.shape)) / (1 + n_resamples)
     np.fill_diagonal(p, 1.0)
-    return PairwiseTests(names=sample.names, difference=_observed(sample), p_value=p,
-                         test="tukey", measure=sample.name)
+    return PairwiseTests(
+        names=sample.names,
+        difference=_observed(sample),
+        p_value=p,
+        test="tukey",
+        measure=sample.name,
+    )
 
 
 @dataclass(frozen=True)
@@ -343,15 +355,24 @@ class DiscriminativePower:
     def table(self) -> str:
         """Markdown table: one row per test, one column per measure, in percent of pairs."""
         measures = list(next(iter(self.power.values())))
-        head = {"tukey": "Tukey HSD (randomised)", "bonferroni": "t-test, Bonferroni",
-                "holm": "t-test, Holm", "bh": "t-test, Benjamini–Hochberg"}
+        head = {
+            "tukey": "Tukey HSD (randomised)",
+            "bonferroni": "t-test, Bonferroni",
+            "holm": "t-test, Holm",
+            "bh": "t-test, Benjamini–Hochberg",
+        }
         lines = [
             f"| test ({self.n_systems} systems, {self.n_pairs} pairs, p < {self.alpha}) | "
-            + " | ".join(measures) + " |",
+            + " | ".join(measures)
+            + " |",
             "|---|" + "---|" * len(measures),
         ]
         for test, row in self.power.items():
-            lines.append(f"| {head.get(test, test)} | " + " | ".join(f"{100 * row[m]:.2f}" for m in measures) + " |")
+            lines.append(
+                f"| {head.get(test, test)} | "
+                + " | ".join(f"{100 * row[m]:.2f}" for m in measures)
+                + " |"
+            )
         return "\n".join(lines)
 
 
@@ -398,8 +419,11 @@ def discriminative_power(
     power: dict[str, dict[str, float]] = {test: {} for test in tests}
     for measure, sample in samples.items():
         for test in tests:
-            result = (randomised_tukey_hsd(sample, n_resamples, seed) if test == "tukey"
-                      else paired_t_tests(sample, test))
+            result = (
+                randomised_tukey_hsd(sample, n_resamples, seed)
+                if test == "tukey"
+                else paired_t_tests(sample, test)
+            )
             power[test][measure] = result.power(alpha)
     return DiscriminativePower(power=power, n_systems=len(names.pop()), alpha=alpha)
 
@@ -571,6 +595,14 @@ def tied_with_best(
     names = tuple(sample.names[i] for i in order)
     tied = tuple(name for name, p in zip(names, p_value, strict=True) if p >= alpha)
     return TiedWithBest(
-        names=names, best=names[0], tied=tied, mean=means[order], difference=difference,
-        p_value=p_value, alpha=alpha, correction=correction, test=test, measure=sample.name,
+        names=names,
+        best=names[0],
+        tied=tied,
+        mean=means[order],
+        difference=difference,
+        p_value=p_value,
+        alpha=alpha,
+        correction=correction,
+        test=test,
+        measure=sample.name,
     )

@@ -77,7 +77,9 @@ class SystemScores:
                     f"{list(names)}: they must name the same systems"
                 )
             per_user = per_user.iloc[:, [labels.index(n) for n in names]].to_numpy()
-        per_user = real_array(per_user, "per_user", axes=("user row", "system")).astype(np.float64, copy=False)
+        per_user = real_array(per_user, "per_user", axes=("user row", "system")).astype(
+            np.float64, copy=False
+        )
         if per_user.shape != (len(self.user_ids), len(names)):
             raise ValueError(
                 f"per_user has shape {per_user.shape}, expected (users, systems) = "
@@ -87,7 +89,9 @@ class SystemScores:
         object.__setattr__(self, "per_user", per_user)
 
     @classmethod
-    def from_estimates(cls, results: Mapping[str, EstimateResult], name: str | None = None) -> "SystemScores":
+    def from_estimates(
+        cls, results: Mapping[str, EstimateResult], name: str | None = None
+    ) -> SystemScores:
         """Per-user values of one metric for several systems evaluated on the same users.
 
         ``per_user`` of each result is used (the metric value for plain means; the
@@ -135,8 +139,11 @@ class SystemScores:
     def estimate(self, name: str) -> EstimateResult:
         """One system's mean score with per-user values and a t interval."""
         return EstimateResult(
-            name=f"{self.name}({name})", terms=self.per_user[:, self.index(name)], exponents=(1,),
-            user_ids=self.user_ids, n_excluded_users=self.n_excluded_users,
+            name=f"{self.name}({name})",
+            terms=self.per_user[:, self.index(name)],
+            exponents=(1,),
+            user_ids=self.user_ids,
+            n_excluded_users=self.n_excluded_users,
         )
 
     def ordering(self, method: str = "mc4", damping: float = 0.15) -> list[str]:
@@ -150,7 +157,7 @@ class SystemScores:
         test: str = "t",
         n_resamples: int = 1000,
         seed: int | None = 0,
-    ) -> "TiedWithBest":
+    ) -> TiedWithBest:
         """Systems not significantly worse than the one with the highest mean.
 
         :func:`recpack_ope.inference.significance.tied_with_best` on these scores: by default
@@ -160,7 +167,7 @@ class SystemScores:
 
         return tied_with_best(self, alpha, correction, test, n_resamples, seed)
 
-    def table(self, method: str = "mc4", tied: "TiedWithBest | None" = None) -> str:
+    def table(self, method: str = "mc4", tied: TiedWithBest | None = None) -> str:
         """Markdown table: systems in ``method`` order with mean, 95 % CI and Borda points.
 
         Parameters
@@ -184,9 +191,7 @@ class SystemScores:
         lines = [head, rule]
         for rank, idx in enumerate(aggregation.order(self.per_user, method), 1):
             lo, hi = self.estimate(self.names[idx]).confidence_interval()
-            line = (
-                f"| {rank} | {self.names[idx]} | {self.means[idx]:.4f} | [{lo:.4f}, {hi:.4f}] | {points[idx]:.2f} |"
-            )
+            line = f"| {rank} | {self.names[idx]} | {self.means[idx]:.4f} | [{lo:.4f}, {hi:.4f}] | {points[idx]:.2f} |"
             if tied is not None:
                 line += " = |" if self.names[idx] in tied.tied else "  |"
             lines.append(line)
@@ -238,8 +243,11 @@ class PreferenceMatrix:
         """RPP(a, b) with per-user values and a t interval."""
         s, t = self.index(a), self.index(b)
         return EstimateResult(
-            name=f"{self.name}({a}, {b})", terms=self.per_user[:, s, t], exponents=(1,),
-            user_ids=self.user_ids, n_excluded_users=self.n_excluded_users,
+            name=f"{self.name}({a}, {b})",
+            terms=self.per_user[:, s, t],
+            exponents=(1,),
+            user_ids=self.user_ids,
+            n_excluded_users=self.n_excluded_users,
         )
 
     def index(self, name: str) -> int:
@@ -253,15 +261,20 @@ class PreferenceMatrix:
         """Per-user win rates, Eq. 7 divided by M − 1 (mean preference over the others)."""
         m = len(self.names)
         return SystemScores(
-            names=self.names, per_user=self.per_user.sum(axis=2) / (m - 1),
-            user_ids=self.user_ids, name=f"{self.name} win rate",
+            names=self.names,
+            per_user=self.per_user.sum(axis=2) / (m - 1),
+            user_ids=self.user_ids,
+            name=f"{self.name} win rate",
             n_excluded_users=self.n_excluded_users,
         )
 
     def table(self) -> str:
         """Markdown table of the mean preference of row over column (the matrix's measure, e.g.
         ``dcgRPP(row, col)``) over users."""
-        lines = [f"| {self.name}(row, col) | " + " | ".join(self.names) + " |", "|---|" + "---|" * len(self.names)]
+        lines = [
+            f"| {self.name}(row, col) | " + " | ".join(self.names) + " |",
+            "|---|" + "---|" * len(self.names),
+        ]
         for name, row in zip(self.names, self.mean, strict=False):
             lines.append(f"| {name} | " + " | ".join(f"{v:+.3f}" for v in row) + " |")
         return "\n".join(lines)

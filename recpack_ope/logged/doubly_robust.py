@@ -103,7 +103,9 @@ def logged_dr_dcg(
     def estimate(m: float | None) -> LoggedEstimate:
         inverse = clip_weights(raw, m)
         contributions = eps * inverse * residual
-        dr_s = control.direct + np.bincount(log.session, weights=contributions, minlength=log.n_sessions)
+        dr_s = control.direct + np.bincount(
+            log.session, weights=contributions, minlength=log.n_sessions
+        )
         diagnostics = WeightDiagnostics.from_contributions(
             raw[evaluated], inverse[evaluated], np.abs(contributions[evaluated]), ess_threshold
         )
@@ -112,9 +114,14 @@ def logged_dr_dcg(
         error = control.exposure.error_bound(inverse * residual, log.context) / log.n_sessions
         label = discount.label + ("" if m is None else f" (m={m:g})")
         return LoggedEstimate(
-            name=f"logged DR-DCG{label}", terms=dr_s, exponents=(1,),
-            user_ids=np.arange(log.n_sessions), n_excluded_users=0, approximation_error=error,
-            diagnostics=diagnostics, control=control(inverse),
+            name=f"logged DR-DCG{label}",
+            terms=dr_s,
+            exponents=(1,),
+            user_ids=np.arange(log.n_sessions),
+            n_excluded_users=0,
+            approximation_error=error,
+            diagnostics=diagnostics,
+            control=control(inverse),
         )
 
     result = select_clip(estimate, raw[evaluated]) if auto else estimate(clip)

@@ -38,11 +38,15 @@ MAX_RANK = 2**53
 def _codes(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray | None, int]:
     """Non-negative integer ids as they are, anything else encoded: (codes, labels, size)."""
     if values.dtype.kind == "c":
-        raise ValueError(f"{name} ids must be integers, text or reals, got complex dtype {values.dtype}")
+        raise ValueError(
+            f"{name} ids must be integers, text or reals, got complex dtype {values.dtype}"
+        )
     if np.issubdtype(values.dtype, np.integer) or values.dtype == bool:
         if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
             k = int(np.argmax(values))
-            raise ValueError(f"{name} id of row {k} is {int(values[k])}, beyond the int64 indices ids are used as")
+            raise ValueError(
+                f"{name} id of row {k} is {int(values[k])}, beyond the int64 indices ids are used as"
+            )
         codes = values.astype(np.int64)
         if codes.size and codes.min() < 0:
             k = int(np.argmin(codes))
@@ -66,7 +70,11 @@ def _codes(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray | None
 
 def _is_missing(value) -> bool:
     """None, NaN or ``pd.NA`` (checked by name: the core does not import pandas)."""
-    return value is None or type(value).__name__ == "NAType" or (isinstance(value, float) and value != value)
+    return (
+        value is None
+        or type(value).__name__ == "NAType"
+        or (isinstance(value, float) and value != value)
+    )
 
 
 def _unorderable(values: np.ndarray, name: str):
@@ -153,7 +161,7 @@ class FeedLog:
         logging_weight=None,
         n_items: int | None = None,
         n_contexts: int | None = None,
-    ) -> "FeedLog":
+    ) -> FeedLog:
         """Validate and index aligned columns.
 
         Parameters
@@ -201,7 +209,9 @@ class FeedLog:
         rank = rank.astype(np.int64)
         if not (reward.min() >= 0 and np.isfinite(reward.max())):  # NaN fails the first test
             bad = np.flatnonzero(~np.isfinite(reward) | (reward < 0))
-            raise ValueError(f"reward of row {bad[0]} is {reward[bad[0]]}; rewards are finite and >= 0")
+            raise ValueError(
+                f"reward of row {bad[0]} is {reward[bad[0]]}; rewards are finite and >= 0"
+            )
         codes, session_labels, _ = _codes(session, "session")
         if session_labels is None:  # integer session ids: still renumber them densely
             session_labels, codes = _dense(codes)
@@ -209,7 +219,9 @@ class FeedLog:
         if context is None:
             contexts, context_labels, contexts_seen = codes, None, session_labels.size
         else:
-            contexts, context_labels, contexts_seen = _codes(_column(context, "context", n), "context")
+            contexts, context_labels, contexts_seen = _codes(
+                _column(context, "context", n), "context"
+            )
         n_items = _size(n_items, items_seen, "n_items", "item")
         n_contexts = _size(n_contexts, contexts_seen, "n_contexts", "context")
         check_key_space((n_contexts, n_items), "the log's contexts × items")
@@ -294,7 +306,7 @@ class FeedLog:
         logging_weight: str | None = None,
         n_items: int | None = None,
         n_contexts: int | None = None,
-    ) -> "FeedLog":
+    ) -> FeedLog:
         """Build from a DataFrame's columns, named by the keyword arguments.
 
         Missing columns raise a ``KeyError`` that lists the frame's columns; a column that
@@ -305,16 +317,26 @@ class FeedLog:
         if not hasattr(frame, "columns") or not hasattr(frame, "iloc"):
             raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
         wanted = {
-            "session": session, "item": item, "rank": rank, "reward": reward,
-            "context": context, "propensity": propensity, "logging_weight": logging_weight,
+            "session": session,
+            "item": item,
+            "rank": rank,
+            "reward": reward,
+            "context": context,
+            "propensity": propensity,
+            "logging_weight": logging_weight,
         }
         missing = [c for c in wanted.values() if c is not None and c not in frame.columns]
         if missing:
             raise KeyError(f"columns {missing} not in the frame; it has {list(frame.columns)}")
         cols = {k: (None if c is None else _series(frame, c, k)) for k, c in wanted.items()}
         return cls.from_arrays(
-            cols.pop("session"), cols.pop("item"), cols.pop("rank"), cols.pop("reward"),
-            **cols, n_items=n_items, n_contexts=n_contexts,
+            cols.pop("session"),
+            cols.pop("item"),
+            cols.pop("rank"),
+            cols.pop("reward"),
+            **cols,
+            n_items=n_items,
+            n_contexts=n_contexts,
         )
 
     @property
@@ -439,7 +461,9 @@ def _session_order(codes: np.ndarray, rank: np.ndarray, indptr: np.ndarray) -> n
         return None
     # Ranks 1..length of every session: each row's place is indptr[session] + rank − 1.
     place = indptr[codes] + rank - 1
-    if np.all(rank <= np.diff(indptr)[codes]) and np.all(np.bincount(place, minlength=codes.size) == 1):
+    if np.all(rank <= np.diff(indptr)[codes]) and np.all(
+        np.bincount(place, minlength=codes.size) == 1
+    ):
         order = np.empty(codes.size, dtype=np.int64)
         order[place] = np.arange(codes.size)
         return order

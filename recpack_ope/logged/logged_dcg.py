@@ -216,15 +216,25 @@ def logged_dcg(
         label = discount.label + ("" if m is None else f" (m={m:g})")
         if normalise is None:
             return LoggedEstimate(
-                name=f"logged DCG{label}", terms=dcg_s, exponents=(1,), user_ids=sessions,
-                n_excluded_users=0, approximation_error=mc_error(gains, log.n_sessions),
-                diagnostics=diagnostics, control=None if control is None else control(inverse),
+                name=f"logged DCG{label}",
+                terms=dcg_s,
+                exponents=(1,),
+                user_ids=sessions,
+                n_excluded_users=0,
+                approximation_error=mc_error(gains, log.n_sessions),
+                diagnostics=diagnostics,
+                control=None if control is None else control(inverse),
             )
         # Each session's gains in a CSR row (columns: positions in the session, so unique).
         positions = active - log.indptr[log.session[active]]
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(log.session[active], minlength=log.n_sessions))])
+        indptr = np.concatenate(
+            [[0], np.cumsum(np.bincount(log.session[active], minlength=log.n_sessions))]
+        )
         idcg_s = ideal_dcg(
-            sp.csr_matrix((gains[active], positions, indptr), shape=(log.n_sessions, int(positions.max(initial=0)) + 1)),
+            sp.csr_matrix(
+                (gains[active], positions, indptr),
+                shape=(log.n_sessions, int(positions.max(initial=0)) + 1),
+            ),
             discount,
         )
         kept = idcg_s > 0
@@ -239,15 +249,21 @@ def logged_dcg(
             name, terms, exponents = "pnDCG", np.column_stack([dcg_s, idcg_s])[kept], (1, -1)
             error = mc_error(gains, float(idcg_s.sum()))
         return LoggedEstimate(
-            name=f"logged {name}{label}", terms=terms, exponents=exponents,
-            user_ids=sessions[kept], n_excluded_users=int((~kept).sum()), approximation_error=error,
+            name=f"logged {name}{label}",
+            terms=terms,
+            exponents=exponents,
+            user_ids=sessions[kept],
+            n_excluded_users=int((~kept).sum()),
+            approximation_error=error,
             diagnostics=diagnostics,
         )
 
     if not auto:
         return _warned(estimate(clip))
     if not active.size:
-        raise ValueError('clip="auto" needs rewarded rows to select the clipping from; the log has none')
+        raise ValueError(
+            'clip="auto" needs rewarded rows to select the clipping from; the log has none'
+        )
     return _warned(select_clip(estimate, raw[active]))
 
 
@@ -268,9 +284,13 @@ class SessionControl:
 
     @classmethod
     def build(
-        cls, log: FeedLog, target, discount: Discount, logging_discount: Discount | None,
+        cls,
+        log: FeedLog,
+        target,
+        discount: Discount,
+        logging_discount: Discount | None,
         reward_model=None,
-    ) -> "SessionControl":
+    ) -> SessionControl:
         """Rank every row once and sum the target's exposure (and expected reward, given a
         reward model) over each context's candidates."""
         if logging_discount is None:
@@ -292,7 +312,9 @@ class SessionControl:
     def __call__(self, inverse: np.ndarray) -> np.ndarray:
         """``Σ_i ε_i · w_i · δ0(k_i) − Σ_a ε(x_s, a)`` per session, for weights ``w = min(m, 1/ε0)``."""
         shown = np.bincount(
-            self.session, weights=self.exposure.values * inverse * self.view, minlength=self.n_sessions
+            self.session,
+            weights=self.exposure.values * inverse * self.view,
+            minlength=self.n_sessions,
         )
         return shown - self.total
 

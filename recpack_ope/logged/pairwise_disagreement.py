@@ -43,6 +43,7 @@ from .feed_log import FeedLog
 
 __all__ = ["Disagreement", "pairwise_disagreement", "counterfactual_disagreement"]
 
+
 @dataclass(frozen=True, eq=False)
 class Disagreement:
     """A disagreement metric bound to a log: the weighted (clicked, non-clicked) pairs.
@@ -78,11 +79,19 @@ class Disagreement:
     n_rejected: int
 
     @classmethod
-    def classic(cls, log: FeedLog) -> "Disagreement":
+    def classic(cls, log: FeedLog) -> Disagreement:
         """Classic pairwise disagreement (§2.2): every (clicked, non-clicked) pair weighs 1."""
         clicked, other, banners, rejected = _pairs(log)
-        return cls(log, "pairwise disagreement", clicked, other, np.ones(clicked.size), None,
-                   banners, rejected)
+        return cls(
+            log,
+            "pairwise disagreement",
+            clicked,
+            other,
+            np.ones(clicked.size),
+            None,
+            banners,
+            rejected,
+        )
 
     @classmethod
     def counterfactual(
@@ -93,7 +102,7 @@ class Disagreement:
         n_samples: int = 10_000,
         seed: int = 0,
         progress: bool = False,
-    ) -> "Disagreement":
+    ) -> Disagreement:
         """Counterfactual disagreement (§3.1, App. A) under the log's Plackett–Luce weights.
 
         Parameters
@@ -116,7 +125,9 @@ class Disagreement:
             )
         max_exact = check_positive_int(max_exact, "max_exact")
         if max_exact > 20:
-            raise ValueError(f"max_exact={max_exact} would need 2^{max_exact} floats per banner; use <= 20")
+            raise ValueError(
+                f"max_exact={max_exact} would need 2^{max_exact} floats per banner; use <= 20"
+            )
         n_samples = check_positive_int(n_samples, "n_samples")
         seed = check_seed(seed)
         progress = check_bool(progress, "progress")
@@ -135,7 +146,9 @@ class Disagreement:
         rng = np.random.default_rng(seed)
         session = log.session[clicked]
         pair_sizes = sizes[session]
-        for n in tqdm(np.unique(pair_sizes), desc="rank marginals by banner size", disable=not progress):
+        for n in tqdm(
+            np.unique(pair_sizes), desc="rank marginals by banner size", disable=not progress
+        ):
             in_size = np.flatnonzero(pair_sizes == n)
             group = np.unique(session[in_size])  # banners of size n with pairs
             starts = log.indptr[group]
@@ -153,12 +166,22 @@ class Disagreement:
                     weight[in_size[sel]] = q[where[sel] - lo, r[sel], p[sel]]
             else:
                 for b in range(group.size):
-                    q, se = sampled_banner_rank_marginals(w[b], outside[b], n_samples=n_samples, rng=rng)
+                    q, se = sampled_banner_rank_marginals(
+                        w[b], outside[b], n_samples=n_samples, rng=rng
+                    )
                     sel = where == b
                     weight[in_size[sel]] = q[r[sel], p[sel]]
                     error[in_size[sel]] = se[r[sel], p[sel]]
-        return cls(log, "counterfactual disagreement", clicked, other, weight,
-                   error if error.any() else None, banners, rejected)
+        return cls(
+            log,
+            "counterfactual disagreement",
+            clicked,
+            other,
+            weight,
+            error if error.any() else None,
+            banners,
+            rejected,
+        )
 
     def evaluate(self, scores) -> LoggedEstimate:
         """Disagreement of a model: ``Σ num / Σ den`` over banners (lower is better).

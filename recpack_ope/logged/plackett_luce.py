@@ -75,7 +75,9 @@ _MAX_BYTES = 4 * 2**30
 _MAX_WORK = 5e10
 
 
-def _check_weights(weights, log_weights: bool = False) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _check_weights(
+    weights, log_weights: bool = False
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Validated Plackett–Luce weights: (weights scaled to sum to 1, None) when every scaled
     weight is at least ``_TINY``, else (None, log-weights) for the log-space route."""
     given = np.asarray(real_array(weights, "weights"), dtype=np.float64)
@@ -261,7 +263,9 @@ def _marginals(w: np.ndarray, n: int) -> np.ndarray:
     light = np.setdiff1d(np.arange(w.size), heavy)
     _check_cost(
         8.0 * n * (w.size + t.size * (heavy.size + 4)),
-        t.size * n * (4.0 * w.size + heavy.size * n), w.size, n,
+        t.size * n * (4.0 * w.size + heavy.size * n),
+        w.size,
+        n,
     )
 
     # Poisson-binomial polynomial of the light items, at every node: shape (nodes, n).
@@ -376,8 +380,12 @@ def sample_rankings(
 
 
 def _conditional_exposure(
-    log_weights: np.ndarray, delta: np.ndarray, n_samples: int, rng: np.random.Generator,
-    rows: np.ndarray, cols: np.ndarray,
+    log_weights: np.ndarray,
+    delta: np.ndarray,
+    n_samples: int,
+    rng: np.random.Generator,
+    rows: np.ndarray,
+    cols: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rao–Blackwellised Monte Carlo exposure ``ε(a) = Σ_r δ(r) P(rank_a = r)`` under a block
     of Plackett–Luce policies.
@@ -455,8 +463,12 @@ def _conditional_exposure(
         # (L − placed light items) + unplaced heavy items: each unplaced heavy item outweighs
         # every light one, so this stays accurate to ~width·eps relative.
         placed = picks[tight]
-        light_placed = np.where(is_top[np.arange(tight.size)[:, None, None], placed], 0.0, wp[tight]).sum(axis=2)
-        heavy_left = (top_w[:, None, :] * ~(placed[..., None] == top[:, None, None, :]).any(axis=2)).sum(axis=2)
+        light_placed = np.where(
+            is_top[np.arange(tight.size)[:, None, None], placed], 0.0, wp[tight]
+        ).sum(axis=2)
+        heavy_left = (
+            top_w[:, None, :] * ~(placed[..., None] == top[:, None, None, :]).any(axis=2)
+        ).sum(axis=2)
         remaining[tight, :, n] = np.maximum(low[tight, None] - light_placed, 0.0) + heavy_left
     remaining[..., :n] = remaining[..., n:] + np.cumsum(wp[..., ::-1], axis=2)[..., ::-1]
 
@@ -522,7 +534,9 @@ def _conditional_exposure(
     return mean, np.sqrt(np.maximum(second / count - mean**2, 0.0) / (count - 1))
 
 
-def _placed_exposure(delta: np.ndarray, remaining: np.ndarray, x: np.ndarray, k: np.ndarray) -> np.ndarray:
+def _placed_exposure(
+    delta: np.ndarray, remaining: np.ndarray, x: np.ndarray, k: np.ndarray
+) -> np.ndarray:
     """``g`` of items of weight x that a draw placed at rank k + 1 (0-based k), from the draw's
     unplaced weights ``remaining`` (rows, n + 1): the others' order is the draw's without it."""
     g = np.zeros(x.size)
@@ -593,7 +607,9 @@ def _inverse_cdf(cum: np.ndarray, owner: np.ndarray, u: np.ndarray) -> np.ndarra
     out = np.empty(u.shape, dtype=np.int64)
     bounds = np.searchsorted(owner, np.arange(cum.shape[0] + 1))
     for b in np.flatnonzero(np.diff(bounds)):  # a row of ``cum`` at a time stays in cache
-        out[bounds[b] : bounds[b + 1]] = cum[b].searchsorted(target[bounds[b] : bounds[b + 1]], side="right")
+        out[bounds[b] : bounds[b + 1]] = cum[b].searchsorted(
+            target[bounds[b] : bounds[b + 1]], side="right"
+        )
     return out
 
 

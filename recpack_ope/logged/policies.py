@@ -40,7 +40,13 @@ from ..reward.validation import predict_rewards
 from .feed_log import FeedLog, find_keys
 from .plackett_luce import _TINY, _conditional_exposure, rank_marginals, sample_rankings
 
-__all__ = ["Exposure", "LoggedRanking", "DeterministicRanker", "PlackettLuceRanker", "candidate_sums"]
+__all__ = [
+    "Exposure",
+    "LoggedRanking",
+    "DeterministicRanker",
+    "PlackettLuceRanker",
+    "candidate_sums",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,7 +83,9 @@ class Exposure:
                 continue
             arr = np.asarray(real_array(given, f"Exposure {name}"), dtype=np.float64)
             if arr.ndim != 1:
-                raise ValueError(f"Exposure {name} must be 1-D with one value per logged row, got shape {arr.shape}")
+                raise ValueError(
+                    f"Exposure {name} must be 1-D with one value per logged row, got shape {arr.shape}"
+                )
             if name == "standard_error" and arr.shape != self.values.shape:
                 raise ValueError(
                     f"Exposure standard_error has shape {arr.shape}, values {self.values.shape}: "
@@ -92,8 +100,10 @@ class Exposure:
             object.__setattr__(self, name, arr)
         if self.groups is not None:
             groups = np.asarray(self.groups)
-            if groups.shape != self.values.shape or not np.issubdtype(groups.dtype, np.integer) or (
-                groups.size and groups.min() < 0
+            if (
+                groups.shape != self.values.shape
+                or not np.issubdtype(groups.dtype, np.integer)
+                or (groups.size and groups.min() < 0)
             ):
                 raise ValueError(
                     f"Exposure groups must be integers >= 0, one per value ({self.values.shape}), "
@@ -101,7 +111,7 @@ class Exposure:
                 )
             object.__setattr__(self, "groups", groups)
 
-    def take(self, rows: np.ndarray) -> "Exposure":
+    def take(self, rows: np.ndarray) -> Exposure:
         """The exposure of some of the rows, with their standard errors and groups."""
         return Exposure(
             self.values[rows],
@@ -130,8 +140,10 @@ def _check(log: FeedLog, discount: Discount, rows) -> np.ndarray:
     if rows is None:
         return np.arange(log.n_rows)
     rows = np.asarray(rows)
-    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer) or (
-        rows.size and (rows.min() < 0 or rows.max() >= log.n_rows)
+    if (
+        rows.ndim != 1
+        or not np.issubdtype(rows.dtype, np.integer)
+        or (rows.size and (rows.min() < 0 or rows.max() >= log.n_rows))
     ):
         raise ValueError(f"rows must be 1-D integer indices of the log's {log.n_rows} rows")
     return rows
@@ -298,13 +310,18 @@ class PlackettLuceRanker:
             matrix = sp.csr_matrix(check_sparse(scores, "scores"))
             _real_scores(matrix.data, ("stored entry",))
             return sp.csr_matrix(matrix, dtype=np.float64)
-        return _real_scores(real_array(scores, "scores", axes=("context", "item")), ("context", "item"))
+        return _real_scores(
+            real_array(scores, "scores", axes=("context", "item")), ("context", "item")
+        )
 
     def _candidates(self, log: FeedLog, rows: np.ndarray):
         """Yield (positions in ``rows``, candidate items, PL log-weights), one policy at a time."""
         scores = self._scores(log)
         if self._one_policy:
-            yield np.arange(rows.size), *_weights(np.arange(scores.size), scores, self.temperature, "every context")
+            yield (
+                np.arange(rows.size),
+                *_weights(np.arange(scores.size), scores, self.temperature, "every context"),
+            )
             return
         contexts, order, starts, ends = _by_context(log, rows)
         for c, lo, hi in zip(contexts, starts, ends, strict=True):
@@ -327,7 +344,9 @@ class PlackettLuceRanker:
         :meth:`_candidates`, which meets the contexts one at a time."""
         scores = self._scores(log)
         if self._one_policy:
-            items, weights = _weights(np.arange(scores.size), scores, self.temperature, "every context")
+            items, weights = _weights(
+                np.arange(scores.size), scores, self.temperature, "every context"
+            )
             row = np.full((1, scores.size), -np.inf)
             row[0, items] = weights
             yield None, None, row, np.array([items.size]), np.array([weights.min()])
@@ -362,8 +381,12 @@ class PlackettLuceRanker:
             if bad.any():  # the first such context raises, as one context at a time would
                 k = int(np.flatnonzero(bad)[0])
                 given = (s[k] > -np.inf) | np.isnan(s[k])
-                _weights(np.flatnonzero(given) if items is None else items[k][given], s[k][given],
-                         self.temperature, f"context {chunk[k]}")
+                _weights(
+                    np.flatnonzero(given) if items is None else items[k][given],
+                    s[k][given],
+                    self.temperature,
+                    f"context {chunk[k]}",
+                )
             weights = np.subtract(s, top[:, None], out=s)  # s is this block's own copy
             if self.temperature != 1.0:
                 weights /= self.temperature
@@ -375,12 +398,20 @@ class PlackettLuceRanker:
         n_contexts = 1 if self._one_policy else np.unique(log.context[rows]).size
         if self.rao_blackwell and not self._exact(n_contexts):
             # Each distinct (context, item) once; one context for 1-D scores.
-            contexts = np.zeros(rows.size, dtype=np.int64) if self._one_policy else log.context[rows]
-            keys, inverse = np.unique(contexts * np.int64(log.n_items) + log.item[rows], return_inverse=True)
+            contexts = (
+                np.zeros(rows.size, dtype=np.int64) if self._one_policy else log.context[rows]
+            )
+            keys, inverse = np.unique(
+                contexts * np.int64(log.n_items) + log.item[rows], return_inverse=True
+            )
             contexts, items = keys // log.n_items, keys % log.n_items
             blocks = self._weight_blocks(log, np.unique(contexts), self._per_row(discount, log))
-            values, se = self._conditional(log, discount, contexts, items, blocks, np.random.default_rng(self.seed))
-            return Exposure(np.clip(values, 0.0, 1.0)[inverse.ravel()], se[inverse.ravel()], self._groups(rows))
+            values, se = self._conditional(
+                log, discount, contexts, items, blocks, np.random.default_rng(self.seed)
+            )
+            return Exposure(
+                np.clip(values, 0.0, 1.0)[inverse.ravel()], se[inverse.ravel()], self._groups(rows)
+            )
         exact, rng = self._exact(n_contexts), np.random.default_rng(self.seed)
         values = np.zeros(rows.size)
         se = None if exact else np.zeros(rows.size)
@@ -421,12 +452,23 @@ class PlackettLuceRanker:
                     continue
                 bounds = np.searchsorted(b, np.arange(chunk.size + 1))
                 for k, c in enumerate(chunk):
-                    yield np.array([c]), items[bounds[k] : bounds[k + 1]], eps[bounds[k] : bounds[k + 1]]
+                    yield (
+                        np.array([c]),
+                        items[bounds[k] : bounds[k + 1]],
+                        eps[bounds[k] : bounds[k + 1]],
+                    )
             return
-        exact, rng = self._exact(1 if self._one_policy else contexts.size), np.random.default_rng(self.seed)
+        exact, rng = (
+            self._exact(1 if self._one_policy else contexts.size),
+            np.random.default_rng(self.seed),
+        )
         for at, items, weights in self._candidates(log, first):
             eps, _ = self._candidate_exposure(weights, discount, exact, rng)
-            yield (contexts if self._one_policy else log.context[first[at]]), items, np.clip(eps, 0.0, 1.0)
+            yield (
+                (contexts if self._one_policy else log.context[first[at]]),
+                items,
+                np.clip(eps, 0.0, 1.0),
+            )
 
     def _groups(self, rows: np.ndarray) -> np.ndarray | None:
         """:attr:`Exposure.groups` of sampled exposures: one score per item is one policy,
@@ -438,13 +480,17 @@ class PlackettLuceRanker:
         return not sp.issparse(self.scores) and np.ndim(self.scores) == 1
 
     def _exact(self, n_contexts: int) -> bool:
-        return self.method == "exact" or (self.method == "auto" and n_contexts <= self.max_exact_contexts)
+        return self.method == "exact" or (
+            self.method == "auto" and n_contexts <= self.max_exact_contexts
+        )
 
     def _per_row(self, discount: Discount, log: FeedLog) -> int:
         """Elements per context of the Rao–Blackwellised draws, for the size of blocks."""
         return 4 * self.n_samples * min(discount.cutoff or log.n_items, log.n_items)
 
-    def _conditional(self, log: FeedLog, discount: Discount, contexts: np.ndarray, items: np.ndarray, blocks, rng):
+    def _conditional(
+        self, log: FeedLog, discount: Discount, contexts: np.ndarray, items: np.ndarray, blocks, rng
+    ):
         """Rao–Blackwellised (ε, standard error) of distinct (context, item) pairs, sorted by
         context (0 for items that are not candidates), over ``blocks`` of
         :meth:`_weight_blocks` that cover the contexts."""
@@ -453,15 +499,24 @@ class PlackettLuceRanker:
             if chunk is None:
                 where, pair_row = np.arange(items.size), np.zeros(items.size, dtype=np.int64)
             else:
-                where = np.arange(np.searchsorted(contexts, chunk[0]), np.searchsorted(contexts, chunk[-1], side="right"))
+                where = np.arange(
+                    np.searchsorted(contexts, chunk[0]),
+                    np.searchsorted(contexts, chunk[-1], side="right"),
+                )
                 pair_row = np.searchsorted(chunk, contexts[where])
             if cols is None:
                 pair_col = items[where]
             else:  # find the column of each item among its context's candidates
-                keys = np.where(cols >= 0, np.arange(chunk.size)[:, None] * np.int64(log.n_items) + cols, -1).ravel()
+                keys = np.where(
+                    cols >= 0, np.arange(chunk.size)[:, None] * np.int64(log.n_items) + cols, -1
+                ).ravel()
                 order = np.argsort(keys)
                 pos = find_keys(keys[order], pair_row * np.int64(log.n_items) + items[where])
-                where, pair_row, pair_col = where[pos >= 0], pair_row[pos >= 0], order[pos[pos >= 0]] % cols.shape[1]
+                where, pair_row, pair_col = (
+                    where[pos >= 0],
+                    pair_row[pos >= 0],
+                    order[pos[pos >= 0]] % cols.shape[1],
+                )
             shown = weights[pair_row, pair_col] > -np.inf
             where, pair_row, pair_col = where[shown], pair_row[shown], pair_col[shown]
             n_row = sizes if discount.cutoff is None else np.minimum(discount.cutoff, sizes)
@@ -480,8 +535,12 @@ class PlackettLuceRanker:
                 at = np.flatnonzero(local[pair_row] >= 0)
                 if at.size:
                     eps[where[at]], se[where[at]] = _conditional_exposure(
-                        weights if group.size == weights.shape[0] else weights[group], delta, self.n_samples,
-                        rng, local[pair_row[at]], pair_col[at],
+                        weights if group.size == weights.shape[0] else weights[group],
+                        delta,
+                        self.n_samples,
+                        rng,
+                        local[pair_row[at]],
+                        pair_col[at],
                     )
         return eps, se
 
@@ -496,12 +555,16 @@ class PlackettLuceRanker:
         first, second = np.zeros(size), np.zeros(size)
         step = rows_per_chunk(n)
         for start in range(0, self.n_samples, step):
-            drawn = sample_rankings(log_weights, n, min(step, self.n_samples - start), rng, log_weights=True)
+            drawn = sample_rankings(
+                log_weights, n, min(step, self.n_samples - start), rng, log_weights=True
+            )
             view = np.broadcast_to(delta, drawn.shape).ravel()
             first += np.bincount(drawn.ravel(), weights=view, minlength=size)
             second += np.bincount(drawn.ravel(), weights=view**2, minlength=size)
         eps = first / self.n_samples
-        return eps, np.sqrt(np.maximum(second / self.n_samples - eps**2, 0.0) / (self.n_samples - 1))
+        return eps, np.sqrt(
+            np.maximum(second / self.n_samples - eps**2, 0.0) / (self.n_samples - 1)
+        )
 
 
 def candidate_sums(
@@ -548,7 +611,9 @@ def candidate_sums(
             step = rows_per_chunk(items.size)
             for lo in range(0, which.size, step):
                 chunk = which[lo : lo + step]
-                rho = predict_rewards(reward_model, np.repeat(chunk, items.size), np.tile(items, chunk.size))
+                rho = predict_rewards(
+                    reward_model, np.repeat(chunk, items.size), np.tile(items, chunk.size)
+                )
                 direct[chunk] = rho.reshape(chunk.size, items.size) @ eps
     else:
         raise TypeError(
@@ -567,7 +632,11 @@ def _first_rows(log: FeedLog, contexts: np.ndarray) -> np.ndarray:
 def _real_scores(values: np.ndarray, axes: tuple[str, ...]) -> np.ndarray:
     """Real scores that float64 holds exactly (integers beyond ±2**53 would merge)."""
     check_float_exact(
-        values, "scores", lambda k: " ".join(f"{a} {int(i)}" for a, i in zip(axes, np.unravel_index(k, values.shape)))
+        values,
+        "scores",
+        lambda k: " ".join(
+            f"{a} {int(i)}" for a, i in zip(axes, np.unravel_index(k, values.shape))
+        ),
     )
     return values
 

@@ -92,7 +92,7 @@ class ShuffledPositionBias:
     def __init__(self, n_ranks: int | None = None):
         self.n_ranks = check_positive_int(n_ranks, "n_ranks", allow_none=True)
 
-    def fit(self, log: FeedLog) -> "ShuffledPositionBias":
+    def fit(self, log: FeedLog) -> ShuffledPositionBias:
         """Estimate the curve from a log of shuffled banners (binary clicks)."""
         keep, n = _ranks(log, self.n_ranks)
         _check_clicks(log, keep, n)
@@ -160,7 +160,7 @@ class PositionBiasEM:
             )
         self.tol = check_finite_number(tol, "tol", minimum=0)
 
-    def fit(self, log: FeedLog) -> "PositionBiasEM":
+    def fit(self, log: FeedLog) -> PositionBiasEM:
         """Fit θ (by rank) and γ (by key) to the log's binary clicks."""
         keep, n = _ranks(log, self.n_ranks)
         _check_clicks(log, keep, n)
@@ -190,7 +190,9 @@ class PositionBiasEM:
             examined = click + unclicked * t * (1 - g) / (1 - p_click)
             relevant = click + unclicked * (1 - t) * g / (1 - p_click)
             theta = np.clip(np.bincount(rank, weights=examined, minlength=n) / per_rank, eps, 1.0)
-            gamma = np.clip(np.bincount(key, weights=relevant, minlength=keys.size) / per_key, eps, 1.0)
+            gamma = np.clip(
+                np.bincount(key, weights=relevant, minlength=keys.size) / per_key, eps, 1.0
+            )
             p = np.clip(theta[rank] * gamma[key], eps, 1 - eps)
             likelihood = float(np.mean(click * np.log(p) + (1 - click) * np.log1p(-p)))
             if likelihood - previous < self.tol:

@@ -41,7 +41,7 @@ from ..propensity.discount import Discount
 from ..propensity.weights import clip_weights, entry_propensities
 from .ranking import ScoreSource, padded_csr, score_source
 
-__all__ = ["dcg", "unbiased_dcg", "ndcg", "pn_dcg", "ideal_dcg"]
+__all__ = ["dcg", "ndcg", "pn_dcg", "ips_dcg", "snips_dcg", "ips_ndcg", "ips_pn_dcg", "ideal_dcg"]
 
 _NORMALISE = (None, "per_user", "post")
 
@@ -100,22 +100,10 @@ def _ideal_dcg(gains: np.ndarray, indptr: np.ndarray, discounts: np.ndarray) -> 
 
 
 def dcg(
-    y_true,
-    y_score,
-    *,
-    discount: Discount,
-    propensity=None,
-    clip: float | str | None = None,
-    normalise: str | None = None,
-    self_normalised: bool = False,
-    impressions=None,
-    chunk_users: int | None = None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
+    y_true, y_score, *, discount: Discount, chunk_users: int | None = None
 ) -> EstimateResult:
-    """Discounted cumulative gain of a model's rankings on held-out rewards.
-
-    Implements Jeunen et al. (KDD'24) Eq. 11 with the IPS weights of Eq. 10, and the
-    normalisations of §5; see the module docstring for the exact formulas.
+    """Plain (unweighted) DCG: ``(1/|U|) Σ_u Σ_i c_ui · δ(r_u(i))`` (Jeunen et al. Eq. 11
+    with ``p ≡ 1``). With ``LogDiscount(K)`` this is RecPack's ``DCGK(K)``.
 
     Parameters
     ----------
@@ -132,18 +120,65 @@ def dcg(
         integer scores are ranked exactly, also beyond ±2**53.
     discount : Discount
         Examination curve ``δ(r)`` with its cutoff, e.g. ``LogDiscount(cutoff=10)``.
-    propensity : None, fitted propensity model, 1-D array or sparse matrix
-        Logging exposure propensities ``p_ui`` in (0, 1]; None means ``p ≡ 1`` (plain DCG).
+    chunk_users : int or None
+        Users per chunk; None picks a size that keeps each chunk's dense work near 4M
+        elements, so memory stays bounded for any number of users.
+
+    Returns
+    -------
+    EstimateResult
+        Value, per-user values, user ids, excluded-user count, intervals and comparisons.
+
+    Raises
+    ------
+    ValueError
+        On shape mismatches, NaN scores, negative or non-finite rewards, invalid options, or
+        when no user has held-out interactions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
+    >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    >>> round(dcg(y_true, scores, discount=LogDiscount(2)).value, 4)
+    1.0
+    """
+    return _estimate(y_true, y_score, discount=discount, chunk_users=chunk_users)
+
+
+def ips_dcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    propensity=None,
+    clip: float | str | None = None,
+    impressions=None,
+    chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
+) -> EstimateResult:
+    """Unbiased (IPS) DCG, an estimator of online reward (Jeunen et al. Eq. 10–11):
+    ``(1/|U|) Σ_u Σ_i c_ui · w_ui · δ(r_u(i))`` with ``w_ui = min(m, 1/p_ui)``.
+
+    Unbiased for the expected reward per user of the target ranking under the
+    position-based model (Asm. 2), examination hypothesis (Asm. 4) and full support
+    (Asm. 5) when ``propensity`` holds the logging exposure ``p_ui`` and no clipping is
+    applied.
+
+    Parameters
+    ----------
+    y_true, y_score, discount, chunk_users
+        As for :func:`dcg`.
+    propensity : fitted propensity model, 1-D array or sparse matrix
+        Logging exposure propensities ``p_ui`` in (0, 1]. Required: :func:`dcg` is the
+        unweighted estimator.
     clip : float, "auto" or None
-        Clip IPS weights at ``m``: ``w = min(m, 1/p)``. None means no clipping (m = ∞), the
-        papers' unbiased estimator. ``"auto"`` selects m from the data by SLOPE (Su et al.,
-        ICML 2020; :mod:`recpack_ope.inference.clipping`); the result then carries the
-        estimate-versus-m curve as ``clip_selection``.
-    normalise : {None, "per_user", "post"}
-        None: DCG. ``"per_user"``: mean of ``DCG_u / iDCG_u`` (nDCG). ``"post"``:
-        ``Σ DCG_u / Σ iDCG_u`` (pnDCG).
-    self_normalised : bool
-        Self-normalised (SNIPS) DCG; only with ``normalise=None``.
+        Clip IPS weights at ``m``: ``w = min(m, 1/p)`` (the clipping of §6.2). None means no
+        clipping (m = ∞), the papers' unbiased estimator. ``"auto"`` selects m from the data
+        by SLOPE (Su et al., ICML 2020; :mod:`recpack_ope.inference.clipping`); the result
+        then carries the estimate-versus-m curve as ``clip_selection``.
     impressions : scipy.sparse matrix or array_like, optional
         Where the logging policy showed items, shape of ``y_true``: ``e_ui`` = the probability
         that the user examined item i at the position it was shown (``δ0(logged rank)``; 1 for
@@ -152,33 +187,168 @@ def dcg(
         (docs/definitions.md, "Impressions and control variates"). With impressions the
         estimate averages over the *served* users (an impression or a held-out reward), not
         only those with rewards, and the result carries the control variate that
-        ``compare(..., control_variate=True)`` uses. Needs ``propensity``; only with
-        ``normalise=None`` and ``self_normalised=False``.
-    chunk_users : int or None
-        Users per chunk; None picks a size that keeps each chunk's dense work near 4M
-        elements, so memory stays bounded for any number of users.
+        ``compare(..., control_variate=True)`` uses.
     ess_threshold : float
-        With propensities, a :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning`
-        is issued when the Kish effective sample size of the IPS weights is below this share
-        of the held-out interactions; in (0, 1].
+        A :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning` is issued when the
+        Kish effective sample size of the IPS weights is below this share of the held-out
+        interactions; in (0, 1].
 
     Returns
     -------
     EstimateResult
-        Value, per-user values, user ids, excluded-user count, intervals and comparisons;
-        with propensities also the weight diagnostics (``diagnostics``).
+        As for :func:`dcg`, with the weight diagnostics (``diagnostics``).
 
-    Raises
-    ------
-    ValueError
-        On shape mismatches, NaN scores, negative or non-finite rewards, propensities outside
-        (0, 1], unknown items, invalid options, or when no user has held-out interactions.
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import ips_dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
+    >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    >>> p = np.array([0.5, 1.0, 0.25])
+    >>> round(ips_dcg(y_true, scores, discount=LogDiscount(2), propensity=p).value, 4)
+    1.5
     """
-    result = _dcg(
-        y_true, y_score, discount=discount, propensity=propensity, clip=clip, normalise=normalise,
-        self_normalised=self_normalised, impressions=impressions, chunk_users=chunk_users,
+    return _estimate(
+        y_true, y_score, discount=discount, chunk_users=chunk_users,
+        propensity=_required(propensity, "ips_dcg", "dcg"), clip=clip, impressions=impressions,
         ess_threshold=ess_threshold,
     )
+
+
+def snips_dcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    propensity=None,
+    clip: float | str | None = None,
+    chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
+) -> EstimateResult:
+    """Self-normalised IPS DCG: ``Σ_ui c·w·δ / Σ_ui w × (N / |U|)``, N the held-out
+    interactions (SNIPS rescaled so that it equals DCG when all weights are equal).
+
+    Parameters as for :func:`ips_dcg` (no impressions: the self-normalisation constant is
+    over the rewarded entries).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import snips_dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
+    >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    >>> p = np.array([0.5, 1.0, 0.25])
+    >>> round(snips_dcg(y_true, scores, discount=LogDiscount(2), propensity=p).value, 4)
+    0.6429
+    """
+    return _estimate(
+        y_true, y_score, discount=discount, chunk_users=chunk_users,
+        propensity=_required(propensity, "snips_dcg", "dcg"), clip=clip,
+        ess_threshold=ess_threshold, self_normalised=True,
+    )
+
+
+def ndcg(
+    y_true, y_score, *, discount: Discount, chunk_users: int | None = None
+) -> EstimateResult:
+    """Per-user normalised DCG, ``(1/|U|) Σ_u DCG_u / iDCG_u`` (Jeunen et al. §5).
+
+    The common definition; Lemma 5.2 shows it can order models differently from DCG.
+    Parameters as for :func:`dcg`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import ndcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
+    >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    >>> round(ndcg(y_true, scores, discount=LogDiscount(2)).value, 4)
+    0.8066
+    """
+    return _estimate(
+        y_true, y_score, discount=discount, chunk_users=chunk_users, normalise="per_user"
+    )
+
+
+def ips_ndcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    propensity=None,
+    clip: float | str | None = None,
+    chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
+) -> EstimateResult:
+    """Per-user nDCG with IPS gains ``c·w`` in both DCG_u and iDCG_u (Jeunen et al. §5).
+
+    Parameters as for :func:`ips_dcg` (no impressions).
+    """
+    return _estimate(
+        y_true, y_score, discount=discount, chunk_users=chunk_users,
+        propensity=_required(propensity, "ips_ndcg", "ndcg"), clip=clip,
+        ess_threshold=ess_threshold, normalise="per_user",
+    )
+
+
+def pn_dcg(
+    y_true, y_score, *, discount: Discount, chunk_users: int | None = None
+) -> EstimateResult:
+    """Post-normalised DCG, ``Σ_u DCG_u / Σ_u iDCG_u`` (Jeunen et al. §5).
+
+    Normalising after aggregation keeps DCG's ordering of models (Lemma 5.1 applied to the
+    aggregate), while staying in [0, 1]. Parameters as for :func:`dcg`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import pn_dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
+    >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    >>> round(pn_dcg(y_true, scores, discount=LogDiscount(2)).value, 4)
+    0.7602
+    """
+    return _estimate(y_true, y_score, discount=discount, chunk_users=chunk_users, normalise="post")
+
+
+def ips_pn_dcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    propensity=None,
+    clip: float | str | None = None,
+    chunk_users: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
+) -> EstimateResult:
+    """Post-normalised DCG with IPS gains, ``Σ_u DCG_u / Σ_u iDCG_u`` (Jeunen et al. §5).
+
+    Parameters as for :func:`ips_dcg` (no impressions).
+    """
+    return _estimate(
+        y_true, y_score, discount=discount, chunk_users=chunk_users,
+        propensity=_required(propensity, "ips_pn_dcg", "pn_dcg"), clip=clip,
+        ess_threshold=ess_threshold, normalise="post",
+    )
+
+
+def _required(propensity, name: str, plain: str):
+    """``propensity``, or an error naming the unweighted estimator to use without one."""
+    if propensity is None:
+        raise ValueError(
+            f"{name} weights by inverse propensities: give propensity= (the logging exposure "
+            f"p_ui), or use {plain} for the unweighted estimator"
+        )
+    return propensity
+
+
+def _estimate(y_true, y_score, **options) -> EstimateResult:
+    """:func:`_dcg` with the reliability warning of a weighted estimate."""
+    result = _dcg(y_true, y_score, **options)
     if result.diagnostics is not None:
         result.diagnostics.warn(result.name)
     return result
@@ -211,7 +381,10 @@ class HeldOut:
         clipped, since ``E[e_ui] = p_ui`` and ``w_ui = 1/p_ui`` (docs/definitions.md)."""
         if self.impression is None:
             return None
-        return np.add.reduceat(self.impression * weights * self.exposure, self.starts) - self.total_exposure
+        return (
+            np.add.reduceat(self.impression * weights * self.exposure, self.starts)
+            - self.total_exposure
+        )
 
 
 def prepare_held_out(
@@ -248,13 +421,24 @@ def prepare_held_out(
     users = np.flatnonzero(counts > 0)
     if users.size == 0:
         raise ValueError("y_true has no non-zero held-out rewards: no user can be evaluated")
-    raw = np.ones(pattern.nnz) if propensity is None else 1.0 / entry_propensities(propensity, pattern)
+    raw = (
+        np.ones(pattern.nnz)
+        if propensity is None
+        else 1.0 / entry_propensities(propensity, pattern)
+    )
     step = chunk_users or rows_per_chunk(max(scores.width, int(counts.max()), 1))
     exposure, total = _held_out_exposure(pattern, users, scores, discount, step, on_ranked)
     return HeldOut(
-        pattern=pattern, reward=pattern.data, impression=impression, raw=raw, exposure=exposure,
-        users=users, starts=pattern.indptr[users], total_exposure=total,
-        n_held_out=n_held_out[users], step=step,
+        pattern=pattern,
+        reward=pattern.data,
+        impression=impression,
+        raw=raw,
+        exposure=exposure,
+        users=users,
+        starts=pattern.indptr[users],
+        total_exposure=total,
+        n_held_out=n_held_out[users],
+        step=step,
     )
 
 
@@ -263,22 +447,40 @@ def _union(rewards: sp.csr_matrix, shown: sp.csr_matrix) -> tuple[sp.csr_matrix,
     n_items = rewards.shape[1]
 
     def keys(m: sp.csr_matrix) -> np.ndarray:
-        return np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr)) * n_items + m.indices
+        return (
+            np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr)) * n_items
+            + m.indices
+        )
 
     union, inverse = np.unique(np.concatenate([keys(rewards), keys(shown)]), return_inverse=True)
     reward = np.zeros(union.size)
     reward[inverse[: rewards.nnz]] = rewards.data
     impression = np.zeros(union.size)
     impression[inverse[rewards.nnz :]] = shown.data
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(union // n_items, minlength=rewards.shape[0]))])
+    indptr = np.concatenate(
+        [[0], np.cumsum(np.bincount(union // n_items, minlength=rewards.shape[0]))]
+    )
     # Built directly so the explicit zeros (impressions without reward) stay stored entries.
-    pattern = sp.csr_matrix((reward, (union % n_items).astype(np.int32), indptr), shape=rewards.shape)
+    pattern = sp.csr_matrix(
+        (reward, (union % n_items).astype(np.int32), indptr), shape=rewards.shape
+    )
     return pattern, impression
 
 
 def _dcg(
-    y_true, y_score, *, discount, propensity, clip, normalise, self_normalised, chunk_users,
-    ess_threshold, impressions=None, name: str | None = None, held_out: HeldOut | None = None,
+    y_true,
+    y_score,
+    *,
+    discount,
+    propensity=None,
+    clip=None,
+    normalise=None,
+    self_normalised=False,
+    chunk_users=None,
+    ess_threshold=ESS_RATIO_THRESHOLD,
+    impressions=None,
+    name: str | None = None,
+    held_out: HeldOut | None = None,
 ) -> EstimateResult:
     """:func:`dcg` without the reliability warning, for estimators built on it.
 
@@ -306,7 +508,11 @@ def _dcg(
     data = held_out
     if data is None:
         data = prepare_held_out(
-            y_true, y_score, discount=discount, propensity=propensity, impressions=impressions,
+            y_true,
+            y_score,
+            discount=discount,
+            propensity=propensity,
+            impressions=impressions,
             chunk_users=chunk_users,
         )
     rewards, users, starts, step = data.pattern, data.users, data.starts, data.step
@@ -320,12 +526,20 @@ def _dcg(
         dcg_u = np.add.reduceat(contributions, starts)
         prefix = "" if propensity is None else "IPS-"
         if normalise == "per_user":
-            label, terms, exponents = "nDCG", dcg_u / _ideal(rewards, weights, users, discount, step), (1,)
+            label, terms, exponents = (
+                "nDCG",
+                dcg_u / _ideal(rewards, weights, users, discount, step),
+                (1,),
+            )
         elif normalise == "post":
             idcg_u = _ideal(rewards, weights, users, discount, step)
             label, terms, exponents = "pnDCG", np.column_stack([dcg_u, idcg_u]), (1, -1)
         elif normalise == "total":
-            label, terms, exponents = "", dcg_u / np.add.reduceat(data.reward * weights, starts), (1,)
+            label, terms, exponents = (
+                "",
+                dcg_u / np.add.reduceat(data.reward * weights, starts),
+                (1,),
+            )
         elif self_normalised:
             # Σ c·w·δ / Σ w × N/|U| = mean(DCG_u) · mean(n_u) / mean(Σ_i w_ui)
             # (docs/definitions.md, "DCG family").
@@ -373,8 +587,10 @@ def _held_out_exposure(
     delta = np.concatenate([[0.0], discount.weights(depth)])  # delta[0]: not ranked
     report = None
     if on_ranked is not None:
+
         def report(positions: np.ndarray, items: np.ndarray, ranks: np.ndarray) -> None:
             on_ranked(positions, items, delta[ranks])
+
     ranks, counts = scores.held_out_ranks(pattern, users, discount.cutoff, step, report)
     # Ranks run 1 … counts[u] without gaps, so a user's total is a prefix sum of δ.
     return delta[ranks], np.cumsum(delta)[counts]
@@ -394,90 +610,3 @@ def _ideal(
         indptr = np.concatenate([[0], np.cumsum(lengths[chunk])]) + rewards.indptr[chunk[0]]
         ideal[start : start + chunk.size] = _ideal_dcg(gains, indptr, discounts)
     return ideal
-
-
-def unbiased_dcg(
-    y_true,
-    y_score,
-    *,
-    discount: Discount,
-    propensity=None,
-    clip: float | str | None = None,
-    self_normalised: bool = False,
-    impressions=None,
-    chunk_users: int | None = None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
-) -> EstimateResult:
-    """Unbiased (IPS) DCG, an estimator of online reward (Jeunen et al. Eq. 10–11).
-
-    Unbiased for the expected reward per user of the target ranking under the
-    position-based model (Asm. 2), examination hypothesis (Asm. 4) and full support
-    (Asm. 5) when ``propensity`` holds the logging exposure ``p_ui`` and no clipping is
-    applied. See :func:`dcg` for the parameters.
-    """
-    return dcg(
-        y_true,
-        y_score,
-        discount=discount,
-        propensity=propensity,
-        clip=clip,
-        self_normalised=self_normalised,
-        impressions=impressions,
-        chunk_users=chunk_users,
-        ess_threshold=ess_threshold,
-    )
-
-
-def ndcg(
-    y_true,
-    y_score,
-    *,
-    discount: Discount,
-    propensity=None,
-    clip: float | str | None = None,
-    chunk_users: int | None = None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
-) -> EstimateResult:
-    """Per-user normalised DCG, ``(1/|U|) Σ_u DCG_u / iDCG_u`` (Jeunen et al. §5).
-
-    The common definition; Lemma 5.2 shows it can order models differently from DCG.
-    See :func:`dcg` for the parameters.
-    """
-    return dcg(
-        y_true,
-        y_score,
-        discount=discount,
-        propensity=propensity,
-        clip=clip,
-        normalise="per_user",
-        chunk_users=chunk_users,
-        ess_threshold=ess_threshold,
-    )
-
-
-def pn_dcg(
-    y_true,
-    y_score,
-    *,
-    discount: Discount,
-    propensity=None,
-    clip: float | str | None = None,
-    chunk_users: int | None = None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
-) -> EstimateResult:
-    """Post-normalised DCG, ``Σ_u DCG_u / Σ_u iDCG_u`` (Jeunen et al. §5).
-
-    Normalising after aggregation keeps DCG's ordering of models (Lemma 5.1 applied to the
-    aggregate), while staying in [0, 1] when propensities are 1. See :func:`dcg` for the
-    parameters.
-    """
-    return dcg(
-        y_true,
-        y_score,
-        discount=discount,
-        propensity=propensity,
-        clip=clip,
-        normalise="post",
-        chunk_users=chunk_users,
-        ess_threshold=ess_threshold,
-    )

@@ -115,8 +115,13 @@ def dr_dcg(
         ranked.append((positions, items, delta))
 
     data = prepare_held_out(
-        y_true, y_score, discount=discount, propensity=propensity, impressions=impressions,
-        chunk_users=chunk_users, on_ranked=on_ranked,
+        y_true,
+        y_score,
+        discount=discount,
+        propensity=propensity,
+        impressions=impressions,
+        chunk_users=chunk_users,
+        on_ranked=on_ranked,
     )
     users = data.users
     positions, items, delta = (np.concatenate(parts) for parts in zip(*ranked, strict=True))
@@ -125,8 +130,11 @@ def dr_dcg(
     if data.impression is None:
         # e = p everywhere: the residual's expected-click part is Σ_ranked δ w p ρ̂, which
         # cancels the direct method except where w·p = min(1, m p) < 1.
-        p_ranked = (item_propensities(propensity, users[positions], items, shape=data.pattern.shape)
-                    if clipped else None)
+        p_ranked = (
+            item_propensities(propensity, users[positions], items, shape=data.pattern.shape)
+            if clipped
+            else None
+        )
     else:
         rows = np.repeat(np.arange(data.pattern.shape[0]), np.diff(data.pattern.indptr))
         expected = data.impression * predict_rewards(reward_model, rows, data.pattern.indices)

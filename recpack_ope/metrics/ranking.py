@@ -14,10 +14,10 @@ Conventions (shared by every estimator):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -88,7 +88,7 @@ class TopK:
         object.__setattr__(self, "items", items)
 
     @classmethod
-    def from_scores(cls, y_score, k: int) -> "TopK":
+    def from_scores(cls, y_score, k: int) -> TopK:
         """The top-k items of every row of a score matrix, ranked once for reuse.
 
         Evaluating several metrics (and the simulator's online reward) on one ``TopK``
@@ -110,12 +110,14 @@ class TopK:
             block[:, : ranked.shape[1]] = ranked
             block[:, ranked.shape[1] :] = -1
             short = np.flatnonzero(counts < ranked.shape[1])
-            block[short] = np.where(np.arange(block.shape[1]) < counts[short, None], block[short], -1)
+            block[short] = np.where(
+                np.arange(block.shape[1]) < counts[short, None], block[short], -1
+            )
         # Built from distinct positions of each row: the checks of __post_init__ cannot fail.
         return cls._trusted(items)
 
     @classmethod
-    def stack(cls, parts) -> "TopK":
+    def stack(cls, parts) -> TopK:
         """The rows of several rankings of the same depth, one after another (e.g. batches of
         users ranked by :meth:`from_scores`), without checking the valid rows again."""
         parts = list(parts)
@@ -127,7 +129,7 @@ class TopK:
         return cls._trusted(np.concatenate([p.items for p in parts]))
 
     @classmethod
-    def _trusted(cls, items: np.ndarray) -> "TopK":
+    def _trusted(cls, items: np.ndarray) -> TopK:
         """A TopK of ``items`` known to pass :meth:`__post_init__`'s checks."""
         top = object.__new__(cls)
         object.__setattr__(top, "items", items)
@@ -307,9 +309,7 @@ def _filtered_top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     threshold = np.partition(maxima, groups - need, axis=1)[:, groups - need]
     candidate = values >= threshold[:, None]
     counts = np.count_nonzero(candidate, axis=1)
-    rest = np.flatnonzero(
-        (counts > _CANDIDATES_PER_ENTRY * need) | np.isnan(maxima).any(axis=1)
-    )
+    rest = np.flatnonzero((counts > _CANDIDATES_PER_ENTRY * need) | np.isnan(maxima).any(axis=1))
     if rest.size:
         candidate[rest] = False
         counts[rest] = 0
@@ -354,7 +354,9 @@ def exact_order(values: np.ndarray) -> np.ndarray:
     would round into ties (2**53 + 1 becomes 2**53), are replaced by their rank among the
     distinct values (``np.unique``): float64 holds those exactly and they rank identically."""
     if (
-        values.dtype.kind in "iu" and values.dtype.itemsize == 8 and values.size
+        values.dtype.kind in "iu"
+        and values.dtype.itemsize == 8
+        and values.size
         and (values.max() > EXACT_INTEGER_LIMIT or values.min() < -EXACT_INTEGER_LIMIT)
     ):
         return np.unique(values, return_inverse=True)[1].reshape(values.shape).astype(np.float64)
@@ -519,11 +521,18 @@ class ScoreSource:
         n_rows, width = values.shape
         k = width if cutoff is None else min(cutoff, width)
         if n_rows == 0 or k == 0:
-            return values, structure, np.zeros((n_rows, 0), dtype=np.int64), np.zeros(n_rows, dtype=np.int64)
+            return (
+                values,
+                structure,
+                np.zeros((n_rows, 0), dtype=np.int64),
+                np.zeros(n_rows, dtype=np.int64),
+            )
         try:
             entries, counts = rank_rows(values, k)
         except _NaNScore as nan:
-            raise ValueError(f"y_score is NaN at (user {users[nan.row]}, item {nan.position})") from None
+            raise ValueError(
+                f"y_score is NaN at (user {users[nan.row]}, item {nan.position})"
+            ) from None
         return values, structure, entries, counts
 
     @staticmethod
@@ -544,7 +553,9 @@ class ScoreSource:
         items, _, counts = self.top_scored(users, cutoff)
         return items, counts
 
-    def top_scored(self, users: np.ndarray, cutoff: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def top_scored(
+        self, users: np.ndarray, cutoff: int | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`top` of score matrices with each ranked item's score: ``(items, scores,
         counts)``, ``scores`` aligned with ``items`` (as float64; ``-inf`` past ``counts[u]``
         unless the row is full). For callers with their own tie rule (the RecPack adapter)."""
@@ -596,7 +607,9 @@ class ScoreSource:
             # Both patterns are canonical: scipy's elementwise product joins them row by row
             # (linear time). It holds every entry of ``pattern`` exactly when that is a part of
             # the kept one, valued rank + 1 (never 0, so none is dropped).
-            ones = sp.csr_matrix((np.ones(pattern.nnz), pattern.indices, pattern.indptr), shape=pattern.shape)
+            ones = sp.csr_matrix(
+                (np.ones(pattern.nnz), pattern.indices, pattern.indptr), shape=pattern.shape
+            )
             joined = kept.multiply(ones)
             if joined.nnz == pattern.nnz:
                 return joined.data.astype(np.int64) - 1, kept_counts[users]
@@ -619,7 +632,9 @@ class ScoreSource:
         if self._keep and self._kept is None:
             every = np.zeros(self.shape[0], dtype=np.int64)
             every[users] = counts
-            kept = sp.csr_matrix((ranks + 1.0, pattern.indices, pattern.indptr), shape=pattern.shape)
+            kept = sp.csr_matrix(
+                (ranks + 1.0, pattern.indices, pattern.indptr), shape=pattern.shape
+            )
             self._kept = (cutoff, kept, every)
         return ranks, counts
 
@@ -637,7 +652,9 @@ class ScoreSource:
             by_item = np.argsort(top, axis=1)
             listed = np.take_along_axis(top, by_item, axis=1)
             keys = _row_keys(np.arange(n_rows)[:, None], listed + 1, n_items + 1, n_rows)
-            at, found = find_sorted(keys.reshape(-1), _row_keys(rows, items + 1, n_items + 1, n_rows))
+            at, found = find_sorted(
+                keys.reshape(-1), _row_keys(rows, items + 1, n_items + 1, n_rows)
+            )
             return np.where(found, by_item.reshape(-1)[at] + 1, 0), counts, top
         values, structure, entries, counts = self._rank(users, cutoff)
         top = self._items(values, structure, entries) if want_top else None
@@ -653,7 +670,9 @@ class ScoreSource:
             if indices.size == n_rows * width:  # no padding: the block is the CSR data
                 stored = _row_keys(np.arange(n_rows)[:, None], columns, n_items, n_rows).reshape(-1)
             else:
-                stored = _row_keys(np.repeat(np.arange(n_rows), np.diff(indptr)), indices, n_items, n_rows)
+                stored = _row_keys(
+                    np.repeat(np.arange(n_rows), np.diff(indptr)), indices, n_items, n_rows
+                )
             at, found = find_sorted(stored, _row_keys(rows, items, n_items, n_rows))
             position = np.where(found, at + rows * width - indptr[rows], 0)
             ranks = np.where(found, table[position], 0)

@@ -120,7 +120,9 @@ class RecallLevels:
         return next(key for key, name in WEIGHTINGS.items() if name == self.name)
 
     @classmethod
-    def from_y_true(cls, y_true, *, weighting: str = "uniform", graded: bool = True) -> "RecallLevels":
+    def from_y_true(
+        cls, y_true, *, weighting: str = "uniform", graded: bool = True
+    ) -> RecallLevels:
         """Recall levels of held-out relevance labels.
 
         Parameters
@@ -228,8 +230,10 @@ class RecallLevels:
         """:meth:`search_lengths` of several systems, one row each (``dtype`` must hold
         :attr:`omitted`); a chunk's lookup table serves them all."""
         k = check_positive_int(k, "k", allow_none=True)
-        sources = [(ScoreSource(y_score, self.shape), y_score.items if isinstance(y_score, TopK) else None)
-                   for y_score in y_scores]
+        sources = [
+            (ScoreSource(y_score, self.shape), y_score.items if isinstance(y_score, TopK) else None)
+            for y_score in y_scores
+        ]
         lengths = np.full((len(sources), self.n_levels), self.omitted, dtype=dtype)
         rewards, users = self._entries, self.user_ids
         # Only items some user finds relevant can be hits: a chunk's table over those columns
@@ -237,7 +241,9 @@ class RecallLevels:
         # finds relevant, and TopK's -1 padding, land in each row's last column, which stays 0.
         columns, entry_column = np.unique(rewards.indices, return_inverse=True)
         n_columns = columns.size + 1
-        step = min(users.size, rows_per_chunk(max(n_columns, *(source.width for source, _ in sources))))
+        step = min(
+            users.size, rows_per_chunk(max(n_columns, *(source.width for source, _ in sources)))
+        )
         # Small integers keep the lookups in cache: a cell (row × n_columns + column) fits int32
         # as a chunk holds a few million cells, and the table only a chunk's entry numbers.
         cell = np.int32 if step * n_columns < np.iinfo(np.int32).max else np.int64
@@ -248,23 +254,33 @@ class RecallLevels:
         most = np.max(rewards.indptr[lasts + 1] - rewards.indptr[users[firsts]])
         # One table for all chunks: a chunk's entries are cleared after use, so the zeroing
         # costs O(relevant entries), not O(users × columns).
-        table = np.zeros(step * n_columns, dtype=next(t for t in (np.int16, np.int32, np.int64)
-                                                      if most < np.iinfo(t).max))
+        table = np.zeros(
+            step * n_columns,
+            dtype=next(t for t in (np.int16, np.int32, np.int64) if most < np.iinfo(t).max),
+        )
         positions = {}  # 1..width for every row of a chunk, by width: a TopK hit's rank
         for start in firsts:
             chunk = users[start : start + step]
             lo, hi = rewards.indptr[chunk[0]], rewards.indptr[chunk[-1] + 1]
             # Consecutive users (the usual case): their TopK rows are a view, not a copy.
-            rows = slice(chunk[0], chunk[-1] + 1) if chunk[-1] - chunk[0] + 1 == chunk.size else chunk
+            rows = (
+                slice(chunk[0], chunk[-1] + 1) if chunk[-1] - chunk[0] + 1 == chunk.size else chunk
+            )
             filled = (self._entry_user[lo:hi] - start) * n_columns + entry_column[lo:hi]
             table[filled] = np.arange(1, hi - lo + 1)
             for row, (source, items) in enumerate(sources):
                 if items is None:
                     local, ranked, ranks = source.ranked(chunk, k)
                     found = table.take(local * n_columns + column_of_item.take(ranked))
-                    hit = np.flatnonzero(found > 0)  # a boolean mask: nonzero() is much faster on it
-                    self._place(lengths[row], found.take(hit).astype(np.intp) + (lo - 1), ranks.take(hit),
-                                ordered=False)
+                    hit = np.flatnonzero(
+                        found > 0
+                    )  # a boolean mask: nonzero() is much faster on it
+                    self._place(
+                        lengths[row],
+                        found.take(hit).astype(np.intp) + (lo - 1),
+                        ranks.take(hit),
+                        ordered=False,
+                    )
                     continue
                 cells = column_of_item.take(items[rows, :k])
                 cells += np.arange(0, chunk.size * n_columns, n_columns, dtype=cell)[:, None]
@@ -274,13 +290,19 @@ class RecallLevels:
                 if width not in positions:
                     positions[width] = np.tile(np.arange(1, width + 1), chunk.size)
                 # Read row by row in rank order, the hits come sorted by (user, rank).
-                self._place(lengths[row], found.take(hit).astype(np.intp) + (lo - 1), positions[width].take(hit),
-                            ordered=True)
+                self._place(
+                    lengths[row],
+                    found.take(hit).astype(np.intp) + (lo - 1),
+                    positions[width].take(hit),
+                    ordered=True,
+                )
             table[filled] = 0
             positions.clear()  # the last chunk may have fewer rows
         return lengths
 
-    def _place(self, lengths: np.ndarray, entry: np.ndarray, rank: np.ndarray, *, ordered: bool) -> None:
+    def _place(
+        self, lengths: np.ndarray, entry: np.ndarray, rank: np.ndarray, *, ordered: bool
+    ) -> None:
         """Write the ranks of relevant entries a ranking reaches into ``lengths``: the j-th
         smallest rank of a population is its j-th level's search length. ``ordered``: the
         entries come by (user, rank)."""
@@ -301,7 +323,9 @@ class RecallLevels:
         base = int(segment[0])
         local = segment - base
         counts = np.bincount(local)
-        level = (self._segment_starts[base : base + counts.size] - (np.cumsum(counts) - counts)).take(local)
+        level = (
+            self._segment_starts[base : base + counts.size] - (np.cumsum(counts) - counts)
+        ).take(local)
         level += np.arange(local.size)
         np.put(lengths, level, rank)
 
@@ -319,13 +343,17 @@ class RecallLevels:
             exact = np.int64 if signed.dtype.kind in "iub" else np.float64
             sums = np.add.reduceat(signed, starts - lo, axis=-1, dtype=exact)
             return sums / self._user_sizes[users]
-        return np.add.reduceat(signed * self.weights[lo : lo + signed.shape[-1]], starts - lo, axis=-1)
+        return np.add.reduceat(
+            signed * self.weights[lo : lo + signed.shape[-1]], starts - lo, axis=-1
+        )
 
     def user_blocks(self, max_levels: int):
         """Consecutive slices of evaluated users holding about ``max_levels`` levels each
         (a user is never split), with the slice of their levels."""
         # The user holding every max_levels-th level starts a block.
-        cuts = np.unique(np.searchsorted(self.user_starts, np.arange(0, self.n_levels, max_levels), "right") - 1)
+        cuts = np.unique(
+            np.searchsorted(self.user_starts, np.arange(0, self.n_levels, max_levels), "right") - 1
+        )
         bounds = np.append(cuts, self.user_ids.size)
         for a, b in zip(bounds[:-1], bounds[1:], strict=False):
             end = self.user_starts[b] if b < self.user_ids.size else self.n_levels
@@ -342,7 +370,10 @@ class RecallLevels:
             out[:, s, s + 1 :] = prefs.T
             out[:, s + 1 :, s] = -prefs.T
         return PreferenceMatrix(
-            names=tuple(names), per_user=out, user_ids=self.user_ids, name=self.name,
+            names=tuple(names),
+            per_user=out,
+            user_ids=self.user_ids,
+            name=self.name,
             n_excluded_users=self.n_excluded_users,
         )
 
@@ -356,8 +387,11 @@ class RecallLevels:
             signed = m + 1 - 2 * stats.rankdata(lengths[:, block], axis=0)
             per_user[users] = self.per_user(signed, users).T / (m - 1)
         return SystemScores(
-            names=tuple(names), per_user=per_user, user_ids=self.user_ids,
-            name=f"{self.name} win rate", n_excluded_users=self.n_excluded_users,
+            names=tuple(names),
+            per_user=per_user,
+            user_ids=self.user_ids,
+            name=f"{self.name} win rate",
+            n_excluded_users=self.n_excluded_users,
         )
 
 
@@ -365,7 +399,10 @@ def _levels(y_true, weighting: str | None, graded: bool | None) -> RecallLevels:
     """Levels built from ``y_true``, or ``y_true`` itself when it already is levels; then a
     ``weighting`` or ``graded`` other than the levels' own would be ignored, so it is refused."""
     if isinstance(y_true, RecallLevels):
-        for arg, given, own in (("weighting", weighting, y_true.weighting), ("graded", graded, y_true.graded)):
+        for arg, given, own in (
+            ("weighting", weighting, y_true.weighting),
+            ("graded", graded, y_true.graded),
+        ):
             if given is not None and given != own:
                 raise ValueError(
                     f"{arg}={given!r} would be ignored: y_true is a RecallLevels built with "
@@ -374,12 +411,15 @@ def _levels(y_true, weighting: str | None, graded: bool | None) -> RecallLevels:
                 )
         return y_true
     return RecallLevels.from_y_true(
-        y_true, weighting="uniform" if weighting is None else weighting,
+        y_true,
+        weighting="uniform" if weighting is None else weighting,
         graded=True if graded is None else graded,
     )
 
 
-def _search_lengths(levels: RecallLevels, rankings: Mapping, k: int | None) -> tuple[list[str], np.ndarray]:
+def _search_lengths(
+    levels: RecallLevels, rankings: Mapping, k: int | None
+) -> tuple[list[str], np.ndarray]:
     if not isinstance(rankings, Mapping) or len(rankings) < 2:
         raise ValueError(
             "rankings must map at least two system names to their scores or TopK rankings, got "

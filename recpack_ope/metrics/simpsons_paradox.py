@@ -171,7 +171,7 @@ def simpsons_paradox(
     names : tuple of str
         Display names of A and B.
     ips : tuple of EstimateResult, optional
-        The IPS-weighted base metric of A and B (e.g. ``ndcg(..., propensity=p)``), shown as
+        The IPS-weighted base metric of A and B (e.g. ``ips_ndcg(..., propensity=p)``), shown as
         the paper's "IPS" row.
     alpha : float
         Significance level for the stars of the table.
@@ -187,16 +187,29 @@ def simpsons_paradox(
                 f"{arg} must be the StratifiedResult of recpack_ope.metrics.stratified, got "
                 f"{type(value).__name__}"
             )
-    if not isinstance(names, (tuple, list)) or len(names) != 2 or not all(isinstance(n, str) for n in names):
+    if (
+        not isinstance(names, (tuple, list))
+        or len(names) != 2
+        or not all(isinstance(n, str) for n in names)
+    ):
         raise ValueError(f"names must hold two model names, got {names!r}")
     if ips is not None and (
-        not isinstance(ips, (tuple, list)) or len(ips) != 2
+        not isinstance(ips, (tuple, list))
+        or len(ips) != 2
         or not all(isinstance(e, PairedEstimate) for e in ips)
     ):
-        kinds = [type(e).__name__ for e in ips] if isinstance(ips, (tuple, list)) else type(ips).__name__
-        raise ValueError(f"ips must be a pair of estimates (EstimateResult of A, of B), got {kinds}")
+        kinds = (
+            [type(e).__name__ for e in ips]
+            if isinstance(ips, (tuple, list))
+            else type(ips).__name__
+        )
+        raise ValueError(
+            f"ips must be a pair of estimates (EstimateResult of A, of B), got {kinds}"
+        )
     if a.holdout.name != b.holdout.name:
-        raise ValueError(f"cannot compare {a.holdout.name} with {b.holdout.name}: different metrics")
+        raise ValueError(
+            f"cannot compare {a.holdout.name} with {b.holdout.name}: different metrics"
+        )
     if not (
         np.array_equal(a.user_ids, b.user_ids)
         and np.array_equal(a.counts, b.counts)
@@ -208,18 +221,36 @@ def simpsons_paradox(
         )
     total = a.n_interactions
     rows = [
-        ParadoxRow("Holdout", a.holdout.value, b.holdout.value, _p_value(a.holdout, b.holdout),
-                   total, a.n_items, 1.0)
+        ParadoxRow(
+            "Holdout",
+            a.holdout.value,
+            b.holdout.value,
+            _p_value(a.holdout, b.holdout),
+            total,
+            a.n_items,
+            1.0,
+        )
     ]
     if ips is not None:
         ips_a, ips_b = ips
         rows.append(
-            ParadoxRow("IPS", ips_a.value, ips_b.value, _p_value(ips_a, ips_b), total, a.n_items, 1.0)
+            ParadoxRow(
+                "IPS", ips_a.value, ips_b.value, _p_value(ips_a, ips_b), total, a.n_items, 1.0
+            )
         )
     rows.append(ParadoxRow("Stratified", a.value, b.value, _p_value(a, b), total, a.n_items, 1.0))
     for sa, sb in zip(a.strata, b.strata, strict=True):
         rows.append(
-            ParadoxRow(sa.label, sa.value, sb.value, _p_value(sa.result, sb.result),
-                       sa.n_interactions, sa.n_items, sa.share)
+            ParadoxRow(
+                sa.label,
+                sa.value,
+                sb.value,
+                _p_value(sa.result, sb.result),
+                sa.n_interactions,
+                sa.n_items,
+                sa.share,
+            )
         )
-    return SimpsonsParadoxReport(names=tuple(names), metric=a.holdout.name, rows=tuple(rows), alpha=alpha)
+    return SimpsonsParadoxReport(
+        names=tuple(names), metric=a.holdout.name, rows=tuple(rows), alpha=alpha
+    )

@@ -24,8 +24,8 @@ shares themselves; it vanishes with one stratum.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,7 +37,15 @@ from ..inference.result import EstimateResult, PairedEstimate
 from ..propensity.weights import entry_propensities
 from .ranking import shared_ranking
 
-__all__ = ["BINNINGS", "Stratum", "StrataBins", "StratifiedResult", "StratifiedSummary", "stratum_index", "stratified"]
+__all__ = [
+    "BINNINGS",
+    "Stratum",
+    "StrataBins",
+    "StratifiedResult",
+    "StratifiedSummary",
+    "stratum_index",
+    "stratified",
+]
 
 BINNINGS = ("width", "mass")
 
@@ -123,22 +131,32 @@ class StrataBins:
     values: np.ndarray
 
     @classmethod
-    def fit(cls, propensities, n_strata: int, binning: str = "width", *, counts=None) -> "StrataBins":
+    def fit(
+        cls, propensities, n_strata: int, binning: str = "width", *, counts=None
+    ) -> StrataBins:
         """Bins of ``n_strata`` strata for ``propensities`` (each counted ``counts`` times)."""
         n_strata = check_positive_int(n_strata, "n_strata")
         if binning not in BINNINGS:
             raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
         values = real_array(propensities, "propensities").astype(np.float64, copy=False)
         if values.ndim != 1 or values.size == 0:
-            raise ValueError(f"need a non-empty 1-D array of propensities, got shape {values.shape}")
+            raise ValueError(
+                f"need a non-empty 1-D array of propensities, got shape {values.shape}"
+            )
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
-            raise ValueError(f"propensities must be finite, got {values[bad[0]]} at position {bad[0]}")
+            raise ValueError(
+                f"propensities must be finite, got {values[bad[0]]} at position {bad[0]}"
+            )
         if counts is None:
             weights = np.ones(values.size, dtype=np.int64)
         else:
             weights = real_array(counts, "counts")
-            if weights.shape != values.shape or weights.dtype.kind not in "iu" or (weights < 1).any():
+            if (
+                weights.shape != values.shape
+                or weights.dtype.kind not in "iu"
+                or (weights < 1).any()
+            ):
                 raise ValueError("counts must hold one positive integer count per propensity value")
         total = int(weights.sum())
         if n_strata > total:
@@ -248,8 +266,10 @@ class _StrataReport:
     def unreliable_strata(self) -> list[str]:
         """Labels of the strata whose weighted estimate is flagged unreliable."""
         return [
-            s.label for s in self.strata
-            if s.result is not None and s.result.diagnostics is not None
+            s.label
+            for s in self.strata
+            if s.result is not None
+            and s.result.diagnostics is not None
             and not s.result.diagnostics.reliable
         ]
 
@@ -259,9 +279,7 @@ class _StrataReport:
         return np.array([s.share for s in self.strata])
 
     def __repr__(self) -> str:
-        parts = ", ".join(
-            f"{s.label} {s.value:.4g} ({s.share:.1%})" for s in self.strata
-        )
+        parts = ", ".join(f"{s.label} {s.value:.4g} ({s.share:.1%})" for s in self.strata)
         text = (
             f"{self.name} = {self.value:.6g} over {self.n_users} users "
             f"[holdout {self.holdout.value:.6g}; {parts}]"
@@ -364,7 +382,7 @@ def stratified(
     ----------
     metric : callable
         A metric of the core returning an :class:`EstimateResult`: ``ndcg``, ``dcg``,
-        ``unbiased_dcg``, ``pn_dcg``, ``recall``, …; called as
+        ``ips_dcg``, ``pn_dcg``, ``recall``, …; called as
         ``metric(y_true_s, y_score, **metric_kwargs)`` on every stratum.
     y_true : scipy.sparse matrix or array_like, shape (n_users, n_items)
         Held-out rewards ``c_ui ≥ 0``.
@@ -422,7 +440,9 @@ def stratified(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReliabilityWarning)
         result = _stratified(metric, rewards, y_score, index, edges, binning, metric_kwargs)
-    if result.diagnostics is not None and (not result.diagnostics.reliable or result.unreliable_strata):
+    if result.diagnostics is not None and (
+        not result.diagnostics.reliable or result.unreliable_strata
+    ):
         where = ", ".join(result.unreliable_strata) or "the holdout"
         warnings.warn(
             f"{result.name}: the IPS weights of {where} have an effective sample size below "
@@ -443,7 +463,9 @@ def _stratified(metric, rewards, y_score, index, edges, binning, metric_kwargs) 
     """
     n_users, n_strata = rewards.shape[0], edges.size - 1
     rows = np.repeat(np.arange(n_users), np.diff(rewards.indptr))
-    counts = np.bincount(rows * n_strata + index, minlength=n_users * n_strata).reshape(n_users, n_strata)
+    counts = np.bincount(rows * n_strata + index, minlength=n_users * n_strata).reshape(
+        n_users, n_strata
+    )
     # Each stratum's entries, in CSR order: only non-empty strata cost a pass, so the work is
     # proportional to the data, not to the number of strata.
     order = np.argsort(index, kind="stable")
@@ -542,19 +564,34 @@ class StratifiedSummary(_StrataReport, PairedEstimate):
 
     @classmethod
     def from_moments(
-        cls, name: str, moments: Moments, *, model: int, n_models: int, n_terms: int,
-        exponents: tuple[int, ...], bins: StrataBins, n_items_per_stratum: np.ndarray, n_items: int,
-        n_excluded_users: int = 0, diagnostics: dict | None = None,
-    ) -> "StratifiedSummary":
+        cls,
+        name: str,
+        moments: Moments,
+        *,
+        model: int,
+        n_models: int,
+        n_terms: int,
+        exponents: tuple[int, ...],
+        bins: StrataBins,
+        n_items_per_stratum: np.ndarray,
+        n_items: int,
+        n_excluded_users: int = 0,
+        diagnostics: dict | None = None,
+    ) -> StratifiedSummary:
         """The estimate of model ``model`` from the joint moments of the shared terms and
         every model's terms (:meth:`user_terms`, models in order)."""
         n_strata, k = bins.n_strata, n_terms
         offset = 1 + 2 * n_strata + model * k * (1 + n_strata)
         diagnostics = diagnostics or {}
         base = name.removeprefix("Stratified ")
-        holdout = SummaryEstimate.product(base, moments, range(offset, offset + k), exponents,
-                                          n_excluded_users=n_excluded_users,
-                                          diagnostics=diagnostics.get("holdout"))
+        holdout = SummaryEstimate.product(
+            base,
+            moments,
+            range(offset, offset + k),
+            exponents,
+            n_excluded_users=n_excluded_users,
+            diagnostics=diagnostics.get("holdout"),
+        )
         mean_n = moments.mean[0]
         total = round(mean_n * moments.n)
         value, gradient, strata = 0.0, np.zeros(moments.dim), []
@@ -567,9 +604,15 @@ class StratifiedSummary(_StrataReport, PairedEstimate):
                 columns = np.arange(offset + k * (1 + s), offset + k * (2 + s))
                 # As in memory, a stratum's estimate leaves out every user without interactions in it.
                 outside = moments.n - moments.within(columns[:0], indicator)[0]
-                result = SummaryEstimate.product(base, moments, columns, exponents, indicator=indicator,
-                                                 n_excluded_users=n_excluded_users + outside,
-                                                 diagnostics=diagnostics.get(s))
+                result = SummaryEstimate.product(
+                    base,
+                    moments,
+                    columns,
+                    exponents,
+                    indicator=indicator,
+                    n_excluded_users=n_excluded_users + outside,
+                    diagnostics=diagnostics.get(s),
+                )
                 within = moments.within(columns, indicator)[1]
                 coverage = moments.mean[indicator]
                 value += share * result.value
@@ -578,10 +621,17 @@ class StratifiedSummary(_StrataReport, PairedEstimate):
                 gradient[indicator] -= share / coverage * (result.gradient[columns] @ within)
                 gradient[count] += result.value / mean_n
                 gradient[0] -= share * result.value / mean_n
-            strata.append(Stratum(
-                label=f"Q{s + 1}", lower=float(bins.edges[s]), upper=float(bins.edges[s + 1]),
-                n_interactions=int(n_s), n_items=int(n_items_per_stratum[s]), share=share, result=result,
-            ))
+            strata.append(
+                Stratum(
+                    label=f"Q{s + 1}",
+                    lower=float(bins.edges[s]),
+                    upper=float(bins.edges[s + 1]),
+                    n_interactions=int(n_s),
+                    n_items=int(n_items_per_stratum[s]),
+                    share=share,
+                    result=result,
+                )
+            )
         summary = SummaryEstimate(name, value, gradient, moments, n_excluded_users=n_excluded_users)
         return cls(summary, holdout, tuple(strata), bins.binning, int(n_items))
 
@@ -615,8 +665,14 @@ class StratifiedSummary(_StrataReport, PairedEstimate):
     def standard_error(self) -> float:
         return self.summary.standard_error
 
-    def compare(self, other, level: float = 0.95, *, control_variate: bool = False,
-                names: tuple[str, str] | None = None):
+    def compare(
+        self,
+        other,
+        level: float = 0.95,
+        *,
+        control_variate: bool = False,
+        names: tuple[str, str] | None = None,
+    ):
         """Paired comparison with another stratified summary of the same pass."""
         other = other.summary if isinstance(other, StratifiedSummary) else other
         return self.summary.compare(other, level, control_variate=control_variate, names=names)

@@ -16,8 +16,16 @@ from .models import FixedPropensity, PopularityPropensity, PowerLawPropensity, i
 from .weights import entry_propensities, ips_weights
 
 __all__ = [
-    "PowerLawPropensity", "PopularityPropensity", "FixedPropensity", "item_counts",
+    "PowerLawPropensity",
+    "PopularityPropensity",
+    "FixedPropensity",
+    "item_counts",
     "PropensityFitReport",
-    "entry_propensities", "ips_weights",
-    "Discount", "LogDiscount", "ExponentialDiscount", "ReciprocalDiscount", "CustomDiscount",
+    "entry_propensities",
+    "ips_weights",
+    "Discount",
+    "LogDiscount",
+    "ExponentialDiscount",
+    "ReciprocalDiscount",
+    "CustomDiscount",
 ]

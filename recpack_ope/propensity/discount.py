@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-def _set_cutoff(discount: "Discount") -> None:
+def _set_cutoff(discount: Discount) -> None:
     """Validate a frozen discount's cutoff and store it as a Python int (or None)."""
     cutoff = check_positive_int(discount.cutoff, "cutoff", allow_none=True)
     object.__setattr__(discount, "cutoff", cutoff)
@@ -74,7 +74,7 @@ class Discount:
             raise ValueError(f"n must be an integer >= 0, got {n!r}")
         return self(np.arange(1, n + 1))
 
-    def with_cutoff(self, k: int) -> "Discount":
+    def with_cutoff(self, k: int) -> Discount:
         """The same curve examined down to rank ``k``: the discount of DCG@k.
 
         Frameworks that build metrics as ``Metric(K=k)`` (RecPack) use this to turn one
@@ -192,7 +192,7 @@ class CustomDiscount(Discount):
         idx = np.minimum(ranks, self.cutoff).astype(np.int64) - 1
         return self.values[idx]
 
-    def with_cutoff(self, k: int) -> "CustomDiscount":
+    def with_cutoff(self, k: int) -> CustomDiscount:
         """The curve truncated at rank ``k``; ranks past ``len(values)`` stay 0."""
         return CustomDiscount(self.weights(check_positive_int(k, "k")))
 

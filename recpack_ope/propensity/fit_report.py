@@ -341,8 +341,13 @@ class PropensityFitReport:
         if self.gamma is not None:
             tail = n[n >= self.xmin]
             reach = np.mean(observed >= self.xmin)
-            ax.plot(tail, reach * zeta(self.gamma, tail) / zeta(self.gamma, self.xmin), "-",
-                    color="C3", label=f"power law, γ = {self.gamma:.3g}")
+            ax.plot(
+                tail,
+                reach * zeta(self.gamma, tail) / zeta(self.gamma, self.xmin),
+                "-",
+                color="C3",
+                label=f"power law, γ = {self.gamma:.3g}",
+            )
             ax.axvline(self.xmin, color="0.5", ls=":", label=f"xmin = {self.xmin:g}")
         ax.set_xscale("log")
         ax.set_yscale("log")

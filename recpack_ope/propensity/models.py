@@ -125,8 +125,12 @@ def _discrete_power_law_mle(tail: np.ndarray, xmin: float) -> tuple[float, float
     def negative_log_likelihood(gamma: float) -> float:
         return gamma * log_sum + n * float(np.log(special.zeta(gamma, xmin)))
 
-    best = optimize.minimize_scalar(negative_log_likelihood, bounds=(1.0 + 1e-9, 100.0),
-                                    method="bounded", options={"xatol": 1e-10})
+    best = optimize.minimize_scalar(
+        negative_log_likelihood,
+        bounds=(1.0 + 1e-9, 100.0),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
     return float(best.x), (float(best.x) - 1.0) / np.sqrt(n)
 
 
@@ -184,7 +188,7 @@ class PowerLawPropensity(BaseEstimator):
         self.xmin = xmin
         self.min_count = min_count
 
-    def fit(self, X, y=None) -> "PowerLawPropensity":
+    def fit(self, X, y=None) -> PowerLawPropensity:
         """Fit γ on the item counts of ``X`` (see :func:`item_counts`) and set ``propensity_``.
 
         Raises
@@ -234,7 +238,9 @@ class PowerLawPropensity(BaseEstimator):
             gamma, gamma_se, fitted_xmin = float(tail.alpha), float(tail.sigma), float(tail.xmin)
         if np.isfinite(gamma) and gamma >= _POWERLAW_ALPHA_CAP - 1e-6:
             # powerlaw 2.0 bounds α to (0, 3] and returns the bound for steeper tails.
-            gamma, gamma_se = _discrete_power_law_mle(observed[observed >= fitted_xmin], fitted_xmin)
+            gamma, gamma_se = _discrete_power_law_mle(
+                observed[observed >= fitted_xmin], fitted_xmin
+            )
         if not np.isfinite(gamma):
             raise ValueError(
                 f"the power-law fit of the item counts failed (γ = {gamma}, xmin = "
@@ -278,7 +284,9 @@ class PowerLawPropensity(BaseEstimator):
         with np.errstate(divide="ignore", invalid="ignore"):
             ks_distance = fit.power_law.D
             lr = {
-                alternative: fit.distribution_compare("power_law", alternative, normalized_ratio=True)
+                alternative: fit.distribution_compare(
+                    "power_law", alternative, normalized_ratio=True
+                )
                 for alternative in ("lognormal", "exponential")
             }
         return PropensityFitReport.from_counts(
@@ -317,7 +325,7 @@ class PopularityPropensity(BaseEstimator):
     def __init__(self, min_count: float = 1.0):
         self.min_count = min_count
 
-    def fit(self, X, y=None) -> "PopularityPropensity":
+    def fit(self, X, y=None) -> PopularityPropensity:
         """Compute ``propensity_`` from the item counts of ``X`` (see :func:`item_counts`).
 
         Raises
@@ -377,7 +385,7 @@ class FixedPropensity(BaseEstimator):
     def __init__(self, propensity):
         self.propensity = propensity
 
-    def fit(self, X=None, y=None) -> "FixedPropensity":
+    def fit(self, X=None, y=None) -> FixedPropensity:
         """Validate and store the given propensities as ``propensity_``.
 
         Raises

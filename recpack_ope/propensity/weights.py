@@ -14,8 +14,13 @@ from .._sparse import SparseLookup
 from .._validation import as_csr, check_clip, check_propensities, item_values, real_array, shown
 
 __all__ = [
-    "RECOMMENDED_CLIP", "resolve_propensity", "entry_propensities", "item_propensities",
-    "ips_weights", "clip_weights", "propensities_by_raw_id",
+    "RECOMMENDED_CLIP",
+    "resolve_propensity",
+    "entry_propensities",
+    "item_propensities",
+    "ips_weights",
+    "clip_weights",
+    "propensities_by_raw_id",
 ]
 
 # The clipping that the adapters and PropensityStratifiedEvaluation use unless told otherwise.
@@ -79,9 +84,7 @@ def resolve_propensity(
     return p
 
 
-def entry_propensities(
-    propensity, y_true: sp.csr_matrix, name: str = "propensity"
-) -> np.ndarray:
+def entry_propensities(propensity, y_true: sp.csr_matrix, name: str = "propensity") -> np.ndarray:
     """The validated propensity ``p_ui`` of every stored entry of ``y_true``.
 
     Parameters
@@ -218,6 +221,8 @@ def propensities_by_raw_id(propensity, raw_ids: np.ndarray, items: str) -> np.nd
             f"({missing.size} of {items} {raw_ids.size} items have none)"
         )
     # Labelled by raw id and ordered by item index: messages name the raw id or the index.
-    values = real_array(by_raw.iloc[position], "propensity", axes=("item index",)).astype(np.float64)
+    values = real_array(by_raw.iloc[position], "propensity", axes=("item index",)).astype(
+        np.float64
+    )
     check_propensities(values, lambda k: f"raw item id {raw_ids[k]!r} (item index {k})")
     return values

@@ -16,6 +16,10 @@ from .world import (
 )
 
 __all__ = [
-    "SimulatedWorld", "PopularityPolicy", "UniformPolicy", "PersonalisedPolicy", "LoggedFeedback",
+    "SimulatedWorld",
+    "PopularityPolicy",
+    "UniformPolicy",
+    "PersonalisedPolicy",
+    "LoggedFeedback",
     "WorldRelevance",
 ]

@@ -23,14 +23,16 @@ def _interactions(X) -> sp.csr_matrix:
     X = as_csr(X, "X")
     bad = np.flatnonzero(~np.isfinite(X.data) | (X.data < 0))
     if bad.size:
-        raise ValueError(f"X has value {float(X.data[bad[0]])}; interactions must be finite and >= 0")
+        raise ValueError(
+            f"X has value {float(X.data[bad[0]])}; interactions must be finite and >= 0"
+        )
     return X
 
 
 class Popularity(BaseEstimator):
     """Scores every item by its number of interactions in the training data."""
 
-    def fit(self, X, y=None) -> "Popularity":
+    def fit(self, X, y=None) -> Popularity:
         self.counts_ = np.asarray(_interactions(X).sum(axis=0)).ravel()
         return self
 
@@ -44,7 +46,7 @@ class RandomScores(BaseEstimator):
     def __init__(self, seed: int = 0):
         self.seed = seed
 
-    def fit(self, X, y=None) -> "RandomScores":
+    def fit(self, X, y=None) -> RandomScores:
         self.n_items_ = as_csr(X, "X").shape[1]
         return self
 
@@ -69,7 +71,7 @@ class ItemKNN(BaseEstimator):
     def __init__(self, k: int = 50):
         self.k = k
 
-    def fit(self, X, y=None) -> "ItemKNN":
+    def fit(self, X, y=None) -> ItemKNN:
         k = check_positive_int(self.k, "k")
         X = _interactions(X)
         gram = (X.T @ X).toarray()
@@ -108,7 +110,7 @@ class EASE(BaseEstimator):
     def __init__(self, l2: float = 100.0):
         self.l2 = l2
 
-    def fit(self, X, y=None) -> "EASE":
+    def fit(self, X, y=None) -> EASE:
         if not self.l2 > 0:
             raise ValueError(f"l2 must be > 0, got {self.l2!r}")
         X = _interactions(X)

@@ -58,7 +58,11 @@ from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
 
 __all__ = [
-    "SimulatedWorld", "PopularityPolicy", "UniformPolicy", "PersonalisedPolicy", "LoggedFeedback",
+    "SimulatedWorld",
+    "PopularityPolicy",
+    "UniformPolicy",
+    "PersonalisedPolicy",
+    "LoggedFeedback",
     "WorldRelevance",
 ]
 
@@ -88,11 +92,11 @@ class PopularityPolicy:
     def __post_init__(self) -> None:
         check_finite_number(self.temperature, "temperature", above=0)
 
-    def weights(self, world: "SimulatedWorld") -> np.ndarray:
+    def weights(self, world: SimulatedWorld) -> np.ndarray:
         """Plackett–Luce weights ``π_i^(1/τ)`` of the world's items (0 where they underflow)."""
         return np.exp(self._log_weights(world))
 
-    def _log_weights(self, world: "SimulatedWorld") -> np.ndarray:
+    def _log_weights(self, world: SimulatedWorld) -> np.ndarray:
         return _finite_log_weights(np.log(world.popularity) / self.temperature, self.temperature)
 
 
@@ -100,11 +104,11 @@ class PopularityPolicy:
 class UniformPolicy:
     """Open-loop logging: every feed is a uniformly random ordering of the catalogue."""
 
-    def weights(self, world: "SimulatedWorld") -> np.ndarray:
+    def weights(self, world: SimulatedWorld) -> np.ndarray:
         """Equal Plackett–Luce weights."""
         return np.ones(world.n_items)
 
-    def _log_weights(self, world: "SimulatedWorld") -> np.ndarray:
+    def _log_weights(self, world: SimulatedWorld) -> np.ndarray:
         return np.zeros(world.n_items)
 
 
@@ -148,18 +152,18 @@ class PersonalisedPolicy:
         if check_finite_number(self.noise, "noise") < 0:
             raise ValueError(f"noise must be finite and >= 0, got {self.noise!r}")
 
-    def segments(self, world: "SimulatedWorld") -> np.ndarray:
+    def segments(self, world: SimulatedWorld) -> np.ndarray:
         """Segment of every user of the world, shape (n_users,)."""
         return self._segmentation(world)[0]
 
-    def weights(self, world: "SimulatedWorld") -> np.ndarray:
+    def weights(self, world: SimulatedWorld) -> np.ndarray:
         """Plackett–Luce weights of every segment, shape (n_segments, n_items), rows sum to 1."""
         return _normalised(self._segmentation(world)[1])
 
-    def _log_weights(self, world: "SimulatedWorld") -> np.ndarray:
+    def _log_weights(self, world: SimulatedWorld) -> np.ndarray:
         return self._segmentation(world)[1]
 
-    def _segmentation(self, world: "SimulatedWorld") -> tuple[np.ndarray, np.ndarray]:
+    def _segmentation(self, world: SimulatedWorld) -> tuple[np.ndarray, np.ndarray]:
         """(segment of every user, PL log-weights of every segment, each row's largest 0)."""
         if self.n_segments > world.n_users:
             raise ValueError(
@@ -188,7 +192,9 @@ class PersonalisedPolicy:
             + self.noise * rng.standard_normal((self.n_segments, world.n_items))
         ) / self.temperature
         # Shift each row by its maximum: the same PL policy, and no overflow when exponentiated.
-        return segment, _finite_log_weights(scores - scores.max(axis=1, keepdims=True), self.temperature)
+        return segment, _finite_log_weights(
+            scores - scores.max(axis=1, keepdims=True), self.temperature
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -428,9 +434,11 @@ class SimulatedWorld:
         object.__setattr__(
             self, "user_factors", rng.standard_normal((self.n_users, self.n_factors)) * scale
         )
-        object.__setattr__(self, "item_factors", rng.standard_normal((self.n_items, self.n_factors)))
+        object.__setattr__(
+            self, "item_factors", rng.standard_normal((self.n_items, self.n_factors))
+        )
         ranks = rng.permutation(self.n_items) + 1.0
-        object.__setattr__(self, "popularity", ranks ** -self.popularity_exponent)
+        object.__setattr__(self, "popularity", ranks**-self.popularity_exponent)
 
     def relevance(self, users=None) -> np.ndarray:
         """Dense ``P(Q=1 | u, i)`` for the given users (all by default) × every item."""
@@ -461,7 +469,7 @@ class SimulatedWorld:
         )
         return _sigmoid(logits)
 
-    def reward_model(self) -> "WorldRelevance":
+    def reward_model(self) -> WorldRelevance:
         """The world's true click probability of an examined item, ``P(Q=1 | u, i)``, as a
         reward model for the doubly robust estimators (the oracle a learnt one approximates).
         Rows are users for held-out data and contexts (= users) for this world's feed logs."""
@@ -546,7 +554,9 @@ class SimulatedWorld:
                 )
             propensity = eps0[np.repeat(segment, n_feeds * n), feeds.ravel()]
         else:
-            feeds = sample_rankings(**_pl(weights, log_weights), n_ranks=n, n_samples=n_rows, rng=rng)
+            feeds = sample_rankings(
+                **_pl(weights, log_weights), n_ranks=n, n_samples=n_rows, rng=rng
+            )
             propensity = eps0[feeds.ravel()]
         user = np.repeat(np.arange(self.n_users), n_feeds * n)
         feed = np.tile(np.repeat(np.arange(n_feeds), n), self.n_users)
@@ -562,7 +572,9 @@ class SimulatedWorld:
                 shown = feeds[part]
                 # Examined through rank r: every continuation up to r succeeded (prob. δ(r)).
                 examined = np.logical_and.accumulate(rng.random(shown.shape) < continuation, axis=1)
-                relevant = rng.random(shown.shape) < self._relevance_of(feed_user[part, None], shown)
+                relevant = rng.random(shown.shape) < self._relevance_of(
+                    feed_user[part, None], shown
+                )
                 # The first examined relevant item is clicked and ends the feed, so rank r can
                 # only be clicked if no rank above it was relevant.
                 clear = np.ones(shown.shape, dtype=bool)
@@ -694,12 +706,18 @@ class SimulatedWorld:
             if isinstance(policy, PersonalisedPolicy):
                 segment, log_weights = policy._segmentation(self)
                 weights = _normalised(log_weights)
-                eps0 = np.stack([
-                    exposure(**_pl(w, lw), discount=discount, n_ranks=n)
-                    for w, lw in zip(weights, log_weights, strict=True)
-                ])
+                eps0 = np.stack(
+                    [
+                        exposure(**_pl(w, lw), discount=discount, n_ranks=n)
+                        for w, lw in zip(weights, log_weights, strict=True)
+                    ]
+                )
             else:
-                segment, weights, log_weights = None, policy.weights(self), policy._log_weights(self)
+                segment, weights, log_weights = (
+                    None,
+                    policy.weights(self),
+                    policy._log_weights(self),
+                )
                 eps0 = exposure(**_pl(weights, log_weights), discount=discount, n_ranks=n)
             self._exposures[key] = (segment, weights, log_weights, eps0)
         return self._exposures[key]
@@ -707,7 +725,11 @@ class SimulatedWorld:
     def _over_users(self, name: str, reward: np.ndarray) -> EstimateResult:
         """Exact per-user rewards as a mean over every user of the world."""
         return EstimateResult(
-            name=name, terms=reward, exponents=(1,), user_ids=np.arange(self.n_users), n_excluded_users=0
+            name=name,
+            terms=reward,
+            exponents=(1,),
+            user_ids=np.arange(self.n_users),
+            n_excluded_users=0,
         )
 
 
@@ -735,7 +757,9 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 def _check_int_seed(seed, name: str) -> None:
     """Worlds and logs are reproducible: their seeds are integers >= 0."""
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"{name} must be an integer >= 0 (worlds and logs are reproducible), got {seed!r}")
+        raise ValueError(
+            f"{name} must be an integer >= 0 (worlds and logs are reproducible), got {seed!r}"
+        )
 
 
 def _indices(values, size: int, name: str) -> np.ndarray:

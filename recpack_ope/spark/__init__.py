@@ -26,9 +26,22 @@ from .session import find_java_home, local_session
 from .stratified import stratified
 
 __all__ = [
-    "local_session", "find_java_home", "evaluate", "per_user", "HeldOutEvaluation", "METRICS",
-    "dcg", "unbiased_dcg", "snips_dcg", "ndcg", "pn_dcg", "recall", "logged_dcg",
-    "win_rates", "fit_propensity", "stratified",
+    "local_session",
+    "find_java_home",
+    "evaluate",
+    "per_user",
+    "HeldOutEvaluation",
+    "METRICS",
+    "dcg",
+    "unbiased_dcg",
+    "snips_dcg",
+    "ndcg",
+    "pn_dcg",
+    "recall",
+    "logged_dcg",
+    "win_rates",
+    "fit_propensity",
+    "stratified",
 ]
 
 

@@ -73,7 +73,9 @@ def single_row_per(frame, name: str, key: str) -> None:
 
     twice = _partitions.collect(frame.groupBy(key).count().filter(F.col("count") > 1).limit(1))
     if twice:
-        raise ValueError(f"{name} has {twice[0]['count']} rows for {key} {twice[0][key]!r}; one per {key}")
+        raise ValueError(
+            f"{name} has {twice[0]['count']} rows for {key} {twice[0][key]!r}; one per {key}"
+        )
 
 
 def held_out_frame(held_out, recommendations, propensity, stratify_by=None):
@@ -87,14 +89,22 @@ def held_out_frame(held_out, recommendations, propensity, stratify_by=None):
     frames = {"held_out": held_out}
     rows = []
     for m, (model, frame) in enumerate(named.items()):
-        label = f"recommendations[{model!r}]" if isinstance(recommendations, Mapping) else "recommendations"
+        label = (
+            f"recommendations[{model!r}]"
+            if isinstance(recommendations, Mapping)
+            else "recommendations"
+        )
         frames[label] = frame
         rows.append(ranked(frame, label).withColumn("source", F.lit(m)))
     for column in ("user", "item"):
         same_type(frames, column)
-    held = held_out.select("user", "item", F.col("reward").cast("double").alias("value"),
-                           F.lit(-1).alias("source"))
-    for column, name, table in (("propensity", "propensity", propensity), ("stratify", "stratify_by", stratify_by)):
+    held = held_out.select(
+        "user", "item", F.col("reward").cast("double").alias("value"), F.lit(-1).alias("source")
+    )
+    for column, name, table in (
+        ("propensity", "propensity", propensity),
+        ("stratify", "stratify_by", stratify_by),
+    ):
         rows = [r.withColumn(column, F.lit(None).cast("double")) for r in rows]
         if table is None:
             held = held.withColumn(column, F.lit(None).cast("double"))

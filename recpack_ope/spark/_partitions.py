@@ -74,7 +74,9 @@ def _first_null(batch, names, what: str, shown) -> None:
             values = {n: batch.column(n)[row].as_py() for n in shown}
             raise InputError(
                 f"{what} has a null in column {name!r}, e.g. row "
-                + "(" + ", ".join(f"{n}={v!r}" for n, v in values.items()) + ")"
+                + "("
+                + ", ".join(f"{n}={v!r}" for n, v in values.items())
+                + ")"
             )
 
 

@@ -45,7 +45,9 @@ METRICS = {
     "recall": ("recall",),
 }
 #: ``e_k`` of each metric's terms: the estimate is ``Π_k mean(term_k) ** e_k``.
-EXPONENTS = {metric: {"snips_dcg": (1, 1, -1), "pn_dcg": (1, -1)}.get(metric, (1,)) for metric in METRICS}
+EXPONENTS = {
+    metric: {"snips_dcg": (1, 1, -1), "pn_dcg": (1, -1)}.get(metric, (1,)) for metric in METRICS
+}
 
 
 @dataclass(frozen=True)
@@ -70,12 +72,25 @@ class _Plan:
         if metric == "dcg":
             return _core_dcg(y_true, y_score, discount=self.discount)
         if metric == "recall":
-            return _core_recall(y_true, y_score, k=self.k, propensity=p, clip=self.clip,
-                                ess_threshold=self.ess_threshold)
+            return _core_recall(
+                y_true,
+                y_score,
+                k=self.k,
+                propensity=p,
+                clip=self.clip,
+                ess_threshold=self.ess_threshold,
+            )
         normalise = {"ndcg": "per_user", "pn_dcg": "post"}.get(metric)
-        return _core_dcg(y_true, y_score, discount=self.discount, propensity=p, clip=self.clip,
-                         normalise=normalise, self_normalised=metric == "snips_dcg",
-                         ess_threshold=self.ess_threshold)
+        return _core_dcg(
+            y_true,
+            y_score,
+            discount=self.discount,
+            propensity=p,
+            clip=self.clip,
+            normalise=normalise,
+            self_normalised=metric == "snips_dcg",
+            ess_threshold=self.ess_threshold,
+        )
 
     def matrices(self, chunk: dict):
         """Validated chunk → (user ids, y_true, propensity per item, y_score per model)."""
@@ -94,12 +109,16 @@ class _Plan:
         twice = np.flatnonzero(ordered[1:] == ordered[:-1])
         self._check(chunk, held, u, users.size, None if twice.size == 0 else order[twice[0] + 1])
         shape = (users.size, items.size)
-        bounds = np.searchsorted(ordered, np.arange(len(self.models) + 2) * (users.size * np.int64(items.size)))
+        bounds = np.searchsorted(
+            ordered, np.arange(len(self.models) + 2) * (users.size * np.int64(items.size))
+        )
         matrices = []
         for s in range(len(self.models) + 1):
             rows = order[bounds[s] : bounds[s + 1]]
             indptr = np.r_[0, np.cumsum(np.bincount(u[rows], minlength=users.size))]
-            matrices.append(sp.csr_matrix((value[rows].astype(np.float64), i[rows], indptr), shape=shape))
+            matrices.append(
+                sp.csr_matrix((value[rows].astype(np.float64), i[rows], indptr), shape=shape)
+            )
         propensity = np.ones(items.size)
         if self.weighted:
             propensity[i[held]] = chunk["propensity"][held]
@@ -138,7 +157,11 @@ class _Plan:
                 )
         if repeated is not None:
             row = repeated
-            where = "held_out" if source[row] == -1 else f"recommendations of {self.models[int(source[row])]!r}"
+            where = (
+                "held_out"
+                if source[row] == -1
+                else f"recommendations of {self.models[int(source[row])]!r}"
+            )
             raise _partitions.InputError(
                 f"{where} has the (user, item) pair {_partitions.example(chunk, row, ('user', 'item'))} "
                 "more than once"
@@ -173,7 +196,7 @@ class _Plan:
                         groups[model, metric] = result.diagnostics.groups
         return users, positive, np.hstack(blocks), names, groups
 
-    def chunk(self, chunk: dict) -> "_Partial":
+    def chunk(self, chunk: dict) -> _Partial:
         users, positive, terms, names, groups = self.evaluate(chunk)
         d = sum(len(METRICS[m]) for m in self.metrics) * len(self.models)
         moments = Moments.empty(d) if terms is None else Moments.from_terms(terms)
@@ -184,8 +207,10 @@ class _Plan:
 
         users, positive, terms, _, _ = self.evaluate(chunk)
         evaluated = users[positive]
-        columns = {"user": np.repeat(evaluated, len(self.models)) if terms is not None else evaluated[:0],
-                   "model": np.tile(np.asarray(self.models, dtype=object), evaluated.size)}
+        columns = {
+            "user": np.repeat(evaluated, len(self.models)) if terms is not None else evaluated[:0],
+            "model": np.tile(np.asarray(self.models, dtype=object), evaluated.size),
+        }
         if terms is None:
             terms = np.zeros((0, sum(len(METRICS[m]) for m in self.metrics) * len(self.models)))
         per_model = terms.reshape(evaluated.size * len(self.models), -1)
@@ -208,10 +233,17 @@ class _Partial:
     names: dict
     groups: dict = field(default_factory=dict)
 
-    def merge(self, other: "_Partial") -> "_Partial":
-        groups = {k: self.groups.get(k, []) + other.groups.get(k, []) for k in {*self.groups, *other.groups}}
-        return _Partial(self.moments.merge(other.moments), self.n_excluded + other.n_excluded,
-                        {**self.names, **other.names}, groups)
+    def merge(self, other: _Partial) -> _Partial:
+        groups = {
+            k: self.groups.get(k, []) + other.groups.get(k, [])
+            for k in {*self.groups, *other.groups}
+        }
+        return _Partial(
+            self.moments.merge(other.moments),
+            self.n_excluded + other.n_excluded,
+            {**self.names, **other.names},
+            groups,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,9 +277,19 @@ class HeldOutEvaluation:
         for model, metrics in self.estimates.items():
             for metric, est in metrics.items():
                 lo, hi = est.confidence_interval(level)
-                rows.append({"model": model, "metric": metric, "name": est.name, "value": est.value,
-                             "ci_low": lo, "ci_high": hi, "standard_error": est.standard_error,
-                             "n_users": est.n_users, "n_excluded_users": est.n_excluded_users})
+                rows.append(
+                    {
+                        "model": model,
+                        "metric": metric,
+                        "name": est.name,
+                        "value": est.value,
+                        "ci_low": lo,
+                        "ci_high": hi,
+                        "standard_error": est.standard_error,
+                        "n_users": est.n_users,
+                        "n_excluded_users": est.n_excluded_users,
+                    }
+                )
         return rows
 
 
@@ -257,11 +299,15 @@ def _plan(metrics, models, discount, k, propensity, clip, ess_threshold) -> _Pla
     metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
     unknown = [m for m in metrics if m not in METRICS]
     if not metrics or unknown:
-        raise ValueError(f"metrics must name some of {list(METRICS)}, got {unknown or list(metrics)}")
+        raise ValueError(
+            f"metrics must name some of {list(METRICS)}, got {unknown or list(metrics)}"
+        )
     if len(set(metrics)) != len(metrics):
         raise ValueError(f"metrics lists a metric twice: {list(metrics)}")
     if propensity is None and {"unbiased_dcg", "snips_dcg"} & set(metrics):
-        raise ValueError("unbiased_dcg and snips_dcg weight by inverse propensities: give propensity=")
+        raise ValueError(
+            "unbiased_dcg and snips_dcg weight by inverse propensities: give propensity="
+        )
     if clip == "auto":
         raise ValueError(
             'clip="auto" selects the clipping from every weight at once; on Spark give a '
@@ -271,8 +317,15 @@ def _plan(metrics, models, discount, k, propensity, clip, ess_threshold) -> _Pla
         k = discount.cutoff
     if "recall" in metrics and k is None:
         raise ValueError("recall needs a cutoff: give k= or a discount with a cutoff")
-    return _Plan(models=tuple(models), metrics=metrics, discount=discount, k=k, clip=clip,
-                 weighted=propensity is not None, ess_threshold=ess_threshold)
+    return _Plan(
+        models=tuple(models),
+        metrics=metrics,
+        discount=discount,
+        k=k,
+        clip=clip,
+        weighted=propensity is not None,
+        ess_threshold=ess_threshold,
+    )
 
 
 def evaluate(
@@ -333,11 +386,17 @@ def evaluate(
         estimates[model] = {}
         for metric, width in zip(plan.metrics, widths):
             groups = partial.groups.get((model, metric))
-            diagnostics = None if groups is None else WeightDiagnostics.from_groups(
-                WeightGroups.concatenate(groups), ess_threshold)
+            diagnostics = (
+                None
+                if groups is None
+                else WeightDiagnostics.from_groups(WeightGroups.concatenate(groups), ess_threshold)
+            )
             estimates[model][metric] = SummaryEstimate.product(
-                partial.names[metric], partial.moments, range(column, column + width),
-                EXPONENTS[metric], n_excluded_users=partial.n_excluded,
+                partial.names[metric],
+                partial.moments,
+                range(column, column + width),
+                EXPONENTS[metric],
+                n_excluded_users=partial.n_excluded,
                 diagnostics=diagnostics,
             )
             if diagnostics is not None:
@@ -368,8 +427,9 @@ def per_user(
     models, frame = held_out_frame(held_out, recommendations, propensity)
     plan = _plan(metrics, models, discount, k, propensity, clip, ESS_RATIO_THRESHOLD)
     user_type = frame.schema["user"].dataType.simpleString()
-    schema = ", ".join([f"user {user_type}", "model string",
-                        *(f"{c} double" for c in _term_columns(plan.metrics))])
+    schema = ", ".join(
+        [f"user {user_type}", "model string", *(f"{c} double" for c in _term_columns(plan.metrics))]
+    )
     return _partitions.run(frame, plan, n_partitions, per_key_schema=schema)
 
 

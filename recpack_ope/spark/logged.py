@@ -57,20 +57,35 @@ class _LoggedPlan:
         contexts, c = np.unique(context, return_inverse=True)
         items, i = np.unique(item, return_inverse=True)
         log = FeedLog.from_arrays(
-            chunk["session"][logged], i[logged], chunk["rank"][logged], chunk["value"][logged],
-            context=c[logged], propensity=chunk["propensity"][logged],
-            n_items=items.size, n_contexts=contexts.size,
+            chunk["session"][logged],
+            i[logged],
+            chunk["rank"][logged],
+            chunk["value"][logged],
+            context=c[logged],
+            propensity=chunk["propensity"][logged],
+            n_items=items.size,
+            n_contexts=contexts.size,
         )
         target = ~logged
-        scores = sp.csr_matrix((chunk["value"][target], (c[target], i[target])),
-                               shape=(contexts.size, items.size))
+        scores = sp.csr_matrix(
+            (chunk["value"][target], (c[target], i[target])), shape=(contexts.size, items.size)
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReliabilityWarning)
-            result = _core_logged_dcg(log, DeterministicRanker(scores), discount=self.discount,
-                                      clip=self.clip, normalise=self.normalise,
-                                      ess_threshold=self.ess_threshold)
-        return _Partial(Moments.from_terms(result.terms), result.n_excluded_users, {"logged": result.name},
-                        {"logged": [result.diagnostics.groups]})
+            result = _core_logged_dcg(
+                log,
+                DeterministicRanker(scores),
+                discount=self.discount,
+                clip=self.clip,
+                normalise=self.normalise,
+                ess_threshold=self.ess_threshold,
+            )
+        return _Partial(
+            Moments.from_terms(result.terms),
+            result.n_excluded_users,
+            {"logged": result.name},
+            {"logged": [result.diagnostics.groups]},
+        )
 
     def _check(self, chunk: dict, logged: np.ndarray) -> None:
         names = ("context", "item", "value")
@@ -147,30 +162,54 @@ def logged_dcg(
     if not isinstance(discount, Discount):
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
     if clip == "auto":
-        raise ValueError('clip="auto" selects the clipping from every weight at once; on Spark give a number')
-    _frames.require(feed_log, "feed_log", ("session", "context", "item", "rank", "reward", "propensity"),
-                    numeric=("rank", "reward", "propensity"))
-    ranked = _frames.ranked(target.withColumnRenamed("context", "user"), "target").withColumnRenamed("user", "context")
+        raise ValueError(
+            'clip="auto" selects the clipping from every weight at once; on Spark give a number'
+        )
+    _frames.require(
+        feed_log,
+        "feed_log",
+        ("session", "context", "item", "rank", "reward", "propensity"),
+        numeric=("rank", "reward", "propensity"),
+    )
+    ranked = _frames.ranked(
+        target.withColumnRenamed("context", "user"), "target"
+    ).withColumnRenamed("user", "context")
     for column in ("context", "item"):
         _frames.same_type({"feed_log": feed_log, "target": target}, column)
     session_type = feed_log.schema["session"].dataType.simpleString()
     logged = feed_log.select(
-        "session", "context", "item", F.col("rank").cast("double").alias("rank"),
-        F.col("reward").cast("double").alias("value"), F.col("propensity").cast("double").alias("propensity"),
-        F.lit(-1).alias("source"))
+        "session",
+        "context",
+        "item",
+        F.col("rank").cast("double").alias("rank"),
+        F.col("reward").cast("double").alias("value"),
+        F.col("propensity").cast("double").alias("propensity"),
+        F.lit(-1).alias("source"),
+    )
     ranking = ranked.select(
-        F.lit(None).cast(session_type).alias("session"), "context", "item",
-        F.lit(None).cast("double").alias("rank"), "value",
-        F.lit(None).cast("double").alias("propensity"), F.lit(0).alias("source"))
+        F.lit(None).cast(session_type).alias("session"),
+        "context",
+        "item",
+        F.lit(None).cast("double").alias("rank"),
+        "value",
+        F.lit(None).cast("double").alias("propensity"),
+        F.lit(0).alias("source"),
+    )
     plan = _LoggedPlan(discount, clip, normalise, ess_threshold)
     partial = _partitions.run(logged.unionByName(ranking), plan, n_partitions)
     if partial is None or partial.moments.n == 0:
         raise ValueError("feed_log has no session to evaluate")
-    diagnostics = WeightDiagnostics.from_groups(WeightGroups.concatenate(partial.groups["logged"]), ess_threshold)
+    diagnostics = WeightDiagnostics.from_groups(
+        WeightGroups.concatenate(partial.groups["logged"]), ess_threshold
+    )
     exponents = (1, -1) if normalise == "post" else (1,)
     estimate = SummaryEstimate.product(
-        partial.names["logged"], partial.moments, range(partial.moments.dim), exponents,
-        n_excluded_users=partial.n_excluded, diagnostics=diagnostics,
+        partial.names["logged"],
+        partial.moments,
+        range(partial.moments.dim),
+        exponents,
+        n_excluded_users=partial.n_excluded,
+        diagnostics=diagnostics,
     )
     diagnostics.warn(estimate.name)
     return estimate

@@ -29,9 +29,16 @@ class _RppPlan(_Plan):
         m = len(self.models)
         if y_true.nnz == 0 or not (y_true.data > 0).any():
             return _Partial(Moments.empty(m), int(y_true.shape[0]), {})
-        result = _core_win_rates(y_true, dict(zip(self.models, scores)), weighting=self.weighting,
-                                 graded=self.graded, k=self.k)
-        return _Partial(Moments.from_terms(result.per_user), result.n_excluded_users, {"rpp": result.name})
+        result = _core_win_rates(
+            y_true,
+            dict(zip(self.models, scores)),
+            weighting=self.weighting,
+            graded=self.graded,
+            k=self.k,
+        )
+        return _Partial(
+            Moments.from_terms(result.per_user), result.n_excluded_users, {"rpp": result.name}
+        )
 
 
 def win_rates(
@@ -73,13 +80,23 @@ def win_rates(
     if not hasattr(recommendations, "items") or len(recommendations) < 2:
         raise ValueError("recommendations must map at least two system names to their frames")
     models, frame = held_out_frame(held_out, recommendations, None)
-    plan = _RppPlan(models=models, metrics=(), discount=None, k=k, clip=None, weighted=False,
-                    ess_threshold=1.0, weighting=weighting, graded=graded)
+    plan = _RppPlan(
+        models=models,
+        metrics=(),
+        discount=None,
+        k=k,
+        clip=None,
+        weighted=False,
+        ess_threshold=1.0,
+        weighting=weighting,
+        graded=graded,
+    )
     partial = _partitions.run(frame, plan, n_partitions)
     if partial is None or partial.moments.n == 0:
         raise ValueError("held_out has no relevant item: no user can be evaluated")
     return {
-        model: SummaryEstimate.product(partial.names["rpp"], partial.moments, [m], (1,),
-                                       n_excluded_users=partial.n_excluded)
+        model: SummaryEstimate.product(
+            partial.names["rpp"], partial.moments, [m], (1,), n_excluded_users=partial.n_excluded
+        )
         for m, model in enumerate(models)
     }

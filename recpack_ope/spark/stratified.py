@@ -39,8 +39,10 @@ class _StratifiedPlan(_Plan):
 
     def _core(self, metric: str):
         """The core metric function and its keyword arguments for ``metric``."""
+
         def call(y_true, y_score, **kwargs):
             return self.call(metric, y_true, y_score, kwargs.get("propensity"))
+
         call.__name__ = metric
         return call
 
@@ -58,17 +60,32 @@ class _StratifiedPlan(_Plan):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReliabilityWarning)
             for model, y_score in zip(self.models, scores):
-                result = _core_stratified(self._core(self.metrics[0]), y_true, y_score,
-                                          stratify_by=strata, n_strata=self.bins.n_strata,
-                                          binning=self.bins.binning, bins=self.bins,
-                                          propensity=propensity)
+                result = _core_stratified(
+                    self._core(self.metrics[0]),
+                    y_true,
+                    y_score,
+                    stratify_by=strata,
+                    n_strata=self.bins.n_strata,
+                    binning=self.bins.binning,
+                    bins=self.bins,
+                    propensity=propensity,
+                )
                 shared, terms = StratifiedSummary.user_terms(result)
                 blocks.append(terms)
                 names["stratified"] = result.name
-                parts = [("holdout", result.holdout)] + [(s, x.result) for s, x in enumerate(result.strata)]
-                groups.update({(model, part): [r.diagnostics.groups] for part, r in parts
-                               if r is not None and r.diagnostics is not None})
-        return _Partial(Moments.from_terms(np.hstack([shared, *blocks])), int((~positive).sum()), names, groups)
+                parts = [("holdout", result.holdout)] + [
+                    (s, x.result) for s, x in enumerate(result.strata)
+                ]
+                groups.update(
+                    {
+                        (model, part): [r.diagnostics.groups]
+                        for part, r in parts
+                        if r is not None and r.diagnostics is not None
+                    }
+                )
+        return _Partial(
+            Moments.from_terms(np.hstack([shared, *blocks])), int((~positive).sum()), names, groups
+        )
 
     @property
     def width(self) -> int:
@@ -124,7 +141,8 @@ def stratified(
         raise ValueError("stratify_by must be a DataFrame of item propensities to stratify by")
     table = _partitions.collect(
         frame.filter((F.col("source") == -1) & (F.col("value") > 0))
-        .groupBy("item", "stratify").count()
+        .groupBy("item", "stratify")
+        .count()
     )
     missing = [row["item"] for row in table if row["stratify"] is None]
     if missing:
@@ -140,15 +158,26 @@ def stratified(
         raise ValueError("held_out has no positive reward: no user can be evaluated")
     index = bins.index(values)
     n_items = np.bincount(index, minlength=n_strata)
+
     def diagnostics(model: str) -> dict:
-        return {part: WeightDiagnostics.from_groups(WeightGroups.concatenate(g), ess_threshold)
-                for (m, part), g in partial.groups.items() if m == model}
+        return {
+            part: WeightDiagnostics.from_groups(WeightGroups.concatenate(g), ess_threshold)
+            for (m, part), g in partial.groups.items()
+            if m == model
+        }
 
     results = {
         model: StratifiedSummary.from_moments(
-            partial.names["stratified"], partial.moments, model=m, n_models=len(models),
-            n_terms=len(METRICS[metric]), exponents=EXPONENTS[metric],
-            bins=bins, n_items_per_stratum=n_items, n_items=len(table), n_excluded_users=partial.n_excluded,
+            partial.names["stratified"],
+            partial.moments,
+            model=m,
+            n_models=len(models),
+            n_terms=len(METRICS[metric]),
+            exponents=EXPONENTS[metric],
+            bins=bins,
+            n_items_per_stratum=n_items,
+            n_items=len(table),
+            n_excluded_users=partial.n_excluded,
             diagnostics=diagnostics(model),
         )
         for m, model in enumerate(models)

@@ -73,8 +73,9 @@ def quiet_frameworks(verbose: bool = False) -> Iterator[None]:
 
 def _ours(w: warnings.WarningMessage) -> bool:
     """Whether a warning comes from this package: raised in its code or of its own class."""
-    return (w.category.__module__.split(".")[0] == __name__.split(".")[0]
-            or Path(w.filename).absolute().is_relative_to(_PACKAGE))
+    return w.category.__module__.split(".")[0] == __name__.split(".")[0] or Path(
+        w.filename
+    ).absolute().is_relative_to(_PACKAGE)
 
 
 class _MutedStream(io.TextIOBase):

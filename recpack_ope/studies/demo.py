@@ -17,9 +17,9 @@ import csv
 import importlib.util
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -57,7 +57,10 @@ REFERENCE = "IPS-DCG (true p)"
 UNWEIGHTED = ("DCG", "nDCG", "pnDCG")
 # Plot colour of each model family, in legend order; see model_family.
 FAMILY_COLOURS = {
-    "EASE": "tab:blue", "ItemKNN": "tab:green", "popularity": "tab:orange", "random": "tab:gray"
+    "EASE": "tab:blue",
+    "ItemKNN": "tab:green",
+    "popularity": "tab:orange",
+    "random": "tab:gray",
 }
 # Families drawn only in a scatter plot's inset: random recommendations earn a fraction of
 # every trained model's reward and would squeeze the others into a corner.
@@ -278,7 +281,11 @@ class DemoResult:
         ]
         for s in self.summaries:
             mark = "yes" if s.picks_winner else f"no ({s.picked})"
-            ess = "—" if math.isnan(s.ess_ratio) else f"{s.ess_ratio:.1%}" + ("" if s.reliable else "!")
+            ess = (
+                "—"
+                if math.isnan(s.ess_ratio)
+                else f"{s.ess_ratio:.1%}" + ("" if s.reliable else "!")
+            )
             lines.append(
                 f"{s.metric:<{width}}  {s.kendall:>9.3f}  {s.pearson:>9.3f}  {s.p_inversion:>9.3f}  "
                 f"{s.regret:>7.1%}  {ess:>7}  {mark}"
@@ -339,11 +346,19 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
             held_out, r, discount=disc, propensity=popularity_p
         ),
         "DR-DCG (true p)": lambda r: dr_dcg(
-            held_out, r, discount=disc, reward_model=reward_model, propensity=true_p,
+            held_out,
+            r,
+            discount=disc,
+            reward_model=reward_model,
+            propensity=true_p,
             impressions=impressions,
         ),
         "DR-DCG (power-law p)": lambda r: dr_dcg(
-            held_out, r, discount=disc, reward_model=reward_model, propensity=power_p,
+            held_out,
+            r,
+            discount=disc,
+            reward_model=reward_model,
+            propensity=power_p,
             impressions=impressions,
         ),
     }
@@ -432,8 +447,13 @@ def run_demo(
     # The online winner against the runner-up, by IPS-DCG (true p) over the served users:
     # the plain paired interval and the one with the Δ-OPE control variate.
     first, second = np.argsort(-online)[:2]
-    plain, reduced = paired_with_control(held_out, test_log.impressions(), [rankings[first], rankings[second]],
-                                         test_log.propensity_model(), disc)
+    plain, reduced = paired_with_control(
+        held_out,
+        test_log.impressions(),
+        [rankings[first], rankings[second]],
+        test_log.propensity_model(),
+        disc,
+    )
     facts = {
         "train clicks": int(train_log.clicks.sum()),
         "held-out clicks": int(held_out.sum()),
@@ -474,7 +494,9 @@ def write_report(result: DemoResult, folder: str | Path, *, plots: bool = True) 
             ["model", "online reward", *(c for k in metric_names for c in (k, f"{k} ±95%"))]
         )
         for m, model in enumerate(result.models):
-            cells = (c for k in metric_names for c in (result.values[k][m], result.half_widths[k][m]))
+            cells = (
+                c for k in metric_names for c in (result.values[k][m], result.half_widths[k][m])
+            )
             writer.writerow([model, result.online[m], *cells])
     with open(folder / "metrics.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(asdict(result.summaries[0])))
@@ -507,12 +529,17 @@ def write_report(result: DemoResult, folder: str | Path, *, plots: bool = True) 
         )
     lines += ["", result.correlation_note(), "", result.inversion_note()]
     lines += ["", "| fact | value |", "|---|---|"]
-    lines += [f"| {k} | {v if isinstance(v, str) else f'{v:.6g}'} |" for k, v in result.facts.items()]
+    lines += [
+        f"| {k} | {v if isinstance(v, str) else f'{v:.6g}'} |" for k, v in result.facts.items()
+    ]
     lines += ["", "Per-model values: `models.csv`; per-metric statistics: `metrics.csv`."]
     if made_plots:
         lines += ["", "![offline vs online](scatter_all.png)"]
     else:
-        lines += ["", 'Scatter plots skipped: install matplotlib (in a clone of recpack-ope: `pip install ".[plot]"`).']
+        lines += [
+            "",
+            'Scatter plots skipped: install matplotlib (in a clone of recpack-ope: `pip install ".[plot]"`).',
+        ]
     (folder / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
 
@@ -542,8 +569,16 @@ def scatter_panel(result: DemoResult, metric: str, ax) -> None:
     for family, colour in FAMILY_COLOURS.items():
         rows = main & (families == family)
         if rows.any():
-            ax.errorbar(x[rows], y[rows], xerr=err[rows], fmt="o", ms=4, elinewidth=0.8,
-                        color=colour, label=family)
+            ax.errorbar(
+                x[rows],
+                y[rows],
+                xerr=err[rows],
+                fmt="o",
+                ms=4,
+                elinewidth=0.8,
+                color=colour,
+                label=family,
+            )
     _mark(ax, x, y, marks, main, size=12)
     xlim, ylim = padded_limits(x[main]), padded_limits(y[main])
     ax.set_xlim(xlim)
@@ -567,8 +602,13 @@ def scatter_panel(result: DemoResult, metric: str, ax) -> None:
             inset.plot(x[rows], y[rows], "o", ms=2.5, color=colour, label=family)
     _mark(inset, x, y, marks, np.ones_like(main), size=6)
     # The main axes' view, so the reader sees how far the inset models lie from it.
-    inset.plot([xlim[0], xlim[1], xlim[1], xlim[0], xlim[0]],
-               [ylim[0], ylim[0], ylim[1], ylim[1], ylim[0]], "--", color="0.4", lw=0.6)
+    inset.plot(
+        [xlim[0], xlim[1], xlim[1], xlim[0], xlim[0]],
+        [ylim[0], ylim[0], ylim[1], ylim[1], ylim[0]],
+        "--",
+        color="0.4",
+        lw=0.6,
+    )
     inset.tick_params(labelsize=5, length=2, pad=1)
     inset.locator_params(nbins=3)
 
@@ -614,9 +654,20 @@ def _scatter_plots(result: DemoResult, folder: Path, plt) -> None:
         scatter_panel(result, name, ax_grid)
         single, ax_single = plt.subplots(figsize=(6.4, 4))
         scatter_panel(result, name, ax_single)
-        ax_single.legend(handles=_legend_key(result), fontsize=7, loc="upper left",
-                         bbox_to_anchor=(1.02, 1), title="bars: 95% CI", title_fontsize=7)
+        ax_single.legend(
+            handles=_legend_key(result),
+            fontsize=7,
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1),
+            title="bars: 95% CI",
+            title_fontsize=7,
+        )
         save(single, folder / f"scatter_{_slug(name)}.png", dpi=110)
-    axes.ravel()[-1].legend(handles=_legend_key(result), loc="center", fontsize=9,
-                            title="bars: 95% CI", title_fontsize=9)
+    axes.ravel()[-1].legend(
+        handles=_legend_key(result),
+        loc="center",
+        fontsize=9,
+        title="bars: 95% CI",
+        title_fontsize=9,
+    )
     save(grid, folder / "scatter_all.png", dpi=100)

@@ -29,7 +29,13 @@ from .._plots import pyplot, save
 from ..logged.feed_log import FeedLog
 from ..logged.pairwise_disagreement import Disagreement
 
-__all__ = ["BannerStudyConfig", "BannerStudyResult", "simulate_banners", "run_banner_study", "write_report"]
+__all__ = [
+    "BannerStudyConfig",
+    "BannerStudyResult",
+    "simulate_banners",
+    "run_banner_study",
+    "write_report",
+]
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,9 @@ class BannerStudyConfig:
     seed: int = 0
 
 
-def simulate_banners(config: BannerStudyConfig, shuffled: bool, seed: int, quality, logging) -> FeedLog:
+def simulate_banners(
+    config: BannerStudyConfig, shuffled: bool, seed: int, quality, logging
+) -> FeedLog:
     """One log of banners (see the module docstring); ``shuffled`` reorders each uniformly."""
     rng = np.random.default_rng(seed)
     n_banners = config.n_shuffled if shuffled else config.n_banners
@@ -63,13 +71,23 @@ def simulate_banners(config: BannerStudyConfig, shuffled: bool, seed: int, quali
         keys = np.where(shown, rng.random((n_banners, k)), np.inf)
         order[:, :] = np.take_along_axis(order, np.argsort(keys, axis=1), axis=1)
     items = np.take_along_axis(candidates, order, axis=1)[shown]
-    pl_weight = (np.take_along_axis(weights, order, axis=1) / weights.sum(axis=1, keepdims=True))[shown]
+    pl_weight = (np.take_along_axis(weights, order, axis=1) / weights.sum(axis=1, keepdims=True))[
+        shown
+    ]
     banner = np.repeat(np.arange(n_banners), sizes)
     rank = np.broadcast_to(np.arange(1, k + 1), (n_banners, k))[shown]
-    relevance = 1 / (1 + np.exp(-(config.base_logit + quality[items] + rng.normal(0, 0.5, items.size))))
-    click = rng.random(items.size) < rank ** -config.position_exponent * relevance
-    return FeedLog.from_arrays(banner, items, rank, click.astype(float), logging_weight=pl_weight,
-                               n_items=config.n_products)
+    relevance = 1 / (
+        1 + np.exp(-(config.base_logit + quality[items] + rng.normal(0, 0.5, items.size)))
+    )
+    click = rng.random(items.size) < rank**-config.position_exponent * relevance
+    return FeedLog.from_arrays(
+        banner,
+        items,
+        rank,
+        click.astype(float),
+        logging_weight=pl_weight,
+        n_items=config.n_products,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,16 +109,23 @@ class BannerStudyResult:
 
     def table(self) -> str:
         """Markdown table: correlation of each non-shuffled metric with the shuffled reference."""
-        lines = ["| metric on non-shuffled banners | Pearson r with shuffled PD | p | Spearman ρ |",
-                 "|---|---|---|---|"]
-        for metric, label in (("classic", "pairwise disagreement"), ("counterfactual", "counterfactual disagreement")):
+        lines = [
+            "| metric on non-shuffled banners | Pearson r with shuffled PD | p | Spearman ρ |",
+            "|---|---|---|---|",
+        ]
+        for metric, label in (
+            ("classic", "pairwise disagreement"),
+            ("counterfactual", "counterfactual disagreement"),
+        ):
             r, p = self.correlation(metric)
             rho = stats.spearmanr(self.reference, getattr(self, metric)).statistic
             lines.append(f"| {label} | {r:.3f} | {p:.2g} | {rho:.3f} |")
         return "\n".join(lines)
 
 
-def run_banner_study(config: BannerStudyConfig = BannerStudyConfig(), *, progress: bool = True) -> BannerStudyResult:
+def run_banner_study(
+    config: BannerStudyConfig = BannerStudyConfig(), *, progress: bool = True
+) -> BannerStudyResult:
     """Simulate both logs, score ``n_models`` models by the three disagreements."""
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
@@ -121,8 +146,13 @@ def run_banner_study(config: BannerStudyConfig = BannerStudyConfig(), *, progres
         values["classic"].append(classic.evaluate(score[live.item]).value)
         values["counterfactual"].append(counterfactual.evaluate(score[live.item]).value)
     return BannerStudyResult(
-        config, models, *(np.array(values[k]) for k in ("reference", "classic", "counterfactual")),
-        n_clicked={"non-shuffled": int(classic.banners.size), "shuffled": int(reference.banners.size)},
+        config,
+        models,
+        *(np.array(values[k]) for k in ("reference", "classic", "counterfactual")),
+        n_clicked={
+            "non-shuffled": int(classic.banners.size),
+            "shuffled": int(reference.banners.size),
+        },
         seconds=time.perf_counter() - start,
     )
 
@@ -131,12 +161,19 @@ def write_report(result: BannerStudyResult, folder: str | Path, *, plots: bool =
     """Write ``disagreement.md``, ``disagreement.json`` and (with matplotlib) ``disagreement.png``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "disagreement.json").write_text(json.dumps({
-        "config": asdict(result.config), "models": result.models,
-        "shuffled_pairwise": result.reference.tolist(), "pairwise": result.classic.tolist(),
-        "counterfactual": result.counterfactual.tolist(),
-        "pearson": {m: result.correlation(m) for m in ("classic", "counterfactual")},
-    }, indent=1))
+    (folder / "disagreement.json").write_text(
+        json.dumps(
+            {
+                "config": asdict(result.config),
+                "models": result.models,
+                "shuffled_pairwise": result.reference.tolist(),
+                "pairwise": result.classic.tolist(),
+                "counterfactual": result.counterfactual.tolist(),
+                "pearson": {m: result.correlation(m) for m in ("classic", "counterfactual")},
+            },
+            indent=1,
+        )
+    )
     cfg = result.config
     lines = [
         "# Pairwise disagreement on non-shuffled banners (Gilotte 2019, Figure 3)",
@@ -150,9 +187,12 @@ def write_report(result: BannerStudyResult, folder: str | Path, *, plots: bool =
     plt = pyplot(plots)
     if plt is not None:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for ax, metric, title in zip(axes, ("classic", "counterfactual"),
-                                     ("(a) pairwise disagreement, non-shuffled", "(b) counterfactual disagreement"),
-                                     strict=True):
+        for ax, metric, title in zip(
+            axes,
+            ("classic", "counterfactual"),
+            ("(a) pairwise disagreement, non-shuffled", "(b) counterfactual disagreement"),
+            strict=True,
+        ):
             ax.scatter(result.reference, getattr(result, metric), s=14)
             ax.set_xlabel("pairwise disagreement on shuffled banners")
             ax.set_ylabel(title.split(") ")[1])

@@ -32,7 +32,13 @@ from ..io.recpack_datasets import load_interactions
 from ..propensity.models import PowerLawPropensity
 from . import quiet_frameworks
 
-__all__ = ["DisagreementConfig", "DisagreementResult", "model_grid", "run_disagreement", "write_report"]
+__all__ = [
+    "DisagreementConfig",
+    "DisagreementResult",
+    "model_grid",
+    "run_disagreement",
+    "write_report",
+]
 
 PAPER = {"pearson": 0.6, "kendall": 0.5, "disagreement": 0.25}
 """The paper's ML-1M figures (Appendix A, approximate as printed)."""
@@ -134,13 +140,15 @@ def run_disagreement(
     grid = model_grid(config.n_models)
     start = time.perf_counter()
     with quiet_frameworks(verbose):
-        data = load_interactions(config.dataset, path=config.path, data_dir=config.data_dir,
-                                 seed=config.seed)
+        data = load_interactions(
+            config.dataset, path=config.path, data_dir=config.data_dir, seed=config.seed
+        )
         scenario = WeakGeneralization(0.5, validation=False, seed=config.seed)
         scenario.split(data)
         RecPackAdapter().register()
         RecPackAdapter(propensity=PowerLawPropensity(), clip=config.clip).fit(
-            scenario.full_training_data).register(prefix="PowerLaw")
+            scenario.full_training_data
+        ).register(prefix="PowerLaw")
 
         builder = PipelineBuilder()
         for name, params in grid:
@@ -177,9 +185,9 @@ def write_report(result: DisagreementResult, folder: str | Path, *, plots: bool 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     result.values.to_csv(folder / "models.csv")
-    pd.DataFrame(
-        {name: vars(a) for name, a in result.agreements.items()}
-    ).T.rename_axis("metric vs DCG").to_csv(folder / "agreement.csv")
+    pd.DataFrame({name: vars(a) for name, a in result.agreements.items()}).T.rename_axis(
+        "metric vs DCG"
+    ).to_csv(folder / "agreement.csv")
     c = result.config
     (folder / "summary.md").write_text(
         f"# nDCG disagreement (Jeunen et al. KDD'24, Appendix A)\n\n"
@@ -204,7 +212,10 @@ def _figure(result: DisagreementResult, folder: Path, plt) -> None:
     x = result.values[REFERENCE].to_numpy()
     for ax, name in zip(axes[0], others, strict=True):
         y = result.values[name].to_numpy()
-        for family, style in (("EASE", dict(marker="x", color="maroon")), ("KUNN", dict(marker="o", color="darkgreen"))):
+        for family, style in (
+            ("EASE", dict(marker="x", color="maroon")),
+            ("KUNN", dict(marker="o", color="darkgreen")),
+        ):
             rows = (result.values["family"] == family).to_numpy()
             ax.scatter(x[rows], y[rows], s=30, alpha=0.75, label=family, **style)
         slope, intercept = np.polyfit(x, y, 1)
@@ -213,7 +224,10 @@ def _figure(result: DisagreementResult, folder: Path, plt) -> None:
         a = result.agreements[name]
         ax.set_xlabel(f"DCG@{K}")
         ax.set_ylabel(f"{name}@{K}")
-        ax.set_title(f"P(disagreement) ≈ {a.disagreement:.1%}\nr = {a.pearson:.2f}, τ = {a.kendall:.2f}", fontsize=10)
+        ax.set_title(
+            f"P(disagreement) ≈ {a.disagreement:.1%}\nr = {a.pearson:.2f}, τ = {a.kendall:.2f}",
+            fontsize=10,
+        )
         ax.grid(True, ls="--", lw=0.5, alpha=0.4)
         ax.legend(fontsize=8)
     save(fig, folder / "figure2.png", dpi=110)

@@ -35,9 +35,9 @@ import csv
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -117,14 +117,26 @@ def configurations(fixed_clip: float) -> list[Configuration]:
     out = [Configuration(name, name, None, None) for name in ("DCG", "nDCG", "pnDCG")]
     for source in SOURCES:
         for estimator in ("IPS-DCG", "SNIPS-DCG"):
-            for clip, label in ((None, "unclipped"), (fixed_clip, f"m={fixed_clip:g}"), ("auto", "auto m")):
-                out.append(Configuration(f"{estimator} ({source} p, {label})", estimator, source, clip))
+            for clip, label in (
+                (None, "unclipped"),
+                (fixed_clip, f"m={fixed_clip:g}"),
+                ("auto", "auto m"),
+            ):
+                out.append(
+                    Configuration(f"{estimator} ({source} p, {label})", estimator, source, clip)
+                )
     for source in SOURCES:
         for clip, label in ((None, "unclipped"), (fixed_clip, f"m={fixed_clip:g}")):
-            out.append(Configuration(f"DR-DCG ({source} p, {label})", "DR-DCG", source, clip, "calibrated"))
+            out.append(
+                Configuration(f"DR-DCG ({source} p, {label})", "DR-DCG", source, clip, "calibrated")
+            )
     # The other half of double robustness: estimated propensities, the true reward model.
     for source in ("popularity", "power-law"):
-        out.append(Configuration(f"DR-DCG ({source} p, unclipped, oracle ρ)", "DR-DCG", source, None, "oracle"))
+        out.append(
+            Configuration(
+                f"DR-DCG ({source} p, unclipped, oracle ρ)", "DR-DCG", source, None, "oracle"
+            )
+        )
     return out
 
 
@@ -143,8 +155,12 @@ def over_all_users(result: EstimateResult, n_users: int) -> EstimateResult:
     ``mean(DCG)·mean(n)/mean(Σw)``; the delta-method interval follows exactly."""
     padding = np.zeros((n_users - result.n_users, result.terms.shape[1]))
     return EstimateResult(
-        name=result.name, terms=np.vstack([result.terms, padding]), exponents=result.exponents,
-        user_ids=np.arange(n_users), n_excluded_users=0, diagnostics=result.diagnostics,
+        name=result.name,
+        terms=np.vstack([result.terms, padding]),
+        exponents=result.exponents,
+        user_ids=np.arange(n_users),
+        n_excluded_users=0,
+        diagnostics=result.diagnostics,
         clip_selection=result.clip_selection,
     )
 
@@ -179,7 +195,9 @@ class ReliabilityResult:
 
     def select(self, world: str, size: tuple[int, int]) -> list[dict]:
         """Aggregated rows of one world and size."""
-        return [r for r in self.rows if r["world"] == world and (r["users"], r["items"]) == tuple(size)]
+        return [
+            r for r in self.rows if r["world"] == world and (r["users"], r["items"]) == tuple(size)
+        ]
 
     def table(self, world: str = "pbm", size: tuple[int, int] | None = None) -> str:
         """Markdown table of one world and size (default: pbm, default world)."""
@@ -190,8 +208,10 @@ class ReliabilityResult:
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in self.select(world, size):
+
             def pct(key):
                 return "—" if math.isnan(r[key]) else f"{r[key]:.1%}"
+
             ess = "—" if math.isnan(r["min_ess_ratio"]) else f"{r['min_ess_ratio']:.1%}"
             warned = "—" if r["source"] is None else f"{r['warned']:.0%}"
             clip = "—" if math.isnan(r["median_auto_clip"]) else f"{r['median_auto_clip']:g}"
@@ -206,15 +226,24 @@ class ReliabilityResult:
         online reward), plain and with the Δ-OPE control variate, per world and propensity
         source (means over the logs)."""
         size = size or self.default_world()
-        lines = ["| world | propensities | difference | interval | 95% coverage | mean CI width "
-                 "| variance removed |",
-                 "|---|---|---|---|---|---|---|"]
+        lines = [
+            "| world | propensities | difference | interval | 95% coverage | mean CI width "
+            "| variance removed |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for world in self.config.worlds:
             for source in SOURCES:
-                mine = [c for c in self.comparisons if c["world"] == world and c["source"] == source
-                        and (c["users"], c["items"]) == tuple(size)]
+                mine = [
+                    c
+                    for c in self.comparisons
+                    if c["world"] == world
+                    and c["source"] == source
+                    and (c["users"], c["items"]) == tuple(size)
+                ]
                 for label, key in (("paired", "plain"), ("paired, Δ-OPE control variate", "cv")):
-                    removed = np.mean([c["variance_removed"] for c in mine]) if key == "cv" else None
+                    removed = (
+                        np.mean([c["variance_removed"] for c in mine]) if key == "cv" else None
+                    )
                     lines.append(
                         f"| {world} | {source} | {mine[0]['difference']} | {label} | "
                         f"{np.mean([c[f'{key}_covered'] for c in mine]):.0%} | "
@@ -231,26 +260,53 @@ class ReliabilityResult:
         for world in self.config.worlds:
             rows = {r["configuration"]: r for r in self.select(world, size)}
             for source in ("popularity", "power-law"):
-                pairs = [(label, "calibrated EASE", f"DR-DCG ({source} p, {label})",
-                          f"IPS-DCG ({source} p, {label})") for label in ("unclipped", fixed)]
-                pairs.append(("unclipped", "true relevance", f"DR-DCG ({source} p, unclipped, oracle ρ)",
-                              f"IPS-DCG ({source} p, unclipped)"))
+                pairs = [
+                    (
+                        label,
+                        "calibrated EASE",
+                        f"DR-DCG ({source} p, {label})",
+                        f"IPS-DCG ({source} p, {label})",
+                    )
+                    for label in ("unclipped", fixed)
+                ]
+                pairs.append(
+                    (
+                        "unclipped",
+                        "true relevance",
+                        f"DR-DCG ({source} p, unclipped, oracle ρ)",
+                        f"IPS-DCG ({source} p, unclipped)",
+                    )
+                )
                 for label, reward, dr_name, ips_name in pairs:
                     dr, ips = rows.get(dr_name), rows.get(ips_name)
                     if dr is None or ips is None:
                         continue
-                    cells = [f"{dr[k]:{f}} vs {ips[k]:{f}}" for k, f in
-                             (("kendall", ".3f"), ("regret", ".1%"), ("coverage", ".0%"), ("rel_rmse", ".1%"))]
-                    lines.append(f"| {world} | {source}, {label} | {reward} | " + " | ".join(cells) + " |")
-        head = ["| world | estimated propensities | DR's reward model | τ (DR vs IPS) | regret | "
-                "95% coverage | rel. RMSE |", "|---|---|---|---|---|---|---|"]
+                    cells = [
+                        f"{dr[k]:{f}} vs {ips[k]:{f}}"
+                        for k, f in (
+                            ("kendall", ".3f"),
+                            ("regret", ".1%"),
+                            ("coverage", ".0%"),
+                            ("rel_rmse", ".1%"),
+                        )
+                    ]
+                    lines.append(
+                        f"| {world} | {source}, {label} | {reward} | " + " | ".join(cells) + " |"
+                    )
+        head = [
+            "| world | estimated propensities | DR's reward model | τ (DR vs IPS) | regret | "
+            "95% coverage | rel. RMSE |",
+            "|---|---|---|---|---|---|---|",
+        ]
         return "\n".join(head + lines)
 
     def goal(self) -> str:
         """Whether the issue's goals hold: a configuration with estimated propensities reaching
         τ ≥ 0.9 and regret ≤ 1 % in the default world, and a warning wherever τ < 0.8."""
         size = self.default_world()
-        estimated = [r for r in self.select("pbm", size) if r["source"] in ("popularity", "power-law")]
+        estimated = [
+            r for r in self.select("pbm", size) if r["source"] in ("popularity", "power-law")
+        ]
         good = [r for r in estimated if r["kendall"] >= GOAL_KENDALL and r["regret"] <= GOAL_REGRET]
         lines = []
         if not estimated:
@@ -275,16 +331,21 @@ class ReliabilityResult:
         lines.append(
             f"Of {len(weighted)} weighted runs, {len(low)} had τ < {WARN_KENDALL}; the warning fired in "
             f"{len(low) - len(silent)} of them"
-            + ("." if not silent else
-               f" and stayed silent in {len(silent)} (in "
-               f"{', '.join(sorted({r['world'] for r in silent}))} worlds: "
-               f"{', '.join(sorted({r['configuration'] for r in silent})[:6])}"
-               f"{' …' if len({r['configuration'] for r in silent}) > 6 else ''}).")
+            + (
+                "."
+                if not silent
+                else f" and stayed silent in {len(silent)} (in "
+                f"{', '.join(sorted({r['world'] for r in silent}))} worlds: "
+                f"{', '.join(sorted({r['configuration'] for r in silent})[:6])}"
+                f"{' …' if len({r['configuration'] for r in silent}) > 6 else ''})."
+            )
         )
         return "\n".join(lines)
 
 
-def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool = True) -> ReliabilityResult:
+def run_reliability(
+    config: ReliabilityConfig | None = None, *, progress: bool = True
+) -> ReliabilityResult:
     """Run the study: per world size and world, train the pool once, then evaluate every
     configuration on ``n_seeds`` held-out logs against the exact online rewards.
 
@@ -310,18 +371,28 @@ def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool =
     for users, items in config.sizes:
         for world_name in config.worlds:
             world = SimulatedWorld(
-                n_users=users, n_items=items, seed=config.seed,
+                n_users=users,
+                n_items=items,
+                seed=config.seed,
                 click_model="cascade" if world_name == "cascade" else "pbm",
             )
-            policy = (PersonalisedPolicy(temperature=config.temperature) if world_name == "personalised"
-                      else PopularityPolicy(temperature=config.temperature))
-            train = world.log(policy, feed_length=config.feed_length, n_feeds=config.train_feeds,
-                              seed=1).clicks.sign()
-            rankings = [TopK.from_scores(model.fit(train).predict(train), config.cutoff)
-                        for _, model in pool]
+            policy = (
+                PersonalisedPolicy(temperature=config.temperature)
+                if world_name == "personalised"
+                else PopularityPolicy(temperature=config.temperature)
+            )
+            train = world.log(
+                policy, feed_length=config.feed_length, n_feeds=config.train_feeds, seed=1
+            ).clicks.sign()
+            rankings = [
+                TopK.from_scores(model.fit(train).predict(train), config.cutoff)
+                for _, model in pool
+            ]
             online = np.array([world.online_reward(r, discount).value for r in rankings])
-            fitted = {"popularity": PopularityPropensity().fit(train),
-                      "power-law": PowerLawPropensity().fit(train)}
+            fitted = {
+                "popularity": PopularityPropensity().fit(train),
+                "power-law": PowerLawPropensity().fit(train),
+            }
             reward_model = practitioners_reward_model(train, fitted["power-law"])
             best_two = np.argsort(-online)[:2]
             for seed in range(config.n_seeds):
@@ -330,26 +401,46 @@ def run_reliability(config: ReliabilityConfig | None = None, *, progress: bool =
                 held_out, impressions = log.clicks, log.impressions()
                 # The true exposure at every held-out and impression entry.
                 sources = {**fitted, "true": log.propensity_matrix(held_out + impressions)}
-                data = _HeldOut(held_out, impressions, {"calibrated": reward_model,
-                                                        "oracle": world.reward_model()})
+                data = _HeldOut(
+                    held_out,
+                    impressions,
+                    {"calibrated": reward_model, "oracle": world.reward_model()},
+                )
                 for c in configs:
                     run = _evaluate(c, data, rankings, sources, discount, users)
                     runs.append(_run_record(c, run, online, users, items, world_name, seed))
                     if seed == 0 and c.clip == "auto" and c.estimator == "IPS-DCG":
                         examples[(users, items, world_name, c.source)] = run.clips[-1]
                 for source in SOURCES:
-                    comparisons.append({
-                        "users": users, "items": items, "world": world_name, "seed": seed,
-                        "source": source,
-                        "difference": f"{pool[best_two[0]][0]} − {pool[best_two[1]][0]}",
-                        **_paired(data, [rankings[k] for k in best_two], sources[source], discount,
-                                  online[best_two[0]] - online[best_two[1]]),
-                    })
+                    comparisons.append(
+                        {
+                            "users": users,
+                            "items": items,
+                            "world": world_name,
+                            "seed": seed,
+                            "source": source,
+                            "difference": f"{pool[best_two[0]][0]} − {pool[best_two[1]][0]}",
+                            **_paired(
+                                data,
+                                [rankings[k] for k in best_two],
+                                sources[source],
+                                discount,
+                                online[best_two[0]] - online[best_two[1]],
+                            ),
+                        }
+                    )
                 bar.update()
     bar.close()
     rows = _aggregate(runs, configs, config)
-    return ReliabilityResult(config, [name for name, _ in pool], rows, runs, examples,
-                             time.perf_counter() - start, comparisons)
+    return ReliabilityResult(
+        config,
+        [name for name, _ in pool],
+        rows,
+        runs,
+        examples,
+        time.perf_counter() - start,
+        comparisons,
+    )
 
 
 @dataclass(frozen=True)
@@ -368,13 +459,17 @@ def practitioners_reward_model(train, propensity):
     return ScoreCalibration().fit(scores, train, propensity=propensity).reward_model(scores)
 
 
-def paired_with_control(clicks, impressions, rankings, propensity, discount) -> tuple[Comparison, Comparison]:
+def paired_with_control(
+    clicks, impressions, rankings, propensity, discount
+) -> tuple[Comparison, Comparison]:
     """IPS-DCG with impressions of two models (``rankings``), compared plainly and with the
     Δ-OPE control variate: (plain, with control variate)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReliabilityWarning)
-        a, b = (dcg(clicks, r, discount=discount, propensity=propensity, impressions=impressions)
-                for r in rankings)
+        a, b = (
+            dcg(clicks, r, discount=discount, propensity=propensity, impressions=impressions)
+            for r in rankings
+        )
     return a.compare(b), a.compare(b, control_variate=True)
 
 
@@ -398,8 +493,12 @@ def _evaluate(c: Configuration, data: _HeldOut, rankings, sources, discount, n_u
     if c.estimator == "DR-DCG":
         kwargs.update(reward_model=data.reward_models[c.reward], impressions=data.impressions)
     estimator: Callable[..., EstimateResult] = {
-        "DCG": dcg, "nDCG": ndcg, "pnDCG": pn_dcg, "IPS-DCG": dcg,
-        "SNIPS-DCG": lambda *a, **k: dcg(*a, self_normalised=True, **k), "DR-DCG": dr_dcg,
+        "DCG": dcg,
+        "nDCG": ndcg,
+        "pnDCG": pn_dcg,
+        "IPS-DCG": dcg,
+        "SNIPS-DCG": lambda *a, **k: dcg(*a, self_normalised=True, **k),
+        "DR-DCG": dr_dcg,
     }[c.estimator]
     values, low, high, ess, clips = [], [], [], [], []
     warned = False
@@ -417,51 +516,83 @@ def _evaluate(c: Configuration, data: _HeldOut, rankings, sources, discount, n_u
         if result.diagnostics is not None:
             ess.append(result.diagnostics.ess_ratio)
         clips.append(result.clip_selection)
-    return _Run(np.array(values), np.array(low), np.array(high),
-                min(ess) if ess else math.nan, warned, clips)
+    return _Run(
+        np.array(values),
+        np.array(low),
+        np.array(high),
+        min(ess) if ess else math.nan,
+        warned,
+        clips,
+    )
 
 
 def _run_record(c: Configuration, run: _Run, online, users, items, world, seed) -> dict:
     a = agreement(online, run.values)
     pick = int(np.argmax(run.values))
-    relative = (run.values - online) / online if c.estimates_reward else np.full(online.size, np.nan)
+    relative = (
+        (run.values - online) / online if c.estimates_reward else np.full(online.size, np.nan)
+    )
     covered = (run.low <= online) & (online <= run.high)
     chosen = [s.clip if s.clip is not None else math.inf for s in run.clips if s is not None]
     return {
-        "users": users, "items": items, "world": world, "seed": seed,
-        "configuration": c.name, "estimator": c.estimator, "source": c.source,
+        "users": users,
+        "items": items,
+        "world": world,
+        "seed": seed,
+        "configuration": c.name,
+        "estimator": c.estimator,
+        "source": c.source,
         "clip": "none" if c.clip is None else c.clip,
-        "kendall": a.kendall, "regret": float(1 - online[pick] / online.max()),
+        "kendall": a.kendall,
+        "regret": float(1 - online[pick] / online.max()),
         "picked": pick,
         "rel_bias": float(np.mean(relative)),
         "rel_mse": float(np.mean(relative**2)),
         "coverage": float(np.mean(covered)) if c.estimates_reward else math.nan,
-        "min_ess_ratio": run.min_ess_ratio, "warned": run.warned,
+        "min_ess_ratio": run.min_ess_ratio,
+        "warned": run.warned,
         "median_auto_clip": float(np.median(chosen)) if chosen else math.nan,
     }
 
 
-def _aggregate(runs: list[dict], configs: list[Configuration], config: ReliabilityConfig) -> list[dict]:
+def _aggregate(
+    runs: list[dict], configs: list[Configuration], config: ReliabilityConfig
+) -> list[dict]:
     rows = []
     for users, items in config.sizes:
         for world in config.worlds:
             for c in configs:
-                mine = [r for r in runs if r["configuration"] == c.name and r["world"] == world
-                        and (r["users"], r["items"]) == (users, items)]
+                mine = [
+                    r
+                    for r in runs
+                    if r["configuration"] == c.name
+                    and r["world"] == world
+                    and (r["users"], r["items"]) == (users, items)
+                ]
+
                 def mean(key):
                     return float(np.mean([r[key] for r in mine]))
-                rows.append({
-                    "users": users, "items": items, "world": world, "configuration": c.name,
-                    "estimator": c.estimator, "source": c.source,
-                    "clip": "none" if c.clip is None else c.clip,
-                    "kendall": mean("kendall"), "regret": mean("regret"),
-                    "rel_bias": mean("rel_bias"), "rel_rmse": math.sqrt(mean("rel_mse")),
-                    "coverage": mean("coverage"),
-                    "min_ess_ratio": float(np.median([r["min_ess_ratio"] for r in mine])),
-                    "warned": mean("warned"),
-                    "median_auto_clip": float(np.median([r["median_auto_clip"] for r in mine])),
-                    "n_runs": len(mine),
-                })
+
+                rows.append(
+                    {
+                        "users": users,
+                        "items": items,
+                        "world": world,
+                        "configuration": c.name,
+                        "estimator": c.estimator,
+                        "source": c.source,
+                        "clip": "none" if c.clip is None else c.clip,
+                        "kendall": mean("kendall"),
+                        "regret": mean("regret"),
+                        "rel_bias": mean("rel_bias"),
+                        "rel_rmse": math.sqrt(mean("rel_mse")),
+                        "coverage": mean("coverage"),
+                        "min_ess_ratio": float(np.median([r["min_ess_ratio"] for r in mine])),
+                        "warned": mean("warned"),
+                        "median_auto_clip": float(np.median([r["median_auto_clip"] for r in mine])),
+                        "n_runs": len(mine),
+                    }
+                )
     return rows
 
 
@@ -471,8 +602,11 @@ def write_report(result: ReliabilityResult, folder: str | Path, *, plots: bool =
     ``auto_clip.png``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tables = [("results.csv", result.rows), ("runs.csv", result.runs),
-              ("comparisons.csv", result.comparisons)]
+    tables = [
+        ("results.csv", result.rows),
+        ("runs.csv", result.runs),
+        ("comparisons.csv", result.comparisons),
+    ]
     for name, records in (t for t in tables if t[1]):
         with open(folder / name, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(records[0]))
@@ -507,12 +641,22 @@ def write_report(result: ReliabilityResult, folder: str | Path, *, plots: bool =
     ]
     for users, items in cfg.sizes:
         for world in cfg.worlds:
-            lines += ["", f"## {world} world, {users} users × {items} items", "",
-                      result.table(world, (users, items))]
+            lines += [
+                "",
+                f"## {world} world, {users} users × {items} items",
+                "",
+                result.table(world, (users, items)),
+            ]
     lines += ["", "Per configuration: `results.csv`; per held-out log: `runs.csv`."]
     if plt is not None:
-        lines += ["", "![Kendall τ](kendall.png)", "", "![ESS/n vs τ](ess_vs_kendall.png)", "",
-                  "![auto clipping](auto_clip.png)"]
+        lines += [
+            "",
+            "![Kendall τ](kendall.png)",
+            "",
+            "![ESS/n vs τ](ess_vs_kendall.png)",
+            "",
+            "![auto clipping](auto_clip.png)",
+        ]
     (folder / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
 
@@ -520,11 +664,15 @@ def write_report(result: ReliabilityResult, folder: str | Path, *, plots: bool =
 def _plot_kendall(result: ReliabilityResult, folder: Path, plt) -> None:
     size = result.default_world()
     worlds = result.config.worlds
-    fig, axes = plt.subplots(1, len(worlds), figsize=(5 * len(worlds), 8), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(worlds), figsize=(5 * len(worlds), 8), sharey=True, squeeze=False
+    )
     for ax, world in zip(axes[0], worlds, strict=True):
         rows = result.select(world, size)
         y = np.arange(len(rows))
-        colours = ["0.6" if r["source"] is None else ("C3" if r["warned"] >= 0.5 else "C0") for r in rows]
+        colours = [
+            "0.6" if r["source"] is None else ("C3" if r["warned"] >= 0.5 else "C0") for r in rows
+        ]
         ax.barh(y, [r["kendall"] for r in rows], color=colours)
         ax.axvline(WARN_KENDALL, color="k", lw=0.8, ls="--")
         ax.set_yticks(y, [r["configuration"] for r in rows], fontsize=7)
@@ -539,8 +687,14 @@ def _plot_ess(result: ReliabilityResult, folder: Path, plt) -> None:
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for k, world in enumerate(result.config.worlds):
         runs = [r for r in result.runs if r["world"] == world and r["source"] is not None]
-        ax.scatter([r["min_ess_ratio"] for r in runs], [r["kendall"] for r in runs], s=6,
-                   alpha=0.4, color=f"C{k}", label=world)
+        ax.scatter(
+            [r["min_ess_ratio"] for r in runs],
+            [r["kendall"] for r in runs],
+            s=6,
+            alpha=0.4,
+            color=f"C{k}",
+            label=world,
+        )
     ax.axvline(ESS_RATIO_THRESHOLD, color="k", lw=0.8, ls="--", label="warning threshold")
     ax.axhline(WARN_KENDALL, color="0.4", lw=0.8, ls=":")
     ax.set_xscale("log")
@@ -553,8 +707,11 @@ def _plot_ess(result: ReliabilityResult, folder: Path, plt) -> None:
 def _plot_auto_clip(result: ReliabilityResult, folder: Path, plt) -> None:
     # The default world with the assumptions met, one panel per propensity source.
     size = result.default_world()
-    shown = [(key, s) for key, s in result.examples.items()
-             if s is not None and key[:3] == (*size, "pbm")]
+    shown = [
+        (key, s)
+        for key, s in result.examples.items()
+        if s is not None and key[:3] == (*size, "pbm")
+    ]
     if not shown:
         return
     fig, axes = plt.subplots(1, len(shown), figsize=(4.5 * len(shown), 3.5), squeeze=False)

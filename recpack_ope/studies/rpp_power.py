@@ -35,12 +35,33 @@ from ..metrics.rpp import WEIGHTINGS, preference_matrix
 from ..propensity.discount import LogDiscount
 from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 
-__all__ = ["RPPPowerConfig", "RPPPowerResult", "model_pool", "run_rpp_power", "write_report", "PAPER_ML1M"]
+__all__ = [
+    "RPPPowerConfig",
+    "RPPPowerResult",
+    "model_pool",
+    "run_rpp_power",
+    "write_report",
+    "PAPER_ML1M",
+]
 
 #: Diaz & Ferraro Tables 3a/4a, row ml-1M (21 systems): % of pairs separated at p < 0.05.
 PAPER_ML1M = {
-    "tukey": {"RPP": 94.29, "dcgRPP": 94.29, "invRPP": 92.38, "AP": 88.57, "NDCG": 88.57, "RR": 83.81},
-    "bonferroni": {"RPP": 96.19, "dcgRPP": 95.71, "invRPP": 96.19, "AP": 91.43, "NDCG": 94.29, "RR": 85.71},
+    "tukey": {
+        "RPP": 94.29,
+        "dcgRPP": 94.29,
+        "invRPP": 92.38,
+        "AP": 88.57,
+        "NDCG": 88.57,
+        "RR": 83.81,
+    },
+    "bonferroni": {
+        "RPP": 96.19,
+        "dcgRPP": 95.71,
+        "invRPP": 96.19,
+        "AP": 91.43,
+        "NDCG": 94.29,
+        "RR": 85.71,
+    },
 }
 
 
@@ -60,8 +81,12 @@ class RPPPowerConfig:
 
 def model_pool(seed: int = 0) -> dict:
     """The 21 recommenders: EASE over λ, item-kNN over k, popularity and random scores."""
-    pool = {f"EASE(l2={l2:g})": EASE(l2=l2) for l2 in (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000)}
-    pool.update({f"ItemKNN(k={k})": ItemKNN(k=k) for k in (5, 10, 20, 50, 100, 200, 400, 800, 1600)})
+    pool = {
+        f"EASE(l2={l2:g})": EASE(l2=l2) for l2 in (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000)
+    }
+    pool.update(
+        {f"ItemKNN(k={k})": ItemKNN(k=k) for k in (5, 10, 20, 50, 100, 200, 400, 800, 1600)}
+    )
     pool["Popularity"] = Popularity()
     pool["Random"] = RandomScores(seed=seed)
     return pool
@@ -92,7 +117,9 @@ class RPPPowerResult:
         for measure in self.samples:
             ranks = {name: r for r, name in enumerate(self.ordering(measure))}
             names = list(base)
-            out[measure] = float(stats.kendalltau([base[n] for n in names], [ranks[n] for n in names]).statistic)
+            out[measure] = float(
+                stats.kendalltau([base[n] for n in names], [ranks[n] for n in names]).statistic
+            )
         return out
 
     def table(self) -> str:
@@ -102,17 +129,29 @@ class RPPPowerResult:
         tau = self.kendall_tau(ndcg_name)
         head = {"tukey": "Tukey HSD (randomised)", "bonferroni": "t-test, Bonferroni"}
         lines = [
-            f"| % of {self.power.n_pairs} pairs at p < {self.power.alpha} | " + " | ".join(measures) + " |",
+            f"| % of {self.power.n_pairs} pairs at p < {self.power.alpha} | "
+            + " | ".join(measures)
+            + " |",
             "|---|" + "---|" * len(measures),
         ]
         for test, row in self.power.power.items():
-            lines.append(f"| {head[test]}, {self.config.dataset} | "
-                         + " | ".join(f"{100 * row[m]:.2f}" for m in measures) + " |")
+            lines.append(
+                f"| {head[test]}, {self.config.dataset} | "
+                + " | ".join(f"{100 * row[m]:.2f}" for m in measures)
+                + " |"
+            )
             paper = PAPER_ML1M[test]
             cells = [paper.get(m) or paper.get(m.split("@")[0].upper()) for m in measures]
-            lines.append(f"| {head[test]}, paper ml-1M | "
-                         + " | ".join("—" if c is None else f"{c:.2f}" for c in cells) + " |")
-        lines.append(f"| Kendall τ with {ndcg_name} | " + " | ".join(f"{tau[m]:.2f}" for m in measures) + " |")
+            lines.append(
+                f"| {head[test]}, paper ml-1M | "
+                + " | ".join("—" if c is None else f"{c:.2f}" for c in cells)
+                + " |"
+            )
+        lines.append(
+            f"| Kendall τ with {ndcg_name} | "
+            + " | ".join(f"{tau[m]:.2f}" for m in measures)
+            + " |"
+        )
         return "\n".join(lines)
 
     def direction(self) -> str:
@@ -122,7 +161,11 @@ class RPPPowerResult:
         parts = []
         for test, row in self.power.power.items():
             for measure in WEIGHTINGS.values():
-                sign = ">" if row[measure] > row[ndcg_name] else ("=" if row[measure] == row[ndcg_name] else "<")
+                sign = (
+                    ">"
+                    if row[measure] > row[ndcg_name]
+                    else ("=" if row[measure] == row[ndcg_name] else "<")
+                )
                 parts.append(f"{measure} {sign} {ndcg_name} ({test})")
         return "; ".join(parts)
 
@@ -132,13 +175,19 @@ def _split(config: RPPPowerConfig):
     rng = np.random.default_rng(config.seed)
     test = rng.random(data.users.size) < config.test_size
     shape = (data.user_ids.size, data.item_ids.size)
-    train = sp.csr_matrix((np.ones((~test).sum()), (data.users[~test], data.items[~test])), shape=shape)
+    train = sp.csr_matrix(
+        (np.ones((~test).sum()), (data.users[~test], data.items[~test])), shape=shape
+    )
     relevant = test & (data.ratings >= config.relevance)
-    y_true = sp.csr_matrix((np.ones(relevant.sum()), (data.users[relevant], data.items[relevant])), shape=shape)
+    y_true = sp.csr_matrix(
+        (np.ones(relevant.sum()), (data.users[relevant], data.items[relevant])), shape=shape
+    )
     return train, y_true
 
 
-def run_rpp_power(config: RPPPowerConfig = RPPPowerConfig(), progress: bool = True) -> RPPPowerResult:
+def run_rpp_power(
+    config: RPPPowerConfig = RPPPowerConfig(), progress: bool = True
+) -> RPPPowerResult:
     """Train the pool, rank, evaluate every measure and test every pair (module docstring)."""
     if config.dataset != "ml-100k":
         raise ValueError(f"dataset must be 'ml-100k', got {config.dataset!r}")
@@ -154,14 +203,26 @@ def run_rpp_power(config: RPPPowerConfig = RPPPowerConfig(), progress: bool = Tr
     for weighting, name in WEIGHTINGS.items():
         samples[name] = preference_matrix(y_true, rankings, weighting=weighting, graded=False, k=k)
     discount = LogDiscount(cutoff=k)
-    for label, metric in ((f"nDCG@{k}", lambda r: ndcg(y_true, r, discount=discount)),
-                          (f"DCG@{k}", lambda r: dcg(y_true, r, discount=discount)),
-                          (f"Recall@{k}", lambda r: recall(y_true, r, k=k))):
-        samples[label] = SystemScores.from_estimates({n: metric(r) for n, r in rankings.items()}, name=label)
-    power = discriminative_power(samples, alpha=config.alpha, n_resamples=config.n_resamples, seed=config.seed)
+    for label, metric in (
+        (f"nDCG@{k}", lambda r: ndcg(y_true, r, discount=discount)),
+        (f"DCG@{k}", lambda r: dcg(y_true, r, discount=discount)),
+        (f"Recall@{k}", lambda r: recall(y_true, r, k=k)),
+    ):
+        samples[label] = SystemScores.from_estimates(
+            {n: metric(r) for n, r in rankings.items()}, name=label
+        )
+    power = discriminative_power(
+        samples, alpha=config.alpha, n_resamples=config.n_resamples, seed=config.seed
+    )
     users = int(np.count_nonzero(np.diff(y_true.indptr)))
-    return RPPPowerResult(config=config, samples=samples, power=power, n_users=users,
-                          n_items=y_true.shape[1], seconds=time.perf_counter() - start)
+    return RPPPowerResult(
+        config=config,
+        samples=samples,
+        power=power,
+        n_users=users,
+        n_items=y_true.shape[1],
+        seconds=time.perf_counter() - start,
+    )
 
 
 def write_report(result: RPPPowerResult, folder: str | Path, *, plots: bool = True) -> Path:
@@ -169,9 +230,18 @@ def write_report(result: RPPPowerResult, folder: str | Path, *, plots: bool = Tr
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     orderings = {m: result.ordering(m) for m in result.samples}
-    (folder / "power.json").write_text(json.dumps(
-        {"config": asdict(result.config), "power": result.power.power, "orderings": orderings,
-         "n_users": result.n_users, "n_items": result.n_items}, indent=1))
+    (folder / "power.json").write_text(
+        json.dumps(
+            {
+                "config": asdict(result.config),
+                "power": result.power.power,
+                "orderings": orderings,
+                "n_users": result.n_users,
+                "n_items": result.n_items,
+            },
+            indent=1,
+        )
+    )
     lines = [
         "# Discriminative power of recall-paired preference (Diaz & Ferraro, SIGIR'22, Tables 3–4)",
         "",
@@ -188,7 +258,12 @@ def write_report(result: RPPPowerResult, folder: str | Path, *, plots: bool = Tr
         measures = list(result.samples)
         fig, ax = plt.subplots(figsize=(8, 3.5))
         for offset, (test, row) in zip((-0.2, 0.2), result.power.power.items(), strict=True):
-            ax.bar(np.arange(len(measures)) + offset, [100 * row[m] for m in measures], width=0.4, label=test)
+            ax.bar(
+                np.arange(len(measures)) + offset,
+                [100 * row[m] for m in measures],
+                width=0.4,
+                label=test,
+            )
         ax.set_xticks(np.arange(len(measures)), measures)
         ax.set_ylabel(f"% of pairs at p < {result.power.alpha}")
         ax.legend()

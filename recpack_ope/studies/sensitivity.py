@@ -92,14 +92,16 @@ class SensitivityResult:
 
     def table(self) -> str:
         """Markdown table of TPR, mean p and sign agreement by clipping m."""
-        head = "| m | " + " | ".join(
-            f"TPR {k} | mean p {k} | sign {k}" for k in _METRICS
-        ) + " |"
+        head = "| m | " + " | ".join(f"TPR {k} | mean p {k} | sign {k}" for k in _METRICS) + " |"
         lines = [head, "|" + "---|" * (1 + 3 * len(_METRICS))]
         for j, m in enumerate(self.config.clips):
             cells = []
             for k in _METRICS:
-                cells += [f"{self.tpr(k)[j]:.2f}", f"{self.mean_p(k)[j]:.3g}", f"{self.sign_agreement(k)[j]:.2f}"]
+                cells += [
+                    f"{self.tpr(k)[j]:.2f}",
+                    f"{self.mean_p(k)[j]:.3g}",
+                    f"{self.sign_agreement(k)[j]:.2f}",
+                ]
             lines.append(f"| {_clip_label(m)} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
@@ -108,16 +110,21 @@ class SensitivityResult:
         dcg, ndcg = self.tpr("DCG"), self.tpr("nDCG")
         p_dcg = self.mean_p("DCG")
         best = int(np.argmax(dcg - 1e-9 * p_dcg))
-        return "; ".join([
-            f"IPS helps: DCG TPR {dcg[0]:.2f} at m = 1 vs {dcg.max():.2f} at best "
-            f"(m = {_clip_label(self.config.clips[best])})",
-            f"DCG ≥ nDCG in TPR for {int(np.sum(dcg >= ndcg))} of {dcg.size} clippings",
-            f"unclipped DCG: TPR {dcg[-1]:.2f}, mean p {p_dcg[-1]:.3g} (best mean p {p_dcg.min():.3g})"
-            if self.config.clips[-1] is None else "no m = ∞ in this run",
-        ])
+        return "; ".join(
+            [
+                f"IPS helps: DCG TPR {dcg[0]:.2f} at m = 1 vs {dcg.max():.2f} at best "
+                f"(m = {_clip_label(self.config.clips[best])})",
+                f"DCG ≥ nDCG in TPR for {int(np.sum(dcg >= ndcg))} of {dcg.size} clippings",
+                f"unclipped DCG: TPR {dcg[-1]:.2f}, mean p {p_dcg[-1]:.3g} (best mean p {p_dcg.min():.3g})"
+                if self.config.clips[-1] is None
+                else "no m = ∞ in this run",
+            ]
+        )
 
 
-def run_sensitivity(config: SensitivityConfig = SensitivityConfig(), *, progress: bool = True) -> SensitivityResult:
+def run_sensitivity(
+    config: SensitivityConfig = SensitivityConfig(), *, progress: bool = True
+) -> SensitivityResult:
     """Run the study; see the module docstring."""
     start = time.perf_counter()
     world = SimulatedWorld(n_users=config.n_users, n_items=config.n_items, seed=config.seed)
@@ -128,7 +135,9 @@ def run_sensitivity(config: SensitivityConfig = SensitivityConfig(), *, progress
     online_targets = [world.online_reward(t, discount).value for t in targets]
     settings, online = [], []
     for temperature in config.logging_temperatures:
-        logging_reward = world.policy_reward(PopularityPolicy(temperature), discount, config.feed_length).value
+        logging_reward = world.policy_reward(
+            PopularityPolicy(temperature), discount, config.feed_length
+        ).value
         for sigma, reward in zip(config.target_noise, online_targets, strict=True):
             if reward > logging_reward:
                 settings.append((temperature, sigma))
@@ -141,7 +150,9 @@ def run_sensitivity(config: SensitivityConfig = SensitivityConfig(), *, progress
     noise_index = {s: j for j, s in enumerate(config.target_noise)}
     for i, (temperature, sigma) in enumerate(tqdm(settings, desc="settings", disable=not progress)):
         policy = PopularityPolicy(temperature)
-        log = world.log(policy, feed_length=config.feed_length, discount=discount, seed=1000 + i).feed_log()
+        log = world.log(
+            policy, feed_length=config.feed_length, discount=discount, seed=1000 + i
+        ).feed_log()
         target = DeterministicRanker(targets[noise_index[sigma]]).exposure(log, discount)
         logging = PlackettLuceRanker(np.log(policy.weights(world))).exposure(log, discount)
         for j, m in enumerate(config.clips):
@@ -151,8 +162,9 @@ def run_sensitivity(config: SensitivityConfig = SensitivityConfig(), *, progress
                 comparison = ours.compare(theirs)
                 p_values[metric][i, j] = comparison.p_value_greater
                 differences[metric][i, j] = comparison.difference
-    return SensitivityResult(config, p_values, differences, np.array(online), settings,
-                             time.perf_counter() - start)
+    return SensitivityResult(
+        config, p_values, differences, np.array(online), settings, time.perf_counter() - start
+    )
 
 
 def write_report(result: SensitivityResult, folder: str | Path, *, plots: bool = True) -> Path:
@@ -160,15 +172,28 @@ def write_report(result: SensitivityResult, folder: str | Path, *, plots: bool =
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     clips = [_clip_label(m) for m in result.config.clips]
-    (folder / "sensitivity.json").write_text(json.dumps({
-        "config": asdict(result.config),
-        "settings": [{"logging_temperature": t, "target_noise": s, "online_improvement": float(d)}
-                     for (t, s), d in zip(result.settings, result.online, strict=True)],
-        "clips": clips,
-        **{k: {"tpr": result.tpr(k).tolist(), "mean_p": result.mean_p(k).tolist(),
-               "sign_agreement": result.sign_agreement(k).tolist(),
-               "p_values": result.p_values[k].tolist()} for k in _METRICS},
-    }, indent=1))
+    (folder / "sensitivity.json").write_text(
+        json.dumps(
+            {
+                "config": asdict(result.config),
+                "settings": [
+                    {"logging_temperature": t, "target_noise": s, "online_improvement": float(d)}
+                    for (t, s), d in zip(result.settings, result.online, strict=True)
+                ],
+                "clips": clips,
+                **{
+                    k: {
+                        "tpr": result.tpr(k).tolist(),
+                        "mean_p": result.mean_p(k).tolist(),
+                        "sign_agreement": result.sign_agreement(k).tolist(),
+                        "p_values": result.p_values[k].tolist(),
+                    }
+                    for k in _METRICS
+                },
+            },
+            indent=1,
+        )
+    )
     cfg = result.config
     lines = [
         "# Sensitivity of clipped (n)DCG on logs (Jeunen et al., KDD'24, §6.2, Figure 1)",

@@ -165,7 +165,9 @@ def _plot(result: Table2Result, target: Path, plt) -> None:
         s = model.estimates[metric]
         estimates = {"Holdout": s.holdout, "IPS": model.ips[metric], "Stratified": s}
         estimates.update({q.label: q.result for q in s.strata})
-        values = [np.nan if estimates[label] is None else estimates[label].value for label in labels]
+        values = [
+            np.nan if estimates[label] is None else estimates[label].value for label in labels
+        ]
         half = [_half_width(estimates[label]) for label in labels]
         ax.bar(x + offset, values, width=0.4, yerr=half, capsize=3, label=model.model_name)
     shares = {q.label: q.share for q in result.results[0].estimates[metric].strata}

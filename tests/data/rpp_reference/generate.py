@@ -68,7 +68,9 @@ def main(reference: str) -> None:
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
                 for m in MEASURES:
-                    out[m][f"{a}:{b}"] = {q: compute_preference(runs[a][q], runs[b][q], m) for q in qrels}
+                    out[m][f"{a}:{b}"] = {
+                        q: compute_preference(runs[a][q], runs[b][q], m) for q in qrels
+                    }
         return out
 
     expected = {"published": preferences()}

@@ -1,0 +1,255 @@
+"""The one table of estimators that every path reads.
+
+Each entry names one estimator, the same everywhere: the core function that computes it, the
+name its results carry, what it needs, its per-user terms and how they combine. The file CLI
+(``recpack-ope evaluate --metrics``), the Spark engine (``recpack_ope.spark.evaluate``), the
+RecPack metric names (``camel + "K"``), the Cornac metric classes (``camel``) and the docs'
+table of estimators are all generated from it; ``tests/test_registry.py`` fails when any of
+them names an estimator this table lacks or spells one differently.
+
+A name means one estimator: weighted estimators (``ips_…``, ``snips_…``, ``dr_…``,
+``stratified_…``) refuse to run without what they need and name their unweighted
+counterpart, and an unweighted name never becomes weighted because propensities were given.
+
+Estimates are ``Π_k mean(term_k) ** exponent_k`` over the users (or sessions) they average
+over; estimators with a single term of exponent 1 are means of per-user values (the only kind
+a per-user loop such as Cornac's can average).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .inference.diagnostics import ESS_RATIO_THRESHOLD
+from .inference.result import EstimateResult
+from .logged.doubly_robust import logged_dr_dcg
+from .logged.logged_dcg import logged_dcg
+from .metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
+from .metrics.doubly_robust import dr_dcg
+from .metrics.recall import ips_recall, recall
+from .metrics.stratified import stratified
+from .propensity.discount import Discount
+
+__all__ = ["ESTIMATORS", "Estimator", "estimator", "names"]
+
+#: What an estimator may need besides the data: exposure propensities (IPS weights or the
+#: strata they define) and a reward model (the direct method of doubly robust estimates).
+NEEDS = ("propensity", "reward_model")
+WEIGHTINGS = ("none", "ips", "self_normalised", "doubly_robust", "stratified")
+DATA = ("held_out", "feed_log")
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """One estimator of the registry.
+
+    Attributes
+    ----------
+    name : str
+        Canonical name, as the core function and ``--metrics`` spell it (``"ips_pn_dcg"``).
+    label : str
+        The name its results carry before the cutoff (``"IPS-pnDCG"`` → ``IPS-pnDCG@10``):
+        it says whether the estimate is IPS-weighted, self-normalised, doubly robust or
+        stratified.
+    camel : str or None
+        The framework spelling: RecPack registers ``camel + "K"``, Cornac's class is
+        ``camel``; None for estimators no framework adapter offers.
+    data : {"held_out", "feed_log"}
+        Held-out rewards against a model's scores, or logged feeds against a target policy.
+    weighting : str
+        ``"none"``, ``"ips"``, ``"self_normalised"``, ``"doubly_robust"`` or ``"stratified"``.
+    needs : tuple of str
+        Inputs it cannot run without: ``"propensity"``, ``"reward_model"``.
+    plain : str or None
+        The unweighted estimator to use without what it needs.
+    terms : tuple of str
+        Names of its per-user (per-session) terms.
+    exponents : tuple of int
+        The estimate is ``Π_k mean(terms[k]) ** exponents[k]``.
+    function : callable
+        The core function that computes it.
+    options : mapping
+        Fixed keyword arguments of ``function`` that make this estimator.
+    reference : str
+        Paper and equation.
+    """
+
+    name: str
+    label: str
+    camel: str | None
+    data: str
+    weighting: str
+    needs: tuple[str, ...]
+    plain: str | None
+    terms: tuple[str, ...]
+    exponents: tuple[int, ...]
+    function: Callable[..., EstimateResult]
+    reference: str
+    options: Mapping = field(default_factory=dict)
+
+    @property
+    def per_user_mean(self) -> bool:
+        """Whether the estimate is a mean of per-user values (one term, exponent 1)."""
+        return self.exponents == (1,)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the estimate re-weights by inverse propensities."""
+        return self.weighting in ("ips", "self_normalised", "doubly_robust")
+
+    def display(self, discount: Discount) -> str:
+        """The name a result of this estimator carries, e.g. ``IPS-pnDCG@10``."""
+        if self.function in (recall, ips_recall):
+            return f"{self.label}@{discount.cutoff}"
+        return f"{self.label}{discount.label}"
+
+    def missing(self, **given) -> list[str]:
+        """The inputs of :attr:`needs` that ``given`` lacks (None or absent)."""
+        return [need for need in self.needs if given.get(need) is None]
+
+    def check(self, **given) -> None:
+        """Refuse to run without what the estimator needs, naming the plain estimator."""
+        missing = self.missing(**given)
+        if missing:
+            instead = f"; use {self.plain!r} for the unweighted estimator" if self.plain else ""
+            raise ValueError(f"{self.name} needs {' and '.join(missing)}={instead}")
+
+    def __call__(
+        self,
+        y_true,
+        y_score,
+        *,
+        discount: Discount,
+        propensity=None,
+        clip: float | str | None = None,
+        reward_model=None,
+        impressions=None,
+        n_strata: int = 2,
+        binning: str = "width",
+        ess_threshold: float = ESS_RATIO_THRESHOLD,
+        chunk_users: int | None = None,
+    ) -> EstimateResult:
+        """Compute a held-out estimator from everything a caller may have; it takes what it
+        needs and ignores the rest (a plain estimator ignores ``propensity`` and ``clip``).
+
+        The cutoff of recall is the discount's. ``impressions`` go to the estimators that
+        define their served users by them (``ips_dcg``, ``dr_dcg``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from recpack_ope.registry import estimator
+        >>> from recpack_ope.propensity import LogDiscount
+        >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
+        >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+        >>> p = np.array([0.5, 1.0, 0.25])
+        >>> result = estimator("ips_dcg")(y_true, scores, discount=LogDiscount(2), propensity=p)
+        >>> result.name, result.value
+        ('IPS-DCG@2', 1.5)
+        """
+        if self.data != "held_out":
+            raise ValueError(f"{self.name} evaluates feed logs: call {self.function.__name__}")
+        self.check(propensity=propensity, reward_model=reward_model)
+        options = dict(self.options)
+        if self.function in (recall, ips_recall):
+            options["k"] = discount.cutoff
+        else:
+            options["discount"] = discount
+        if self.weighted:
+            options.update(propensity=propensity, clip=clip, ess_threshold=ess_threshold)
+        if self.weighting == "doubly_robust":
+            options["reward_model"] = reward_model
+        if impressions is not None and self.function in (ips_dcg, dr_dcg):
+            options["impressions"] = impressions
+        if self.weighting == "stratified":
+            return stratified(
+                self.options["metric"], y_true, y_score, stratify_by=propensity,
+                n_strata=n_strata, binning=binning, discount=discount, chunk_users=chunk_users,
+            )
+        return self.function(y_true, y_score, chunk_users=chunk_users, **options)
+
+
+_DCG = "Jeunen et al. KDD'24 Eq. 11"
+_IPS = "Jeunen et al. KDD'24 Eq. 10-11"
+_SECTION5 = "Jeunen et al. KDD'24 §5"
+_ONE, _POST, _SN = (1,), (1, -1), (1, 1, -1)
+_P = ("propensity",)
+
+
+def _entries() -> dict[str, Estimator]:
+    e = Estimator
+    rows = [
+        e("dcg", "DCG", "PlainDCG", "held_out", "none", (), None, ("dcg",), _ONE, dcg, _DCG),
+        e("ndcg", "nDCG", "PlainNDCG", "held_out", "none", (), None, ("ndcg",), _ONE, ndcg,
+          f"{_SECTION5} (per-user normalisation)"),
+        e("pn_dcg", "pnDCG", "PostNormalisedDCG", "held_out", "none", (), None, ("dcg", "idcg"),
+          _POST, pn_dcg, f"{_SECTION5}, Lemma 5.1"),
+        e("recall", "Recall", "PlainRecall", "held_out", "none", (), None, ("recall",), _ONE,
+          recall, "recall@k"),
+        e("ips_dcg", "IPS-DCG", "IPSDCG", "held_out", "ips", _P, "dcg", ("dcg",), _ONE, ips_dcg,
+          _IPS),
+        e("snips_dcg", "SNIPS-DCG", "SNIPSDCG", "held_out", "self_normalised", _P, "dcg",
+          ("dcg", "n_held_out", "weight_sum"), _SN, snips_dcg, f"{_IPS}, self-normalised"),
+        e("ips_ndcg", "IPS-nDCG", "IPSNDCG", "held_out", "ips", _P, "ndcg", ("ndcg",), _ONE,
+          ips_ndcg, f"{_IPS} with {_SECTION5}"),
+        e("ips_pn_dcg", "IPS-pnDCG", "IPSPostNormalisedDCG", "held_out", "ips", _P, "pn_dcg",
+          ("dcg", "idcg"), _POST, ips_pn_dcg, f"{_IPS} with {_SECTION5}"),
+        e("ips_recall", "IPS-Recall", "IPSRecall", "held_out", "ips", _P, "recall",
+          ("recall",), _ONE, ips_recall, "recall@k with IPS gains"),
+        e("dr_dcg", "DR-DCG", "DRDCG", "held_out", "doubly_robust", (*_P, "reward_model"),
+          "dcg", ("dcg",), _ONE, dr_dcg, "doubly robust DCG: direct method + IPS residual"),
+        e("stratified_ndcg", "Stratified nDCG", "StratifiedNDCG", "held_out", "stratified", _P,
+          "ndcg", ("stratified_ndcg",), _ONE, stratified,
+          "Jadidinejad et al. TOIS'21 Eq. 4", MappingProxyType({"metric": ndcg})),
+        e("logged_dcg", "logged DCG", None, "feed_log", "ips", (), None, ("dcg",), _ONE,
+          logged_dcg, "Jeunen et al. KDD'24 Eq. 10 on logged feeds"),
+        e("logged_ndcg", "logged nDCG", None, "feed_log", "ips", (), None, ("ndcg",), _ONE,
+          logged_dcg, f"Eq. 10 with {_SECTION5}", MappingProxyType({"normalise": "per_user"})),
+        e("logged_pn_dcg", "logged pnDCG", None, "feed_log", "ips", (), None, ("dcg", "idcg"),
+          _POST, logged_dcg, f"Eq. 10 with {_SECTION5}",
+          MappingProxyType({"normalise": "post"})),
+        e("logged_dr_dcg", "logged DR-DCG", None, "feed_log", "doubly_robust",
+          ("reward_model",), "logged_dcg", ("dcg",), _ONE, logged_dr_dcg,
+          "doubly robust DCG on logged feeds"),
+    ]
+    return {row.name: row for row in rows}
+
+
+#: Canonical name → :class:`Estimator`, in the order tables list them.
+ESTIMATORS: Mapping[str, Estimator] = MappingProxyType(_entries())
+
+
+def names(data: str | None = None) -> tuple[str, ...]:
+    """Canonical names of the estimators of one kind of data (``"held_out"`` or
+    ``"feed_log"``), or of all.
+
+    Examples
+    --------
+    >>> from recpack_ope.registry import names
+    >>> names("feed_log")
+    ('logged_dcg', 'logged_ndcg', 'logged_pn_dcg', 'logged_dr_dcg')
+    """
+    if data is not None and data not in DATA:
+        raise ValueError(f"data must be one of {DATA} or None, got {data!r}")
+    return tuple(n for n, e in ESTIMATORS.items() if data is None or e.data == data)
+
+
+def estimator(name: str, data: str | None = None) -> Estimator:
+    """The registry's entry for ``name``; an unknown name is refused with the close ones.
+
+    Examples
+    --------
+    >>> from recpack_ope.registry import estimator
+    >>> estimator("ips_pn_dcg").label
+    'IPS-pnDCG'
+    """
+    known = names(data)
+    if not isinstance(name, str) or name not in known:
+        close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
+        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        kind = "" if data is None else f" on {data.replace('_', '-')} data"
+        raise ValueError(f"unknown estimator {name!r}{kind}{hint}; known: {', '.join(known)}")
+    return ESTIMATORS[name]

@@ -1,0 +1,112 @@
+"""Intervals and paired comparisons: scipy for means, Monte Carlo coverage for the ratios."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import random_case
+from scipy import stats
+
+from recpack_ope import EstimateResult, LogDiscount, dcg, ndcg, pn_dcg
+
+
+@pytest.fixture(scope="module")
+def two_models():
+    rng = np.random.default_rng(5)
+    y, s = random_case(rng, n_users=80, n_items=20, graded=True)
+    s2 = s + rng.normal(0, 0.3, s.shape)
+    return y, s, s2
+
+
+def test_mean_estimator_interval_equals_scipy_t_interval(two_models):
+    y, s, _ = two_models
+    r = ndcg(y, s, discount=LogDiscount(5))
+    v = r.per_user
+    for level in (0.9, 0.95, 0.99):
+        lo, hi = stats.t.interval(level, v.size - 1, loc=v.mean(), scale=stats.sem(v))
+        assert r.confidence_interval(level) == pytest.approx((lo, hi), abs=1e-12)
+
+
+def test_paired_comparison_equals_scipy_ttest_rel(two_models):
+    y, s, s2 = two_models
+    a, b = dcg(y, s, discount=LogDiscount(5)), dcg(y, s2, discount=LogDiscount(5))
+    c = a.compare(b)
+    ref = stats.ttest_rel(a.per_user, b.per_user)
+    assert c.difference == pytest.approx(a.value - b.value, abs=1e-15)
+    assert c.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    assert c.difference / c.standard_error == pytest.approx(ref.statistic, rel=1e-9)
+    d = a.per_user - b.per_user
+    lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+    assert c.confidence_interval == pytest.approx((lo, hi), abs=1e-12)
+    same = a.compare(a)
+    assert same.difference == 0 and same.p_value == 1.0
+
+
+def test_ratio_intervals_cover_at_nominal_rate():
+    """Delta-method intervals for pnDCG and self-normalised DCG over 1,000 independent data
+    sets of 300 users drawn from one population. The population value is the ratio of the
+    expectations, approximated by one data set of 300,000 users. Coverage must be 95 % within
+    3 binomial standard errors (√(.95·.05/1000) ≈ 0.007)."""
+    rng = np.random.default_rng(9)
+    n_items, disc = 12, LogDiscount(4)
+    scores = np.tile(np.arange(n_items, 0, -1, dtype=float), (1, 1))
+    base_rate = np.linspace(0.45, 0.03, n_items)
+    propensity = np.linspace(1.0, 0.2, n_items)
+
+    def draw(n_users):
+        y = (rng.random((n_users, n_items)) < base_rate).astype(float)
+        y[np.arange(n_users), rng.integers(0, n_items, n_users)] = 1.0
+        return sp.csr_matrix(y), np.repeat(scores, n_users, axis=0)
+
+    big_y, big_s = draw(300_000)
+    truth_pn = pn_dcg(big_y, big_s, discount=disc).value
+    truth_sn = dcg(big_y, big_s, discount=disc, propensity=propensity, self_normalised=True).value
+    hits_pn = hits_sn = 0
+    reps = 1000
+    for _ in range(reps):
+        y, s = draw(300)
+        lo, hi = pn_dcg(y, s, discount=disc).confidence_interval()
+        hits_pn += lo <= truth_pn <= hi
+        lo, hi = dcg(
+            y, s, discount=disc, propensity=propensity, self_normalised=True
+        ).confidence_interval()
+        hits_sn += lo <= truth_sn <= hi
+    tol = 3 * np.sqrt(0.95 * 0.05 / reps)
+    assert abs(hits_pn / reps - 0.95) < tol
+    assert abs(hits_sn / reps - 0.95) < tol
+
+
+def test_per_user_contributions_average_to_value(two_models):
+    y, s, _ = two_models
+    r = pn_dcg(y, s, discount=LogDiscount(5))
+    assert r.per_user.mean() == pytest.approx(r.value, rel=1e-12)
+    assert r.influence.mean() == pytest.approx(0.0, abs=1e-12)
+    assert float(r) == r.value
+    assert "pnDCG@5 = " in repr(r) and "over 80 users" in repr(r)
+
+
+def test_comparisons_need_the_same_users(two_models):
+    y, s, _ = two_models
+    a = dcg(y, s, discount=LogDiscount(5))
+    b = dcg(y[:40], s[:40], discount=LogDiscount(5))
+    with pytest.raises(ValueError, match="evaluated on different users"):
+        a.compare(b)
+    with pytest.raises(ValueError, match=r"level must lie in \(0, 1\)"):
+        a.confidence_interval(95)
+    one = dcg(sp.csr_matrix(np.array([[1.0, 0]])), np.array([[0.5, 0.1]]), discount=LogDiscount(1))
+    with pytest.raises(ValueError, match="needs at least 2 users, got 1"):
+        one.confidence_interval()
+
+
+def test_compare_labels_name_the_two_models():
+    users = np.arange(4)
+    a = EstimateResult("DCG@10", np.array([[1.0], [2.0], [3.0], [4.0]]), (1,), users, 0)
+    b = EstimateResult("DCG@10", np.array([[0.0], [2.0], [1.0], [1.0]]), (1,), users, 0)
+    assert a.compare(b).name == "DCG@10 − DCG@10"
+    assert a.compare(b, names=("EASE", "kNN")).name == "EASE − kNN (DCG@10)"
+    c = EstimateResult("nDCG@10", np.array([[0.0], [2.0], [1.0], [1.0]]), (1,), users, 0)
+    assert a.compare(c, names=("EASE", "kNN")).name == "EASE DCG@10 − kNN nDCG@10"
+    for bad in (("EASE",), ["EASE", "kNN"], ("EASE", 3)):
+        with pytest.raises(ValueError, match="names must be a tuple of two model names"):
+            a.compare(b, names=bad)

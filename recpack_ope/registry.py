@@ -33,7 +33,7 @@ from .metrics.recall import ips_recall, recall
 from .metrics.stratified import stratified
 from .propensity.discount import Discount
 
-__all__ = ["ESTIMATORS", "Estimator", "estimator", "names"]
+__all__ = ["ESTIMATORS", "Estimator", "estimator", "markdown_table", "names"]
 
 #: What an estimator may need besides the data: exposure propensities (IPS weights or the
 #: strata they define) and a reward model (the direct method of doubly robust estimates).
@@ -166,15 +166,21 @@ class Estimator:
             options["impressions"] = impressions
         if self.weighting == "stratified":
             return stratified(
-                self.options["metric"], y_true, y_score, stratify_by=propensity,
-                n_strata=n_strata, binning=binning, discount=discount, chunk_users=chunk_users,
+                self.options["metric"],
+                y_true,
+                y_score,
+                stratify_by=propensity,
+                n_strata=n_strata,
+                binning=binning,
+                discount=discount,
+                chunk_users=chunk_users,
             )
         return self.function(y_true, y_score, chunk_users=chunk_users, **options)
 
 
 _DCG = "Jeunen et al. KDD'24 Eq. 11"
-_IPS = "Jeunen et al. KDD'24 Eq. 10-11"
-_SECTION5 = "Jeunen et al. KDD'24 §5"
+_IPS = "Jeunen et al. KDD'24 Eq. 10–11"
+_SECTION5 = "§5"
 _ONE, _POST, _SN = (1,), (1, -1), (1, 1, -1)
 _P = ("propensity",)
 
@@ -183,37 +189,191 @@ def _entries() -> dict[str, Estimator]:
     e = Estimator
     rows = [
         e("dcg", "DCG", "PlainDCG", "held_out", "none", (), None, ("dcg",), _ONE, dcg, _DCG),
-        e("ndcg", "nDCG", "PlainNDCG", "held_out", "none", (), None, ("ndcg",), _ONE, ndcg,
-          f"{_SECTION5} (per-user normalisation)"),
-        e("pn_dcg", "pnDCG", "PostNormalisedDCG", "held_out", "none", (), None, ("dcg", "idcg"),
-          _POST, pn_dcg, f"{_SECTION5}, Lemma 5.1"),
-        e("recall", "Recall", "PlainRecall", "held_out", "none", (), None, ("recall",), _ONE,
-          recall, "recall@k"),
-        e("ips_dcg", "IPS-DCG", "IPSDCG", "held_out", "ips", _P, "dcg", ("dcg",), _ONE, ips_dcg,
-          _IPS),
-        e("snips_dcg", "SNIPS-DCG", "SNIPSDCG", "held_out", "self_normalised", _P, "dcg",
-          ("dcg", "n_held_out", "weight_sum"), _SN, snips_dcg, f"{_IPS}, self-normalised"),
-        e("ips_ndcg", "IPS-nDCG", "IPSNDCG", "held_out", "ips", _P, "ndcg", ("ndcg",), _ONE,
-          ips_ndcg, f"{_IPS} with {_SECTION5}"),
-        e("ips_pn_dcg", "IPS-pnDCG", "IPSPostNormalisedDCG", "held_out", "ips", _P, "pn_dcg",
-          ("dcg", "idcg"), _POST, ips_pn_dcg, f"{_IPS} with {_SECTION5}"),
-        e("ips_recall", "IPS-Recall", "IPSRecall", "held_out", "ips", _P, "recall",
-          ("recall",), _ONE, ips_recall, "recall@k with IPS gains"),
-        e("dr_dcg", "DR-DCG", "DRDCG", "held_out", "doubly_robust", (*_P, "reward_model"),
-          "dcg", ("dcg",), _ONE, dr_dcg, "doubly robust DCG: direct method + IPS residual"),
-        e("stratified_ndcg", "Stratified nDCG", "StratifiedNDCG", "held_out", "stratified", _P,
-          "ndcg", ("stratified_ndcg",), _ONE, stratified,
-          "Jadidinejad et al. TOIS'21 Eq. 4", MappingProxyType({"metric": ndcg})),
-        e("logged_dcg", "logged DCG", None, "feed_log", "ips", (), None, ("dcg",), _ONE,
-          logged_dcg, "Jeunen et al. KDD'24 Eq. 10 on logged feeds"),
-        e("logged_ndcg", "logged nDCG", None, "feed_log", "ips", (), None, ("ndcg",), _ONE,
-          logged_dcg, f"Eq. 10 with {_SECTION5}", MappingProxyType({"normalise": "per_user"})),
-        e("logged_pn_dcg", "logged pnDCG", None, "feed_log", "ips", (), None, ("dcg", "idcg"),
-          _POST, logged_dcg, f"Eq. 10 with {_SECTION5}",
-          MappingProxyType({"normalise": "post"})),
-        e("logged_dr_dcg", "logged DR-DCG", None, "feed_log", "doubly_robust",
-          ("reward_model",), "logged_dcg", ("dcg",), _ONE, logged_dr_dcg,
-          "doubly robust DCG on logged feeds"),
+        e(
+            "ndcg",
+            "nDCG",
+            "PlainNDCG",
+            "held_out",
+            "none",
+            (),
+            None,
+            ("ndcg",),
+            _ONE,
+            ndcg,
+            "Jeunen et al. KDD'24 §5 (per-user normalisation)",
+        ),
+        e(
+            "pn_dcg",
+            "pnDCG",
+            "PostNormalisedDCG",
+            "held_out",
+            "none",
+            (),
+            None,
+            ("dcg", "idcg"),
+            _POST,
+            pn_dcg,
+            "Jeunen et al. KDD'24 §5, Lemma 5.1",
+        ),
+        e(
+            "recall",
+            "Recall",
+            "PlainRecall",
+            "held_out",
+            "none",
+            (),
+            None,
+            ("recall",),
+            _ONE,
+            recall,
+            "recall@k",
+        ),
+        e(
+            "ips_dcg",
+            "IPS-DCG",
+            "IPSDCG",
+            "held_out",
+            "ips",
+            _P,
+            "dcg",
+            ("dcg",),
+            _ONE,
+            ips_dcg,
+            _IPS,
+        ),
+        e(
+            "snips_dcg",
+            "SNIPS-DCG",
+            "SNIPSDCG",
+            "held_out",
+            "self_normalised",
+            _P,
+            "dcg",
+            ("dcg", "n_held_out", "weight_sum"),
+            _SN,
+            snips_dcg,
+            f"{_IPS}, self-normalised",
+        ),
+        e(
+            "ips_ndcg",
+            "IPS-nDCG",
+            "IPSNDCG",
+            "held_out",
+            "ips",
+            _P,
+            "ndcg",
+            ("ndcg",),
+            _ONE,
+            ips_ndcg,
+            f"{_IPS}, {_SECTION5}",
+        ),
+        e(
+            "ips_pn_dcg",
+            "IPS-pnDCG",
+            "IPSPostNormalisedDCG",
+            "held_out",
+            "ips",
+            _P,
+            "pn_dcg",
+            ("dcg", "idcg"),
+            _POST,
+            ips_pn_dcg,
+            f"{_IPS}, {_SECTION5}",
+        ),
+        e(
+            "ips_recall",
+            "IPS-Recall",
+            "IPSRecall",
+            "held_out",
+            "ips",
+            _P,
+            "recall",
+            ("recall",),
+            _ONE,
+            ips_recall,
+            "recall@k with IPS gains",
+        ),
+        e(
+            "dr_dcg",
+            "DR-DCG",
+            "DRDCG",
+            "held_out",
+            "doubly_robust",
+            (*_P, "reward_model"),
+            "dcg",
+            ("dcg",),
+            _ONE,
+            dr_dcg,
+            "direct method + IPS-weighted residual (Dudík et al. 2011)",
+        ),
+        e(
+            "stratified_ndcg",
+            "Stratified nDCG",
+            "StratifiedNDCG",
+            "held_out",
+            "stratified",
+            _P,
+            "ndcg",
+            ("stratified_ndcg",),
+            _ONE,
+            stratified,
+            "Jadidinejad et al. TOIS'21 Eq. 4",
+            MappingProxyType({"metric": ndcg}),
+        ),
+        e(
+            "logged_dcg",
+            "logged DCG",
+            None,
+            "feed_log",
+            "ips",
+            (),
+            None,
+            ("dcg",),
+            _ONE,
+            logged_dcg,
+            "Jeunen et al. KDD'24 Eq. 10 on logged feeds",
+        ),
+        e(
+            "logged_ndcg",
+            "logged nDCG",
+            None,
+            "feed_log",
+            "ips",
+            (),
+            None,
+            ("ndcg",),
+            _ONE,
+            logged_dcg,
+            f"Jeunen et al. KDD'24 Eq. 10, {_SECTION5}",
+            MappingProxyType({"normalise": "per_user"}),
+        ),
+        e(
+            "logged_pn_dcg",
+            "logged pnDCG",
+            None,
+            "feed_log",
+            "ips",
+            (),
+            None,
+            ("dcg", "idcg"),
+            _POST,
+            logged_dcg,
+            f"Jeunen et al. KDD'24 Eq. 10, {_SECTION5}",
+            MappingProxyType({"normalise": "post"}),
+        ),
+        e(
+            "logged_dr_dcg",
+            "logged DR-DCG",
+            None,
+            "feed_log",
+            "doubly_robust",
+            ("reward_model",),
+            "logged_dcg",
+            ("dcg",),
+            _ONE,
+            logged_dr_dcg,
+            "direct method + weighted residual on logged feeds",
+        ),
     ]
     return {row.name: row for row in rows}
 
@@ -253,3 +413,34 @@ def estimator(name: str, data: str | None = None) -> Estimator:
         kind = "" if data is None else f" on {data.replace('_', '-')} data"
         raise ValueError(f"unknown estimator {name!r}{kind}{hint}; known: {', '.join(known)}")
     return ESTIMATORS[name]
+
+
+def markdown_table() -> str:
+    """The registry as the docs' table of estimators (Markdown), one row per estimator.
+
+    Examples
+    --------
+    >>> from recpack_ope.registry import markdown_table
+    >>> markdown_table().splitlines()[2].split(" | ")[:5]
+    ['| `dcg`', 'DCG@K', 'none', '—', 'mean(dcg)']
+    """
+    lines = [
+        "| name | result | weighting | needs | estimate from per-user terms | RecPack | Cornac "
+        "| computed by | reference |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in ESTIMATORS.values():
+        up = [f"mean({t})" for t, x in zip(e.terms, e.exponents, strict=True) if x == 1]
+        down = [f"mean({t})" for t, x in zip(e.terms, e.exponents, strict=True) if x == -1]
+        formula = " · ".join(up) + (f" / {' · '.join(down)}" if down else "")
+        lines.append(
+            f"| `{e.name}` | {e.label}@K | {e.weighting.replace('_', ' ')} "
+            f"| {', '.join(e.needs) or '—'} | {formula} "
+            f"| {f'`{e.camel}K`' if e.camel else '—'} | {f'`{e.camel}`' if e.camel else '—'} "
+            f"| `{e.function.__module__}.{e.function.__name__}` | {e.reference} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -255,7 +255,8 @@ class EstimateResult(PairedEstimate):
         user_ids = real_array(self.user_ids, "user_ids")
         if user_ids.ndim != 1 or user_ids.dtype.kind not in "iu":
             raise ValueError(
-                f"user_ids must be a 1-D integer array, got dtype {user_ids.dtype} and shape {user_ids.shape}"
+                f"user_ids must be a 1-D integer array, got dtype {user_ids.dtype} and shape "
+                f"{user_ids.shape}"
             )
         n_excluded = self.n_excluded_users
         if (

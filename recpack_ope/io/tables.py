@@ -247,7 +247,8 @@ def _refuse_repeats(frame: _Frame, codes, names: tuple[str, ...], per: str) -> N
         key = (
             f"{names[0]} {frame.value(first, names[0])!r}"
             if len(names) == 1
-            else f"the ({', '.join(names)}) pair ({', '.join(repr(frame.value(first, n)) for n in names)})"
+            else f"the ({', '.join(names)}) pair "
+            f"({', '.join(repr(frame.value(first, n)) for n in names)})"
         )
         raise ValueError(
             f"{frame.label} has {key} more than once, in {frame.row(first)} and "

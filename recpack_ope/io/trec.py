@@ -137,7 +137,7 @@ def _arrow_codes(
         column = column.take(starts)
     encoded = column.dictionary_encode()
     codes, values = encoded.indices.to_numpy(), encoded.dictionary
-    # to_numpy builds the str objects 10x faster than to_pylist on pyarrow < 20.
+    # to_numpy builds the str objects much faster than to_pylist on pyarrow < 20.
     return codes, values.to_numpy(zero_copy_only=False).astype(object, copy=False), starts
 
 
@@ -327,10 +327,10 @@ def read_trec(
         if name in names[:k]:
             raise ValueError(f"two run files are both named {name!r}: rename one ({runs[k]!r})")
     # Files are read in parallel, one per thread: pyarrow's parser and most numpy work release
-    # the GIL, and whole files overlap better than the blocks of one file (1.8x against 1.2x on
-    # two cores). The runs' parsing overlaps the qrels' reading, which is queued first, so a run
-    # waiting for the qrels' queries never blocks the pool. A second pass ranks the runs, in
-    # parallel too, once the collection's document codes are known.
+    # the GIL, and whole files overlap better than the blocks of one file. The runs' parsing
+    # overlaps the qrels' reading, which is queued first, so a run waiting for the qrels'
+    # queries never blocks the pool. A second pass ranks the runs, in parallel too, once the
+    # collection's document codes are known.
     workers = max(1, min(len(runs) + 1, os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         try:
@@ -385,7 +385,7 @@ def _collection(
         return TopK._trusted(items[:, :depth])
 
     ranked = pool.map(ranking, lines_by_run, starts[1:-1], starts[2:])
-    del lines_by_run  # each run's lines are then freed on its thread once ranked (2-3 ms less)
+    del lines_by_run  # each run's lines are then freed on its thread once ranked
     rankings = dict(zip(names, ranked, strict=True))
     return TrecCollection(
         query_ids=np.asarray(query_ids, dtype=str),
@@ -406,7 +406,8 @@ def _qrels_lines(
     odd = np.flatnonzero(~np.isfinite(grade))
     if odd.size:
         raise ValueError(
-            f"qrels file {path!r} has grade {grade[odd[0]]} on line {odd[0] + 1}; grades are finite numbers"
+            f"qrels file {path!r} has grade {grade[odd[0]]} on line {odd[0] + 1}; grades are "
+            "finite numbers"
         )
     if relevance_threshold is not None:
         grade = (grade >= relevance_threshold).astype(np.float64)
@@ -446,8 +447,9 @@ def _run_lines(path: str, name: str, judgements, threads: bool) -> _Lines:
     columns = _read_columns(path, [0, 2, 4], "run", threads)
     query_ids = judgements.result()[1]
     (query, query_values), (doc, doc_values) = columns.keys
-    # A dict, not a pandas Index: pandas 3 converts both sides to Arrow strings first (0.8 ms a run).
-    rows = dict(zip(query_ids.tolist(), range(len(query_ids))))
+    # A dict, not a pandas Index: pandas 3 converts both sides to Arrow strings first, which
+    # costs more than the lookup.
+    rows = dict(zip(query_ids.tolist(), range(len(query_ids)), strict=True))
     row_of_query = np.fromiter(
         (rows.get(value, -1) for value in query_values.tolist()), np.int32, len(query_values)
     )

@@ -5,7 +5,8 @@ the weighted residual of every logged row (Dudík et al., ICML 2011, Eq. 4; for 
 the position-based model Oosterhuis, TOIS 2023, Eq. 27; Kiyohara et al., WSDM 2022, for
 ranking policies)::
 
-    DR_s = Σ_a ε(x, a) · ρ̂(x, a)  +  Σ_{i ∈ s} ε(x, a_i) · min(m, 1/ε0(x, a_i)) · (c_i − δ0(k_i) · ρ̂(x, a_i))
+    DR_s = Σ_a ε(x, a) · ρ̂(x, a)
+           + Σ_{i ∈ s} ε(x, a_i) · min(m, 1/ε0(x, a_i)) · (c_i − δ0(k_i) · ρ̂(x, a_i))
 
 ``ε`` is the target's exposure (Eq. 8 of Jeunen et al., KDD'24), ``ε0`` the logging policy's,
 ``δ0(k_i)`` the examination probability of the logged rank ``k_i`` (so the reward model

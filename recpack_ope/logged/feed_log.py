@@ -45,7 +45,8 @@ def _codes(values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray | None
         if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
             k = int(np.argmax(values))
             raise ValueError(
-                f"{name} id of row {k} is {int(values[k])}, beyond the int64 indices ids are used as"
+                f"{name} id of row {k} is {int(values[k])}, beyond the int64 indices ids are "
+                "used as"
             )
         codes = values.astype(np.int64)
         if codes.size and codes.min() < 0:
@@ -204,7 +205,8 @@ class FeedLog:
             )
             if bad.size:
                 raise ValueError(
-                    f"rank of row {bad[0]} is {rank[bad[0]]}; ranks are integers >= 1 (at most 2**53)"
+                    f"rank of row {bad[0]} is {rank[bad[0]]}; ranks are integers >= 1 "
+                    "(at most 2**53)"
                 )
         rank = rank.astype(np.int64)
         if not (reward.min() >= 0 and np.isfinite(reward.max())):  # NaN fails the first test
@@ -241,19 +243,21 @@ class FeedLog:
             repeated = np.flatnonzero((codes[1:] == codes[:-1]) & (rank[1:] == rank[:-1]))
             if repeated.size:
                 raise ValueError(
-                    f"session {_label(session_labels, codes[repeated[0]])!r} shows two items at rank "
-                    f"{rank[repeated[0]]}"
+                    f"session {_label(session_labels, codes[repeated[0]])!r} shows two items "
+                    f"at rank {rank[repeated[0]]}"
                 )
         twice = _repeated_pair(codes, items, session_labels.size, items_seen)
         if twice is not None:
             raise ValueError(
-                f"session {_label(session_labels, twice[0])!r} shows item {_label(item_labels, twice[1])!r} twice"
+                f"session {_label(session_labels, twice[0])!r} shows item "
+                f"{_label(item_labels, twice[1])!r} twice"
             )
         if context is not None:
             mixed = np.flatnonzero((contexts[1:] != contexts[:-1]) & (codes[1:] == codes[:-1]))
             if mixed.size:
                 raise ValueError(
-                    f"session {_label(session_labels, codes[mixed[0] + 1])!r} has rows with different contexts"
+                    f"session {_label(session_labels, codes[mixed[0] + 1])!r} has rows with "
+                    "different contexts"
                 )
         if propensity is not None:
             propensity = _column(propensity, "propensity", n, np.float64)
@@ -266,8 +270,8 @@ class FeedLog:
             if not (logging_weight.min() > 0 and logging_weight.max() <= 1):
                 k = int(np.flatnonzero(~(logging_weight > 0) | ~(logging_weight <= 1))[0])
                 raise ValueError(
-                    f"logging_weight {logging_weight[k]} of row {k if order is None else order[k]} lies "
-                    "outside (0, 1]; weights are normalised over the session's candidates"
+                    f"logging_weight {logging_weight[k]} of row {k if order is None else order[k]} "
+                    "lies outside (0, 1]; weights are normalised over the session's candidates"
                 )
             totals = np.add.reduceat(logging_weight, indptr[:-1])
             over = np.flatnonzero(totals > 1 + 1e-9)

@@ -16,8 +16,8 @@ The normalised variants use the trajectory's ideal DCG over its gains
 ``g_i = c_i · min(m, 1/ε0)`` sorted descending (:func:`recpack_ope.metrics.dcg.ideal_dcg`):
 ``normalise="per_user"`` is the mean of per-trajectory ratios (nDCG), ``"post"`` the ratio of
 means (pnDCG). Per-trajectory values, normal-theory intervals and paired comparisons come
-with the result (:class:`recpack_ope.inference.result.EstimateResult`); ``Comparison.p_value_greater``
-is the one-sided p-value of §6.2.
+with the result (:class:`recpack_ope.inference.result.EstimateResult`);
+``Comparison.p_value_greater`` is the one-sided p-value of §6.2.
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ def logging_exposure(
     """
     if logging_discount is not None and not isinstance(logging_discount, Discount):
         raise TypeError(
-            f"logging_discount must be a Discount model or None, got {type(logging_discount).__name__}"
+            "logging_discount must be a Discount model or None, got "
+            f"{type(logging_discount).__name__}"
         )
     if logging_discount is None:
         deepest = int(log.rank.max(initial=1))
@@ -140,8 +141,8 @@ def logged_dcg(
     logging_discount : Discount, optional
         View model of the logged feeds; default ``discount`` extended to the deepest logged
         rank (the user's examination curve is the same, the logging feed may be longer). A
-        :class:`~recpack_ope.propensity.discount.CustomDiscount` shorter than the logged feeds cannot be
-        extended: pass the full curve here.
+        :class:`~recpack_ope.propensity.discount.CustomDiscount` shorter than the logged
+        feeds cannot be extended: pass the full curve here.
     clip : float, "auto" or None
         m of ``min(m, 1/ε0)``; None means m = ∞ (unbiased). ``"auto"`` selects m from the
         data by SLOPE (Su et al., ICML 2020; :mod:`recpack_ope.inference.clipping`) and keeps
@@ -310,7 +311,8 @@ class SessionControl:
         )
 
     def __call__(self, inverse: np.ndarray) -> np.ndarray:
-        """``Σ_i ε_i · w_i · δ0(k_i) − Σ_a ε(x_s, a)`` per session, for weights ``w = min(m, 1/ε0)``."""
+        """``Σ_i ε_i · w_i · δ0(k_i) − Σ_a ε(x_s, a)`` per session, for weights
+        ``w = min(m, 1/ε0)``."""
         shown = np.bincount(
             self.session,
             weights=self.exposure.values * inverse * self.view,

@@ -23,9 +23,10 @@ Under uniformly shuffled banners ``q ≡ 1/n`` and the counterfactual disagreeme
 classic one exactly when every banner has the same size (each banner's pairs then carry the
 same weight, 1/n instead of 1; per banner the two always agree).
 
-Both are ratios of per-banner sums; the result (:class:`~recpack_ope.inference.result.LoggedEstimate`)
-carries the per-banner terms, a delta-method standard error, paired comparisons between
-models, and the Monte Carlo error of sampled rank marginals for banners over ``max_exact``.
+Both are ratios of per-banner sums; the result
+(:class:`~recpack_ope.inference.result.LoggedEstimate`) carries the per-banner terms, a
+delta-method standard error, paired comparisons between models, and the Monte Carlo error of
+sampled rank marginals for banners over ``max_exact``.
 """
 
 from __future__ import annotations
@@ -207,7 +208,8 @@ class Disagreement:
             if not (self.weight > 0).any():  # the log's fault, not the model's
                 raise ValueError(
                     f"no comparable pair for {self.name}: every (clicked, non-clicked) pair has "
-                    "weight 0 (the logging policy never puts a non-clicked product at a click's rank)"
+                    "weight 0 (the logging policy never puts a non-clicked product at a click's "
+                    "rank)"
                 )
             raise ValueError(f"no comparable pair for {self.name}: the model ties every pair")
         error = 0.0

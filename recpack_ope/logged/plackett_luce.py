@@ -87,14 +87,16 @@ def _check_weights(
         bad = np.flatnonzero(~np.isfinite(given))
         if bad.size:
             raise ValueError(
-                f"Plackett–Luce log-weights must be finite; item {bad[0]} has {float(given[bad[0]])}"
+                f"Plackett–Luce log-weights must be finite; item {bad[0]} has "
+                f"{float(given[bad[0]])}"
             )
         w = np.exp(given - given.max())
     else:
         bad = np.flatnonzero(~np.isfinite(given) | (given <= 0))
         if bad.size:
             raise ValueError(
-                f"Plackett–Luce weights must be finite and > 0; item {bad[0]} has {float(given[bad[0]])}"
+                f"Plackett–Luce weights must be finite and > 0; item {bad[0]} has "
+                f"{float(given[bad[0]])}"
             )
         w = given
     with np.errstate(over="ignore"):  # an overflowing sum takes the log-space route
@@ -228,7 +230,8 @@ def _split_marginals(logw: np.ndarray, n: int) -> np.ndarray:
             if not points.size:
                 raise ValueError(
                     f"Plackett–Luce weights of items {order[start]} and {order[reach]} differ by a "
-                    f"factor of e^{lw[start] - lw[reach]:.0f}, with no gap between them wide enough "
+                    f"factor of e^{lw[start] - lw[reach]:.0f}, with no gap between them wide "
+                    "enough "
                     "to rank the heavier and lighter items separately; shrink their range"
                 )
             stop = int(points[-1])

@@ -84,7 +84,8 @@ class Exposure:
             arr = np.asarray(real_array(given, f"Exposure {name}"), dtype=np.float64)
             if arr.ndim != 1:
                 raise ValueError(
-                    f"Exposure {name} must be 1-D with one value per logged row, got shape {arr.shape}"
+                    f"Exposure {name} must be 1-D with one value per logged row, got shape "
+                    f"{arr.shape}"
                 )
             if name == "standard_error" and arr.shape != self.values.shape:
                 raise ValueError(
@@ -286,7 +287,8 @@ class PlackettLuceRanker:
         self.n_samples = check_positive_int(n_samples, "n_samples")
         if self.n_samples < 2:
             raise ValueError(
-                f"n_samples must be >= 2: the Monte Carlo standard error needs two draws, got {n_samples!r}"
+                "n_samples must be >= 2: the Monte Carlo standard error needs two draws, got "
+                f"{n_samples!r}"
             )
         self.max_exact_contexts = check_positive_int(max_exact_contexts, "max_exact_contexts")
         self.seed = check_seed(seed)
@@ -635,7 +637,7 @@ def _real_scores(values: np.ndarray, axes: tuple[str, ...]) -> np.ndarray:
         values,
         "scores",
         lambda k: " ".join(
-            f"{a} {int(i)}" for a, i in zip(axes, np.unravel_index(k, values.shape))
+            f"{a} {int(i)}" for a, i in zip(axes, np.unravel_index(k, values.shape), strict=True)
         ),
     )
     return values

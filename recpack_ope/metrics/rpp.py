@@ -423,7 +423,8 @@ def _search_lengths(
     if not isinstance(rankings, Mapping) or len(rankings) < 2:
         raise ValueError(
             "rankings must map at least two system names to their scores or TopK rankings, got "
-            f"{type(rankings).__name__} with {len(rankings) if hasattr(rankings, '__len__') else '?'} entries"
+            f"{type(rankings).__name__} with "
+            f"{len(rankings) if hasattr(rankings, '__len__') else '?'} entries"
         )
     names = [str(name) for name in rankings]
     if len(set(names)) != len(names):

@@ -131,9 +131,7 @@ class StrataBins:
     values: np.ndarray
 
     @classmethod
-    def fit(
-        cls, propensities, n_strata: int, binning: str = "width", *, counts=None
-    ) -> StrataBins:
+    def fit(cls, propensities, n_strata: int, binning: str = "width", *, counts=None) -> StrataBins:
         """Bins of ``n_strata`` strata for ``propensities`` (each counted ``counts`` times)."""
         n_strata = check_positive_int(n_strata, "n_strata")
         if binning not in BINNINGS:
@@ -446,7 +444,8 @@ def stratified(
         where = ", ".join(result.unreliable_strata) or "the holdout"
         warnings.warn(
             f"{result.name}: the IPS weights of {where} have an effective sample size below "
-            f"{result.diagnostics.threshold:g} of their interactions ({result.diagnostics.summary()}). "
+            f"{result.diagnostics.threshold:g} of their interactions "
+            f"({result.diagnostics.summary()}). "
             "Clip the weights (clip=...) or check the propensities.",
             ReliabilityWarning,
             stacklevel=2,
@@ -602,7 +601,8 @@ class StratifiedSummary(_StrataReport, PairedEstimate):
             result = None
             if n_s:
                 columns = np.arange(offset + k * (1 + s), offset + k * (2 + s))
-                # As in memory, a stratum's estimate leaves out every user without interactions in it.
+                # As in memory, a stratum's estimate leaves out every user without interactions
+                # in it.
                 outside = moments.n - moments.within(columns[:0], indicator)[0]
                 result = SummaryEstimate.product(
                     base,
@@ -616,7 +616,8 @@ class StratifiedSummary(_StrataReport, PairedEstimate):
                 within = moments.within(columns, indicator)[1]
                 coverage = moments.mean[indicator]
                 value += share * result.value
-                # z_u = P(s)/π_s · 1_s · g_sᵀ(x − m_s) + M_s (n_su − P(s) n_u) / n̄ (module docstring)
+                # The module docstring's
+                # z_u = P(s)/π_s · 1_s · g_sᵀ(x − m_s) + M_s (n_su − P(s) n_u) / n̄
                 gradient[columns] += share / coverage * result.gradient[columns]
                 gradient[indicator] -= share / coverage * (result.gradient[columns] @ within)
                 gradient[count] += result.value / mean_n

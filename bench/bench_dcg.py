@@ -1,4 +1,4 @@
-"""Speed and memory of ndcg / unbiased_dcg against RecPack's NDCGK on identical inputs.
+"""Speed and memory of ndcg / ips_dcg against RecPack's NDCGK on identical inputs.
 
     python bench/bench_dcg.py [--users 100000] [--items 20000] [--candidates 200] [--K 100]
     python bench/bench_dcg.py --dense [--users 943] [--items 1682] [--K 10]
@@ -83,7 +83,7 @@ def peak_mib(fn) -> float:
 def main() -> None:
     from recpack.metrics import NDCGK
 
-    from recpack_ope import LogDiscount, ndcg, unbiased_dcg
+    from recpack_ope import LogDiscount, ips_dcg, ndcg
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--dense", action="store_true", help="dense scores (ML-100K-sized)")
@@ -113,7 +113,7 @@ def main() -> None:
     runs = {
         "RecPack NDCGK": lambda: NDCGK(K=args.K).calculate(y_true, y_pred),
         "ndcg": lambda: ndcg(y_true, scores, discount=disc),
-        "unbiased_dcg": lambda: unbiased_dcg(y_true, scores, discount=disc, propensity=propensity),
+        "ips_dcg": lambda: ips_dcg(y_true, scores, discount=disc, propensity=propensity),
     }
     if args.dense:
         runs["ndcg on the CSR"] = lambda: ndcg(y_true, y_pred, discount=disc)

@@ -42,11 +42,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_dcg import best_time, peak_mib  # noqa: E402
 
-from recpack_ope import LogDiscount, TopK  # noqa: E402
+from recpack_ope import LogDiscount  # noqa: E402
 from recpack_ope.logged.banner_marginals import banner_rank_marginals, exact_marginals  # noqa: E402
 from recpack_ope.logged.feed_log import FeedLog  # noqa: E402
 from recpack_ope.logged.logged_dcg import logged_dcg  # noqa: E402
 from recpack_ope.logged.policies import DeterministicRanker, PlackettLuceRanker  # noqa: E402
+from recpack_ope.metrics import TopK  # noqa: E402
 
 
 def make_columns(n_sessions: int, feed: int, n_contexts: int, n_items: int, seed: int = 0):
@@ -104,14 +105,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     if "1" not in args.skip:
-        unbiased_dcg(args)
+        logged_unbiased_dcg(args)
     if "2" not in args.skip:
         banners(args)
     if "3" not in args.skip:
         plackett_luce_target(args)
 
 
-def unbiased_dcg(args) -> None:
+def logged_unbiased_dcg(args) -> None:
 
     columns, target = make_columns(args.sessions, args.feed, args.contexts, args.items)
     n_rows = columns["rank"].size

@@ -40,8 +40,8 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_dcg import best_time, peak_mib  # noqa: E402
 
-from recpack_ope import TopK  # noqa: E402
 from recpack_ope.io.trec import read_trec  # noqa: E402
+from recpack_ope.metrics import TopK  # noqa: E402
 from recpack_ope.metrics.rpp import preference_matrix, win_rates  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""How time and memory of ndcg / unbiased_dcg grow with the number of users.
+"""How time and memory of ndcg / ips_dcg grow with the number of users.
 
     python bench/bench_scaling.py [--users 10000 30000 100000 300000] [--items 20000]
                                   [--candidates 200] [--K 100] [--repeat 3]
@@ -59,7 +59,7 @@ def sparse_case(
 
 
 def main() -> None:
-    from recpack_ope import LogDiscount, ndcg, unbiased_dcg
+    from recpack_ope import LogDiscount, ips_dcg, ndcg
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, nargs="+", default=[10_000, 30_000, 100_000, 300_000])
@@ -70,8 +70,8 @@ def main() -> None:
     args = parser.parse_args()
 
     disc = LogDiscount(args.K)
-    seconds: dict[str, list[float]] = {"ndcg": [], "unbiased_dcg": []}
-    memory: dict[str, list[float]] = {"ndcg": [], "unbiased_dcg": []}
+    seconds: dict[str, list[float]] = {"ndcg": [], "ips_dcg": []}
+    memory: dict[str, list[float]] = {"ndcg": [], "ips_dcg": []}
     print(
         f"{args.items:,} items, {args.candidates} scored and 10 held-out items per user, K = {args.K}"
     )
@@ -84,9 +84,7 @@ def main() -> None:
         inputs = sum(a.nbytes for m in (y_true, y_pred) for a in (m.data, m.indices, m.indptr))
         runs = {
             "ndcg": lambda: ndcg(y_true, y_pred, discount=disc),
-            "unbiased_dcg": lambda: unbiased_dcg(
-                y_true, y_pred, discount=disc, propensity=propensity
-            ),
+            "ips_dcg": lambda: ips_dcg(y_true, y_pred, discount=disc, propensity=propensity),
         }
         for name, fn in runs.items():
             seconds[name].append(best_time(fn, args.repeat))

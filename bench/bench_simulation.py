@@ -17,8 +17,9 @@ import time
 
 import numpy as np
 
-from recpack_ope import LogDiscount, TopK
+from recpack_ope import LogDiscount
 from recpack_ope.logged.plackett_luce import exposure
+from recpack_ope.metrics import TopK
 from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
 
 

@@ -99,7 +99,8 @@ def generate(root: Path, args) -> None:
         return
     if args.items % STRIDE == 0 or args.items < 3 * max(args.feed, args.depth):
         raise ValueError(
-            f"--items must not be a multiple of {STRIDE} and at least 3 × feed/depth, got {args.items}"
+            f"--items must not be a multiple of {STRIDE} and at least 3 × feed/depth, "
+            f"got {args.items}"
         )
     for name in ("feed", "target", "recommendations", "held_out"):
         shutil.rmtree(root / name, ignore_errors=True)
@@ -167,9 +168,8 @@ def generate(root: Path, args) -> None:
     size += write_tables(root, "recommendations", args.users, recommendation_rows, 2)
     size += write_tables(root, "held_out", args.users, held_out_rows, 3)
     meta.write_text(json.dumps(sizes))
-    print(
-        f"generated {size / 2**30:.2f} GiB of parquet in {root} in {time.perf_counter() - start:.0f} s"
-    )
+    seconds = time.perf_counter() - start
+    print(f"generated {size / 2**30:.2f} GiB of parquet in {root} in {seconds:.0f} s")
 
 
 def files(root: Path, name: str, fraction: float = 1.0) -> list[str]:
@@ -265,7 +265,8 @@ class Peaks:
 
     def __str__(self) -> str:
         return (
-            f"driver py {self.driver:5.0f} MiB (at start {self.driver_start:5.0f}), JVM {self.jvm:5.0f} MiB, "
+            f"driver py {self.driver:5.0f} MiB (at start {self.driver_start:5.0f}), "
+            f"JVM {self.jvm:5.0f} MiB, "
             f"py workers {self.workers:4.0f} MiB"
         )
 
@@ -334,7 +335,8 @@ def bench_feed_log(spark, root: Path, args) -> None:
     fractions = sorted({*args.fractions, args.core_fraction})
     print(
         f"\n1. unbiased DCG@{args.k} on a feed log: {args.sessions:,} sessions × {args.feed} "
-        f"= {args.sessions * args.feed:,} impressions, {args.contexts:,} contexts, {args.items:,} items, "
+        f"= {args.sessions * args.feed:,} impressions, {args.contexts:,} contexts, "
+        f"{args.items:,} items, "
         f"local[{args.cores}]"
     )
     # Untimed first pass on one file: JVM compilation and Python worker start-up.
@@ -348,8 +350,11 @@ def bench_feed_log(spark, root: Path, args) -> None:
     for fraction in fractions:
         log = spark.read.parquet(*files(root, "feed", fraction))
         rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files(root, "feed", fraction))
+        n_partitions = partitions(args, rows)
         estimate, seconds, peaks = timed(
-            lambda: logged_dcg(log, target, discount=discount, n_partitions=partitions(args, rows))
+            lambda log=log, n=n_partitions: logged_dcg(
+                log, target, discount=discount, n_partitions=n
+            )
         )
         runs[fraction] = (rows, seconds, estimate.value)
         lo, hi = estimate.confidence_interval(0.95)
@@ -365,12 +370,14 @@ def bench_feed_log(spark, root: Path, args) -> None:
     pa.default_memory_pool().release_unused()
     same = abs(estimate.value - spark_value) <= 1e-12 * max(1.0, abs(spark_value))
     print(
-        f"   in-memory core, {rows / 1e6:.1f}M rows (reading parquet into numpy {read:.1f} s, not counted): "
+        f"   in-memory core, {rows / 1e6:.1f}M rows "
+        f"(reading parquet into numpy {read:.1f} s, not counted): "
         f"{seconds:.2f} s  {rows / seconds / 1e6:.2f} M rows/s on one core; peaks: {peaks}"
     )
     print(
         f"   Spark / core time {spark_seconds / seconds:.2f}×; values {spark_value:.12f} vs "
-        f"{estimate.value:.12f} ({'equal' if same else 'DIFFERENT'}, |Δ| {abs(estimate.value - spark_value):.1e})"
+        f"{estimate.value:.12f} ({'equal' if same else 'DIFFERENT'}, "
+        f"|Δ| {abs(estimate.value - spark_value):.1e})"
     )
 
     print("   scaling with rows (Spark):")
@@ -446,7 +453,8 @@ def bench_held_out(spark, root: Path, args) -> None:
     recs = spark.read.parquet(*files(root, "recommendations"))
     rows = args.users * args.depth
     print(
-        f"\n2. nDCG@{args.depth}: {args.users:,} users × top-{args.depth} = {rows:,} recommendations, "
+        f"\n2. nDCG@{args.depth}: {args.users:,} users × top-{args.depth} = "
+        f"{rows:,} recommendations, "
         f"{args.held} ± 5 held-out items per user, local[{args.cores}]"
     )
     # Untimed first pass of both on the users of one file: neither pays for starting up.
@@ -483,11 +491,13 @@ def bench_held_out(spark, root: Path, args) -> None:
         lambda: movement_floor(held, recs, partitions(args, rows))
     )
     print(
-        f"   anchor: the same rows only grouped by user and handed to Python: {floor_seconds:7.1f} s  "
+        "   anchor: the same rows only grouped by user and handed to Python: "
+        f"{floor_seconds:7.1f} s  "
         f"peaks: {floor_peaks}"
     )
     print(
-        f"   ours / theirs time {our_seconds / their_seconds:.2f}×; ours / anchor {our_seconds / floor_seconds:.2f}×; "
+        f"   ours / theirs time {our_seconds / their_seconds:.2f}×; "
+        f"ours / anchor {our_seconds / floor_seconds:.2f}×; "
         f"|Δ value| {abs(result.value - theirs):.1e}"
     )
 

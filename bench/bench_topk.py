@@ -22,7 +22,7 @@ from bench_scaling import sparse_case
 
 
 def main() -> None:
-    from recpack_ope import TopK
+    from recpack_ope.metrics import TopK
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=100_000)

@@ -19,6 +19,7 @@ from recpack_ope import (
     PowerLawPropensity,
     dcg,
     holdout_split,
+    ips_dcg,
     load_movielens_100k,
     ndcg,
     pn_dcg,
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         "DCG": lambda s: dcg(test, s, discount=disc),
         "nDCG": lambda s: ndcg(test, s, discount=disc),
         "pnDCG": lambda s: pn_dcg(test, s, discount=disc),
-        "IPS-DCG": lambda s: dcg(test, s, discount=disc, propensity=propensity, clip=100.0),
+        "IPS-DCG": lambda s: ips_dcg(test, s, discount=disc, propensity=propensity, clip=100.0),
     }
     print(f"power-law exponent γ = {propensity.gamma_:.3f} ± {propensity.gamma_se_:.3f}")
     out: dict[str, dict[str, float]] = {}

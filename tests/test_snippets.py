@@ -141,7 +141,7 @@ def _table_row(path, label: str) -> list[float]:
 
 
 def test_rpp_power_table_is_what_the_command_prints(tmp_path):
-    # The reproduction's numbers must not depend on the environment (issue: legacy printed
+    # The reproduction's numbers must not depend on the environment (legacy once printed
     # 78.57 / 78.57 / 90.00 where modern printed 77.62 / 78.10 / 89.52); run the documented
     # command as pasted and compare the documented table with the report it writes.
     block = next(b for b in BASH if "reproduce rpp-power" in b.text)

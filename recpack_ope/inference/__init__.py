@@ -16,6 +16,7 @@ propensities.
 * ``clipping``     – ``clip="auto"``: SLOPE selection of the clipping threshold, ``ClipSelection``
 """
 
+from .aggregation import borda, majority, mc4, order
 from .agreement import (
     MetricAgreement,
     SteigerResult,
@@ -60,6 +61,10 @@ __all__ = [
     "adjust_p_values",
     "TiedWithBest",
     "tied_with_best",
+    "order",
+    "mc4",
+    "borda",
+    "majority",
     "MetricAgreement",
     "agreement",
     "disagreement_probability",

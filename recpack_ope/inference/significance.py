@@ -312,7 +312,8 @@ def randomised_tukey_hsd(sample, n_resamples: int = 1000, seed: int | None = 0) 
             means = values[users, perm].mean(axis=1)
             maxima = means.max(axis=1) - means.min(axis=1)
         else:
-            # RPP_u(σ_u(s), σ_u(t)) for every pair: gather rows, then columns, of each user's matrix.
+            # RPP_u(σ_u(s), σ_u(t)) for every pair: gather rows, then columns, of each user's
+            # matrix.
             rows = values[users, perm]
             permuted = np.take_along_axis(rows, perm[:, :, None, :], axis=3)
             maxima = np.abs(permuted.mean(axis=1)).max(axis=(1, 2))

@@ -3,8 +3,10 @@
 :class:`SystemScores` holds one score per (user, system): a metric's per-user values (built
 from :class:`~recpack_ope.EstimateResult` objects with :meth:`SystemScores.from_estimates`)
 or RPP win rates (:func:`recpack_ope.metrics.rpp.win_rates`). Orderings come from
-:mod:`recpack_ope.inference.aggregation`, significance from :mod:`recpack_ope.inference.significance`
-(:meth:`SystemScores.tied_with_best`: the systems not significantly worse than the best).
+:mod:`recpack_ope.inference.aggregation`, significance from
+:mod:`recpack_ope.inference.significance`
+(:func:`~recpack_ope.inference.significance.tied_with_best`: the systems not significantly
+worse than the best).
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ class SystemScores:
         if not isinstance(results, Mapping) or len(results) < 2:
             raise ValueError(
                 "results must map at least two system names to their estimates, got "
-                f"{type(results).__name__} of length {len(results) if hasattr(results, '__len__') else '?'}"
+                f"{type(results).__name__} of length "
+                f"{len(results) if hasattr(results, '__len__') else '?'}"
             )
         wrong = [n for n, r in results.items() if not isinstance(r, PairedEstimate)]
         if wrong:
@@ -150,23 +153,6 @@ class SystemScores:
         """System names, best first: MC4 or Borda over the per-user orders, or by mean."""
         return [self.names[i] for i in aggregation.order(self.per_user, method, damping)]
 
-    def tied_with_best(
-        self,
-        alpha: float = 0.05,
-        correction: str | None = None,
-        test: str = "t",
-        n_resamples: int = 1000,
-        seed: int | None = 0,
-    ) -> TiedWithBest:
-        """Systems not significantly worse than the one with the highest mean.
-
-        :func:`recpack_ope.inference.significance.tied_with_best` on these scores: by default
-        Holm-corrected paired t-tests of every system against the best at ``alpha``.
-        """
-        from .significance import tied_with_best  # significance imports this module
-
-        return tied_with_best(self, alpha, correction, test, n_resamples, seed)
-
     def table(self, method: str = "mc4", tied: TiedWithBest | None = None) -> str:
         """Markdown table: systems in ``method`` order with mean, 95 % CI and Borda points.
 
@@ -175,9 +161,9 @@ class SystemScores:
         method : str
             Ordering of the rows (:func:`recpack_ope.inference.aggregation.order`).
         tied : TiedWithBest, optional
-            Result of :meth:`tied_with_best` on these scores; adds a column
-            "tied with best (Holm, α=0.05)" (its test and level) marking tied systems with "=".
-            Without it the table is unchanged.
+            Result of :func:`~recpack_ope.inference.significance.tied_with_best` on these
+            scores; adds a column "tied with best (Holm, α=0.05)" (its test and level) marking
+            tied systems with "=". Without it the table is unchanged.
         """
         if tied is not None and set(tied.names) != set(self.names):
             raise ValueError(
@@ -191,7 +177,10 @@ class SystemScores:
         lines = [head, rule]
         for rank, idx in enumerate(aggregation.order(self.per_user, method), 1):
             lo, hi = self.estimate(self.names[idx]).confidence_interval()
-            line = f"| {rank} | {self.names[idx]} | {self.means[idx]:.4f} | [{lo:.4f}, {hi:.4f}] | {points[idx]:.2f} |"
+            line = (
+                f"| {rank} | {self.names[idx]} | {self.means[idx]:.4f} | [{lo:.4f}, {hi:.4f}] "
+                f"| {points[idx]:.2f} |"
+            )
             if tied is not None:
                 line += " = |" if self.names[idx] in tied.tied else "  |"
             lines.append(line)

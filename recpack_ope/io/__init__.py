@@ -5,21 +5,26 @@
 * ``split``            – a random hold-out split of an interaction matrix
 * ``recpack_datasets`` – MovieLens and synthetic data as RecPack ``InteractionMatrix``
   objects (needs RecPack; imported on use)
-* ``trec``             – qrels and runs in trec_eval format (needs pandas; imported on use)
+* ``trec``             – qrels and runs in trec_eval format (reading needs pandas)
 * ``tables``           – parquet and CSV files of (user, item, …) rows as the core's matrices
   and feed logs (``recpack-ope evaluate``; needs pyarrow when reading)
 """
 
-from .movielens import load_movielens_100k
+from .movielens import Interactions, load_movielens_100k
 from .split import holdout_split
 from .tables import FeedLogTables, HeldOutTables, feed_log_tables, held_out_tables, read_table
+from .trec import TrecCollection, read_trec, run_name
 
 __all__ = [
     "holdout_split",
     "load_movielens_100k",
+    "Interactions",
     "read_table",
     "held_out_tables",
     "feed_log_tables",
     "HeldOutTables",
     "FeedLogTables",
+    "read_trec",
+    "TrecCollection",
+    "run_name",
 ]

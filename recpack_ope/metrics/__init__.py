@@ -4,7 +4,7 @@
 * ``dcg``              – DCG, nDCG, pnDCG and their IPS-weighted forms, self-normalised IPS
   DCG (Jeunen et al.)
 * ``doubly_robust``    – doubly robust DCG: a reward model's DCG plus the IPS-weighted residual
-* ``recall``           – recall@k, optionally IPS-weighted
+* ``recall``           – recall@k and its IPS-weighted form (``ips_recall``)
 * ``stratified``       – propensity-stratified evaluation of any metric (Jadidinejad et al. Eq. 4)
 * ``simpsons_paradox`` – the two-model holdout / IPS / stratified / per-stratum report
 * ``rpp``              – recall-paired preference, pairwise matrix, win rates (Diaz & Ferraro)

@@ -38,7 +38,7 @@ __all__ = ["TopK", "top_k_positions", "padded_rows", "ScoreSource"]
 _EMPTY = np.empty(0, dtype=np.int64)
 
 # Rows at most this wide, or of which at least half is wanted, are ranked by one full argsort:
-# numpy's vectorised argsort is then as fast as argpartition alone (PERFORMANCE-NOTES §1).
+# numpy's vectorised argsort is then as fast as argpartition alone.
 _FULL_SORT_WIDTH = 256
 
 # Wide rows are filtered before they are ranked: their columns are dealt into this many groups

@@ -385,8 +385,8 @@ def stratified(
     y_true : scipy.sparse matrix or array_like, shape (n_users, n_items)
         Held-out rewards ``c_ui ≥ 0``.
     y_score : array_like, scipy.sparse matrix or TopK
-        Scores or rankings, as for :func:`recpack_ope.metrics.dcg`. A :class:`~recpack_ope.TopK`
-        ranks the users once instead of once per stratum.
+        Scores or rankings, as for :func:`recpack_ope.metrics.dcg`. A
+        :class:`~recpack_ope.metrics.TopK` ranks the users once instead of once per stratum.
     stratify_by : fitted propensity model, 1-D array or sparse matrix
         Exposure propensities the strata are built from: per item, or per (user, item) as a
         users×items matrix storing every held-out entry. Only their order and spacing

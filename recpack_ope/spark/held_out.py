@@ -1,11 +1,13 @@
-"""Held-out estimators on Spark DataFrames: the core's DCG family and recall, per partition.
+"""Held-out estimators on Spark DataFrames: the registry's estimators, per partition.
 
 Rows of every user — held-out rewards and each model's recommendations — meet in one
-partition (``_partitions``); a chunk of users becomes the sparse matrices the core's
-estimators take (:func:`recpack_ope.metrics.dcg.dcg`, :func:`recpack_ope.metrics.recall.recall`),
-which return every user's terms. Only the terms' moments and the weight groups of IPS
-estimates reach the driver, where :class:`~recpack_ope.inference.moments.SummaryEstimate`
-gives the same value, interval and paired tests as the in-memory estimate.
+partition (``_partitions``); a chunk of users becomes the sparse matrices that the core's
+function behind each :data:`recpack_ope.registry.ESTIMATORS` entry takes, and it returns
+every user's terms (:attr:`~recpack_ope.registry.Estimator.terms`). Only the terms' moments
+and the weight groups of IPS estimates reach the driver, where
+:class:`~recpack_ope.inference.moments.SummaryEstimate` combines them with the entry's
+:attr:`~recpack_ope.registry.Estimator.exponents` into the same value, interval and paired
+tests as the in-memory estimate.
 
 Items are indexed in increasing id order within each chunk, so tied scores go to the lower
 item id, as the core's rankings break ties by the lower item index.
@@ -13,8 +15,8 @@ item id, as the core's rankings break ties by the lower item index.
 
 from __future__ import annotations
 
+import inspect
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,32 +29,36 @@ from ..inference.diagnostics import (
     WeightGroups,
 )
 from ..inference.moments import Moments, SummaryEstimate
-from ..metrics.dcg import dcg as _core_dcg
-from ..metrics.recall import recall as _core_recall
 from ..propensity.discount import Discount
-from . import _partitions
+from ..registry import ESTIMATORS, Estimator, estimator
+from . import _frames, _partitions
 from ._frames import held_out_frame
 
-__all__ = ["METRICS", "HeldOutEvaluation", "evaluate", "per_user"]
+__all__ = ["HeldOutEvaluation", "evaluate", "per_user"]
 
-#: Metric names and the names of their per-user terms (the columns of ``per_user``).
-METRICS = {
-    "dcg": ("dcg",),
-    "unbiased_dcg": ("dcg",),
-    "snips_dcg": ("dcg", "n_held_out", "weight_sum"),
-    "ndcg": ("ndcg",),
-    "pn_dcg": ("dcg", "idcg"),
-    "recall": ("recall",),
+#: Why Spark refuses the held-out estimators of these weightings, and what to use instead.
+_NOT_ON_SPARK = {
+    "doubly_robust": (
+        "{name} needs a reward model's prediction for every (user, item), which the Spark "
+        "engine does not carry: use recpack_ope.metrics.{name} in memory ({plain!r} is the "
+        "unweighted estimator)"
+    ),
+    "stratified": (
+        "{name} fixes its strata from every held-out interaction at once: use "
+        "recpack_ope.spark.stratified(..., metric={plain!r})"
+    ),
 }
-#: ``e_k`` of each metric's terms: the estimate is ``Π_k mean(term_k) ** e_k``.
-EXPONENTS = {
-    metric: {"snips_dcg": (1, 1, -1), "pn_dcg": (1, -1)}.get(metric, (1,)) for metric in METRICS
-}
+
+
+def _cut_at_k(entry: Estimator) -> bool:
+    """Whether the core function takes a cutoff ``k`` (recall) rather than a discount."""
+    return "k" in inspect.signature(entry.function).parameters
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """What every partition computes: models × metrics on chunks of users."""
+    """What every partition computes: models × estimators (registry names) on chunks of
+    users."""
 
     models: tuple[str, ...]
     metrics: tuple[str, ...]
@@ -67,28 +73,16 @@ class _Plan:
     shown: tuple[str, ...] = ("user", "item", "value", "source")
 
     def call(self, metric: str, y_true, y_score, propensity):
-        """The core estimator behind ``metric``."""
-        p = propensity if self.weighted else None
-        if metric == "dcg":
-            return _core_dcg(y_true, y_score, discount=self.discount)
-        if metric == "recall":
-            return _core_recall(
-                y_true,
-                y_score,
-                k=self.k,
-                propensity=p,
-                clip=self.clip,
-                ess_threshold=self.ess_threshold,
-            )
-        normalise = {"ndcg": "per_user", "pn_dcg": "post"}.get(metric)
-        return _core_dcg(
+        """The registry's estimator ``metric`` on one chunk; a plain one ignores
+        ``propensity``, and recall is cut at ``k``."""
+        entry = ESTIMATORS[metric]
+        discount = self.discount.with_cutoff(self.k) if _cut_at_k(entry) else self.discount
+        return entry(
             y_true,
             y_score,
-            discount=self.discount,
-            propensity=p,
+            discount=discount,
+            propensity=propensity,
             clip=self.clip,
-            normalise=normalise,
-            self_normalised=metric == "snips_dcg",
             ess_threshold=self.ess_threshold,
         )
 
@@ -162,10 +156,8 @@ class _Plan:
                 if source[row] == -1
                 else f"recommendations of {self.models[int(source[row])]!r}"
             )
-            raise _partitions.InputError(
-                f"{where} has the (user, item) pair {_partitions.example(chunk, row, ('user', 'item'))} "
-                "more than once"
-            )
+            pair = _partitions.example(chunk, row, ("user", "item"))
+            raise _partitions.InputError(f"{where} has the (user, item) pair {pair} more than once")
         known = np.zeros(n_users, dtype=bool)
         known[u[held]] = True
         bad = np.flatnonzero(~known[u])
@@ -173,7 +165,8 @@ class _Plan:
             model = self.models[int(source[bad[0]])]
             raise _partitions.InputError(
                 f"user {_partitions._plain(chunk['user'][bad[0]])!r} has recommendations of "
-                f"{model!r} but no held-out rows, e.g. {_partitions.example(chunk, bad[0], names)}: "
+                f"{model!r} but no held-out rows, e.g. "
+                f"{_partitions.example(chunk, bad[0], names)}: "
                 "filter the recommendations to the held-out users"
             )
 
@@ -187,7 +180,7 @@ class _Plan:
         with warnings.catch_warnings():
             # The merged diagnostics decide on the driver whether to warn.
             warnings.simplefilter("ignore", ReliabilityWarning)
-            for model, y_score in zip(self.models, scores):
+            for model, y_score in zip(self.models, scores, strict=True):
                 for metric in self.metrics:
                     result = self.call(metric, y_true, y_score, propensity)
                     blocks.append(result.terms)
@@ -198,7 +191,7 @@ class _Plan:
 
     def chunk(self, chunk: dict) -> _Partial:
         users, positive, terms, names, groups = self.evaluate(chunk)
-        d = sum(len(METRICS[m]) for m in self.metrics) * len(self.models)
+        d = _width(self.metrics) * len(self.models)
         moments = Moments.empty(d) if terms is None else Moments.from_terms(terms)
         return _Partial(moments, int((~positive).sum()), names, {k: [g] for k, g in groups.items()})
 
@@ -212,16 +205,26 @@ class _Plan:
             "model": np.tile(np.asarray(self.models, dtype=object), evaluated.size),
         }
         if terms is None:
-            terms = np.zeros((0, sum(len(METRICS[m]) for m in self.metrics) * len(self.models)))
+            terms = np.zeros((0, _width(self.metrics) * len(self.models)))
         per_model = terms.reshape(evaluated.size * len(self.models), -1)
         for j, name in enumerate(_term_columns(self.metrics)):
             columns[name] = per_model[:, j]
         return pa.RecordBatch.from_pydict(columns)
 
 
+def _width(metrics) -> int:
+    """Per-user terms of ``metrics`` (one model)."""
+    return sum(len(ESTIMATORS[m].terms) for m in metrics)
+
+
 def _term_columns(metrics) -> list[str]:
-    """Column names of the per-user terms of ``metrics`` (one model)."""
-    return [m if len(METRICS[m]) == 1 else f"{m}_{t}" for m in metrics for t in METRICS[m]]
+    """Column names of the per-user terms of ``metrics`` (one model): the estimator's name
+    for one term, ``name_term`` for several."""
+    return [
+        m if len(ESTIMATORS[m].terms) == 1 else f"{m}_{t}"
+        for m in metrics
+        for t in ESTIMATORS[m].terms
+    ]
 
 
 @dataclass
@@ -293,21 +296,26 @@ class HeldOutEvaluation:
         return rows
 
 
+def _estimators(metrics, propensity) -> tuple[str, ...]:
+    """The registry names ``metrics`` asks for, refused when unknown, repeated, not computable
+    on Spark, or weighted without ``propensity`` (naming the plain estimator)."""
+    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+    if not metrics:
+        raise ValueError("metrics must name at least one held-out estimator")
+    if len(set(metrics)) != len(metrics):
+        raise ValueError(f"metrics lists an estimator twice: {list(metrics)}")
+    for name in metrics:
+        entry = estimator(name, "held_out")
+        if entry.weighting in _NOT_ON_SPARK:
+            raise ValueError(_NOT_ON_SPARK[entry.weighting].format(name=name, plain=entry.plain))
+        entry.check(propensity=propensity)
+    return metrics
+
+
 def _plan(metrics, models, discount, k, propensity, clip, ess_threshold) -> _Plan:
     if not isinstance(discount, Discount):
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
-    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
-    unknown = [m for m in metrics if m not in METRICS]
-    if not metrics or unknown:
-        raise ValueError(
-            f"metrics must name some of {list(METRICS)}, got {unknown or list(metrics)}"
-        )
-    if len(set(metrics)) != len(metrics):
-        raise ValueError(f"metrics lists a metric twice: {list(metrics)}")
-    if propensity is None and {"unbiased_dcg", "snips_dcg"} & set(metrics):
-        raise ValueError(
-            "unbiased_dcg and snips_dcg weight by inverse propensities: give propensity="
-        )
+    metrics = _estimators(metrics, propensity)
     if clip == "auto":
         raise ValueError(
             'clip="auto" selects the clipping from every weight at once; on Spark give a '
@@ -315,15 +323,16 @@ def _plan(metrics, models, discount, k, propensity, clip, ess_threshold) -> _Pla
         )
     if k is None:
         k = discount.cutoff
-    if "recall" in metrics and k is None:
-        raise ValueError("recall needs a cutoff: give k= or a discount with a cutoff")
+    cut = [m for m in metrics if _cut_at_k(ESTIMATORS[m])]
+    if cut and k is None:
+        raise ValueError(f"{cut[0]} needs a cutoff: give k= or a discount with a cutoff")
     return _Plan(
         models=tuple(models),
         metrics=metrics,
         discount=discount,
         k=k,
         clip=clip,
-        weighted=propensity is not None,
+        weighted=any("propensity" in ESTIMATORS[m].needs for m in metrics),
         ess_threshold=ess_threshold,
     )
 
@@ -352,17 +361,20 @@ def evaluate(
         one row per (user, item); unlisted items are not ranked. Every user must have
         held-out rows. One frame is evaluated as the model ``"model"``.
     metrics : str or sequence of str
-        Any of :data:`METRICS`: ``"dcg"`` (plain DCG), ``"unbiased_dcg"`` and
-        ``"snips_dcg"`` (IPS and self-normalised IPS DCG, need ``propensity``), ``"ndcg"``,
-        ``"pn_dcg"`` and ``"recall"`` (IPS-weighted when ``propensity`` is given), as the
-        core functions of the same names.
+        Names of held-out estimators of :data:`recpack_ope.registry.ESTIMATORS`, each the
+        core function of the same name: ``"dcg"``, ``"ndcg"``, ``"pn_dcg"``, ``"recall"``
+        (plain, whether or not ``propensity`` is given) and ``"ips_dcg"``, ``"snips_dcg"``,
+        ``"ips_ndcg"``, ``"ips_pn_dcg"``, ``"ips_recall"`` (weighted, need ``propensity``).
+        ``"dr_dcg"`` (a reward model) and ``"stratified_ndcg"``
+        (:func:`recpack_ope.spark.stratified`) are refused.
     discount : Discount
         Examination curve with its cutoff, e.g. ``LogDiscount(cutoff=10)``.
     k : int, optional
-        Recall cutoff; default the discount's cutoff.
+        Cutoff of ``recall`` and ``ips_recall``; default the discount's cutoff.
     propensity : pyspark.sql.DataFrame, optional
         Columns ``item``, ``propensity`` in (0, 1], one row per item; every held-out item
-        needs one. :func:`recpack_ope.spark.fit_propensity` fits one from interactions.
+        needs one. Read only by the weighted estimators.
+        :func:`recpack_ope.spark.fit_propensity` fits one from interactions.
     clip : float, optional
         Clip IPS weights at m; None for the unclipped estimators.
     n_partitions : int, optional
@@ -374,17 +386,47 @@ def evaluate(
     -------
     HeldOutEvaluation
         ``result[model][metric]`` estimates, pairable with ``compare``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown estimator name, a weighted one without ``propensity`` (naming the plain
+        one), an estimator Spark does not compute, or bad rows (with the column and an
+        example row).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from recpack_ope import LogDiscount
+    >>> from recpack_ope.spark import evaluate, local_session
+    >>> spark = local_session(1)  # doctest: +SKIP
+    >>> held = spark.createDataFrame(
+    ...     pd.DataFrame({"user": [1, 1, 2], "item": [10, 12, 11], "reward": [1.0, 1.0, 1.0]})
+    ... )  # doctest: +SKIP
+    >>> recs = spark.createDataFrame(
+    ...     pd.DataFrame({"user": [1, 1, 2, 2], "item": [10, 11, 11, 12], "rank": [1, 2, 1, 2]})
+    ... )  # doctest: +SKIP
+    >>> p = spark.createDataFrame(
+    ...     pd.DataFrame({"item": [10, 11, 12], "propensity": [0.5, 1.0, 0.25]})
+    ... )  # doctest: +SKIP
+    >>> result = evaluate(
+    ...     held, recs, metrics=("dcg", "ips_dcg"), discount=LogDiscount(2), propensity=p
+    ... )  # doctest: +SKIP
+    >>> result["model"]["dcg"].value, result["model"]["ips_dcg"].value  # doctest: +SKIP
+    (1.0, 1.5)
     """
-    models, frame = held_out_frame(held_out, recommendations, propensity)
-    plan = _plan(metrics, models, discount, k, propensity, clip, ess_threshold)
+    plan, frame = _prepare(
+        held_out, recommendations, metrics, discount, k, propensity, clip, ess_threshold
+    )
     partial = _partitions.run(frame, plan, n_partitions)
     if partial is None or partial.moments.n == 0:
         raise ValueError("held_out has no positive reward: no user can be evaluated")
-    widths = [len(METRICS[m]) for m in plan.metrics]
     estimates, column = {}, 0
     for model in plan.models:
         estimates[model] = {}
-        for metric, width in zip(plan.metrics, widths):
+        for metric in plan.metrics:
+            entry = ESTIMATORS[metric]
+            width = len(entry.terms)
             groups = partial.groups.get((model, metric))
             diagnostics = (
                 None
@@ -395,7 +437,7 @@ def evaluate(
                 partial.names[metric],
                 partial.moments,
                 range(column, column + width),
-                EXPONENTS[metric],
+                entry.exponents,
                 n_excluded_users=partial.n_excluded,
                 diagnostics=diagnostics,
             )
@@ -416,16 +458,27 @@ def per_user(
     clip: float | None = None,
     n_partitions: int | None = None,
 ):
-    """Per-user terms of every model and metric as a lazy Spark DataFrame (never collected).
+    """Per-user terms of every model and estimator as a lazy Spark DataFrame (never
+    collected).
 
-    One row per evaluated user and model: ``user``, ``model`` and the terms of each metric
-    (``dcg``; ``ndcg``; ``pn_dcg_dcg`` and ``pn_dcg_idcg``; ``snips_dcg_dcg``,
-    ``snips_dcg_n_held_out``, ``snips_dcg_weight_sum``; ``recall``), whose means make up the
-    estimates of :func:`evaluate`. Write it with ``.write.parquet(...)``. Parameters as for
-    :func:`evaluate`.
+    One row per evaluated user and model: ``user``, ``model`` and the
+    :attr:`~recpack_ope.registry.Estimator.terms` of each estimator, named after it for a
+    single term (``dcg``, ``ndcg``, ``recall``, ``ips_dcg``) and ``name_term`` otherwise
+    (``pn_dcg_dcg`` and ``pn_dcg_idcg``; ``snips_dcg_dcg``, ``snips_dcg_n_held_out``,
+    ``snips_dcg_weight_sum``). Their means make up the estimates of :func:`evaluate`. Write
+    it with ``.write.parquet(...)``. Parameters as for :func:`evaluate`.
+
+    Examples
+    --------
+    >>> from recpack_ope import LogDiscount
+    >>> from recpack_ope.spark import per_user
+    >>> frame = per_user(held, recs, metrics=("pn_dcg",), discount=LogDiscount(2))  # doctest: +SKIP
+    >>> frame.columns  # doctest: +SKIP
+    ['user', 'model', 'pn_dcg_dcg', 'pn_dcg_idcg']
     """
-    models, frame = held_out_frame(held_out, recommendations, propensity)
-    plan = _plan(metrics, models, discount, k, propensity, clip, ESS_RATIO_THRESHOLD)
+    plan, frame = _prepare(
+        held_out, recommendations, metrics, discount, k, propensity, clip, ESS_RATIO_THRESHOLD
+    )
     user_type = frame.schema["user"].dataType.simpleString()
     schema = ", ".join(
         [f"user {user_type}", "model string", *(f"{c} double" for c in _term_columns(plan.metrics))]
@@ -433,9 +486,22 @@ def per_user(
     return _partitions.run(frame, plan, n_partitions, per_key_schema=schema)
 
 
-def _single(name: str, held_out, recommendations, **options):
-    """One metric of one or several models: an estimate, or a dict of them by model."""
-    result = evaluate(held_out, recommendations, metrics=(name,), **options)
-    if not isinstance(recommendations, Mapping):
-        return result["model"][name]
-    return {model: metrics[name] for model, metrics in result.estimates.items()}
+def _prepare(
+    held_out,
+    recommendations,
+    metrics,
+    discount,
+    k,
+    propensity,
+    clip,
+    ess_threshold,
+    stratify_by=None,
+):
+    """(plan, long frame); propensities are joined only when an estimator reads them."""
+    plan = _plan(
+        metrics, _frames.models(recommendations), discount, k, propensity, clip, ess_threshold
+    )
+    frame = held_out_frame(
+        held_out, recommendations, propensity if plan.weighted else None, stratify_by
+    )[1]
+    return plan, frame

@@ -26,10 +26,17 @@ from ..logged.feed_log import FeedLog
 from ..logged.logged_dcg import logged_dcg as _core_logged_dcg
 from ..logged.policies import DeterministicRanker
 from ..propensity.discount import Discount
+from ..registry import ESTIMATORS
 from . import _frames, _partitions
 from .held_out import _Partial
 
 __all__ = ["logged_dcg"]
+
+#: ``normalise`` → the registry's estimator (logged_dcg, logged_ndcg, logged_pn_dcg): its
+#: terms are the columns each session ships, its exponents combine their means.
+_NORMALISED = {
+    e.options.get("normalise"): e for e in ESTIMATORS.values() if e.function is _core_logged_dcg
+}
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class _LoggedPlan:
         context, item, source = chunk["context"], chunk["item"], chunk["source"]
         logged = source == -1
         self._check(chunk, logged)
-        width = 2 if self.normalise == "post" else 1
+        width = len(_NORMALISED[self.normalise].terms)
         if not logged.any():
             # Only the target's rankings of contexts without sessions: nothing to evaluate.
             return _Partial(Moments.empty(width), 0, {})
@@ -107,7 +114,8 @@ class _LoggedPlan:
         bad = target[~np.isfinite(chunk["value"][target])]
         if bad.size:
             raise _partitions.InputError(
-                f"target must hold finite scores or ranks, got {_partitions.example(chunk, bad[0], names)}"
+                "target must hold finite scores or ranks, got "
+                f"{_partitions.example(chunk, bad[0], names)}"
             )
         _, c = np.unique(chunk["context"][target], return_inverse=True)
         _, i = np.unique(chunk["item"][target], return_inverse=True)
@@ -146,7 +154,8 @@ def logged_dcg(
     clip : float, optional
         m of ``min(m, 1/ε0)``; None for the unbiased estimator.
     normalise : {None, "per_user", "post"}
-        DCG, per-session nDCG or post-normalised DCG, as in the core.
+        DCG, per-session nDCG or post-normalised DCG, as in the core: the registry's
+        ``logged_dcg``, ``logged_ndcg`` and ``logged_pn_dcg``.
     n_partitions : int, optional
         Partitions contexts are spread over; default ``spark.sql.shuffle.partitions``.
     ess_threshold : float
@@ -156,6 +165,14 @@ def logged_dcg(
     -------
     SummaryEstimate
         The estimate over sessions, equal to the core's :func:`recpack_ope.logged_dcg`.
+
+    Examples
+    --------
+    >>> from recpack_ope import LogDiscount
+    >>> from recpack_ope.spark import logged_dcg
+    >>> estimate = logged_dcg(log, target, discount=LogDiscount(10), clip=100.0)  # doctest: +SKIP
+    >>> estimate.name  # doctest: +SKIP
+    'logged DCG@10'
     """
     from pyspark.sql import functions as F
 
@@ -165,6 +182,8 @@ def logged_dcg(
         raise ValueError(
             'clip="auto" selects the clipping from every weight at once; on Spark give a number'
         )
+    if normalise not in _NORMALISED:
+        raise ValueError(f"normalise must be one of {list(_NORMALISED)}, got {normalise!r}")
     _frames.require(
         feed_log,
         "feed_log",
@@ -202,12 +221,11 @@ def logged_dcg(
     diagnostics = WeightDiagnostics.from_groups(
         WeightGroups.concatenate(partial.groups["logged"]), ess_threshold
     )
-    exponents = (1, -1) if normalise == "post" else (1,)
     estimate = SummaryEstimate.product(
         partial.names["logged"],
         partial.moments,
         range(partial.moments.dim),
-        exponents,
+        _NORMALISED[normalise].exponents,
         n_excluded_users=partial.n_excluded,
         diagnostics=diagnostics,
     )

@@ -50,6 +50,6 @@ def fit_propensity(interactions, model, *, items=None):
     model.fit(np.array([row["count"] for row in table], dtype=np.float64))
     spark = interactions.sparkSession
     return spark.createDataFrame(
-        list(zip(ids, (float(p) for p in model.propensity_))),
+        list(zip(ids, (float(p) for p in model.propensity_), strict=True)),
         schema=f"item {interactions.schema['item'].dataType.simpleString()}, propensity double",
     )

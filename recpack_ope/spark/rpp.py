@@ -31,7 +31,7 @@ class _RppPlan(_Plan):
             return _Partial(Moments.empty(m), int(y_true.shape[0]), {})
         result = _core_win_rates(
             y_true,
-            dict(zip(self.models, scores)),
+            dict(zip(self.models, scores, strict=True)),
             weighting=self.weighting,
             graded=self.graded,
             k=self.k,

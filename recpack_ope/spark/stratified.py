@@ -26,9 +26,9 @@ from ..inference.moments import Moments
 from ..metrics.stratified import BINNINGS, StrataBins, StratifiedSummary
 from ..metrics.stratified import stratified as _core_stratified
 from ..propensity.discount import Discount
+from ..registry import ESTIMATORS
 from . import _partitions
-from ._frames import held_out_frame
-from .held_out import EXPONENTS, METRICS, _Partial, _Plan, _plan
+from .held_out import _Partial, _Plan, _prepare
 
 __all__ = ["stratified"]
 
@@ -38,12 +38,12 @@ class _StratifiedPlan(_Plan):
     bins: StrataBins | None = None
 
     def _core(self, metric: str):
-        """The core metric function and its keyword arguments for ``metric``."""
+        """The registry's estimator ``metric`` as the core's ``stratified`` calls a metric."""
 
         def call(y_true, y_score, **kwargs):
             return self.call(metric, y_true, y_score, kwargs.get("propensity"))
 
-        call.__name__ = metric
+        call.__name__ = ESTIMATORS[metric].function.__name__
         return call
 
     def chunk(self, chunk: dict) -> _Partial:
@@ -59,7 +59,7 @@ class _StratifiedPlan(_Plan):
         blocks, names, groups = [], {}, {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReliabilityWarning)
-            for model, y_score in zip(self.models, scores):
+            for model, y_score in zip(self.models, scores, strict=True):
                 result = _core_stratified(
                     self._core(self.metrics[0]),
                     y_true,
@@ -90,7 +90,7 @@ class _StratifiedPlan(_Plan):
     @property
     def width(self) -> int:
         """Terms per user: the shared ones and each model's."""
-        k, s = len(METRICS[self.metrics[0]]), self.bins.n_strata
+        k, s = len(ESTIMATORS[self.metrics[0]].terms), self.bins.n_strata
         return 1 + 2 * s + len(self.models) * k * (1 + s)
 
 
@@ -119,26 +119,49 @@ def stratified(
         Columns ``item``, ``propensity``: the exposure propensities the held-out interactions
         are stratified by (e.g. :func:`recpack_ope.spark.fit_propensity`).
     metric : str
-        The base metric, one of :data:`recpack_ope.spark.METRICS`.
+        The base estimator: a registry name that :func:`recpack_ope.spark.evaluate` takes,
+        plain (``"ndcg"``, ``"dcg"``, ``"pn_dcg"``, ``"recall"``) or weighted
+        (``"ips_dcg"``, … with ``propensity``).
     n_strata, binning
         As for :func:`recpack_ope.stratified`: S strata of equal width in propensity or of
         equal mass.
     discount, k, propensity, clip, n_partitions, ess_threshold
-        As for :func:`recpack_ope.spark.evaluate`; ``propensity`` weights the base metric.
+        As for :func:`recpack_ope.spark.evaluate`; ``propensity`` is read only by a weighted
+        base estimator.
 
     Returns
     -------
     StratifiedSummary or dict of str → StratifiedSummary
         ``Σ_s P(s) · M_s`` with its holdout value, strata, interval and paired comparisons.
+
+    Examples
+    --------
+    >>> from recpack_ope import LogDiscount
+    >>> from recpack_ope.spark import stratified
+    >>> result = stratified(
+    ...     held, recs, stratify_by=p, metric="ndcg", discount=LogDiscount(10)
+    ... )  # doctest: +SKIP
+    >>> result.name  # doctest: +SKIP
+    'Stratified nDCG@10'
     """
     from pyspark.sql import functions as F
 
     if binning not in BINNINGS:
         raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
-    models, frame = held_out_frame(held_out, recommendations, propensity, stratify_by)
-    plan = _plan((metric,), models, discount, k, propensity, clip, ess_threshold)
     if stratify_by is None:
         raise ValueError("stratify_by must be a DataFrame of item propensities to stratify by")
+    plan, frame = _prepare(
+        held_out,
+        recommendations,
+        (metric,),
+        discount,
+        k,
+        propensity,
+        clip,
+        ess_threshold,
+        stratify_by,
+    )
+    models = plan.models
     table = _partitions.collect(
         frame.filter((F.col("source") == -1) & (F.col("value") > 0))
         .groupBy("item", "stratify")
@@ -172,8 +195,8 @@ def stratified(
             partial.moments,
             model=m,
             n_models=len(models),
-            n_terms=len(METRICS[metric]),
-            exponents=EXPONENTS[metric],
+            n_terms=len(ESTIMATORS[metric].terms),
+            exponents=ESTIMATORS[metric].exponents,
             bins=bins,
             n_items_per_stratum=n_items,
             n_items=len(table),

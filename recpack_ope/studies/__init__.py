@@ -9,6 +9,8 @@ They sit above the library and may import the adapters, so they are imported on 
 * ``sensitivity``       – Jeunen et al. Figure 1 on the simulator
 * ``disagreement``      – Gilotte Figure 3, Criteo-like banners
 * ``recpack_models``    – RecPack's algorithms as the demo's model pool
+* ``registry``          – :data:`~recpack_ope.studies.registry.STUDIES`: each command's
+  options, run and summary lines, which ``recpack_ope.cli`` turns into subcommands
 
 The reproductions that run RecPack or Cornac do so inside :func:`quiet_frameworks`, so their
 logs, progress bars and TensorFlow's banner stay off the terminal unless asked for.

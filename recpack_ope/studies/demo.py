@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import math
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,7 @@ from .._plots import emptiest_corner, padded_limits, pyplot, save
 from ..inference.agreement import agreement, steiger_test
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
 from ..inference.result import EstimateResult
-from ..metrics.dcg import dcg, ndcg, pn_dcg, unbiased_dcg
+from ..metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..propensity.discount import LogDiscount
@@ -145,7 +146,8 @@ class DemoResult:
     """Everything the demo measured; :func:`write_report` turns it into files.
 
     ``values[metric][m]`` is model m's offline estimate and ``half_widths[metric][m]`` the
-    half-width of its 95 % confidence interval over users.
+    half-width of its 95 % confidence interval over users; ``seconds`` is how long
+    :func:`run_demo` took.
     """
 
     config: DemoConfig
@@ -156,6 +158,7 @@ class DemoResult:
     half_widths: dict[str, np.ndarray]
     summaries: list[MetricSummary]
     facts: dict[str, float | str] = field(default_factory=dict)
+    seconds: float = math.nan
 
     def winner(self) -> str:
         """The model with the highest online reward."""
@@ -287,8 +290,8 @@ class DemoResult:
                 else f"{s.ess_ratio:.1%}" + ("" if s.reliable else "!")
             )
             lines.append(
-                f"{s.metric:<{width}}  {s.kendall:>9.3f}  {s.pearson:>9.3f}  {s.p_inversion:>9.3f}  "
-                f"{s.regret:>7.1%}  {ess:>7}  {mark}"
+                f"{s.metric:<{width}}  {s.kendall:>9.3f}  {s.pearson:>9.3f}  "
+                f"{s.p_inversion:>9.3f}  {s.regret:>7.1%}  {ess:>7}  {mark}"
             )
         if not all(s.reliable for s in self.summaries):
             lines.append(
@@ -305,7 +308,8 @@ def model_pool(backend: str = "auto", n_items: int = 1000) -> tuple[str, list[tu
     ``n_items`` is the catalogue size (RecPack's random and popularity models need it).
 
     ``backend="auto"`` uses RecPack's algorithms when RecPack is installed, the package's own
-    closed forms (:mod:`recpack_ope.simulation.baselines`) otherwise. Returns ``(backend used, pool)``.
+    closed forms (:mod:`recpack_ope.simulation.baselines`) otherwise. Returns
+    ``(backend used, pool)``.
     """
     if backend == "auto":
         backend = "recpack" if importlib.util.find_spec("recpack") else "numpy"
@@ -333,16 +337,12 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
         "DCG": lambda r: dcg(held_out, r, discount=disc),
         "nDCG": lambda r: ndcg(held_out, r, discount=disc),
         "pnDCG": lambda r: pn_dcg(held_out, r, discount=disc),
-        REFERENCE: lambda r: unbiased_dcg(held_out, r, discount=disc, propensity=true_p),
-        "SNIPS-DCG (true p)": lambda r: unbiased_dcg(
-            held_out, r, discount=disc, propensity=true_p, self_normalised=True
-        ),
-        "IPS-nDCG (true p)": lambda r: ndcg(held_out, r, discount=disc, propensity=true_p),
-        "IPS-pnDCG (true p)": lambda r: pn_dcg(held_out, r, discount=disc, propensity=true_p),
-        "IPS-DCG (power-law p)": lambda r: unbiased_dcg(
-            held_out, r, discount=disc, propensity=power_p
-        ),
-        "IPS-DCG (popularity p)": lambda r: unbiased_dcg(
+        REFERENCE: lambda r: ips_dcg(held_out, r, discount=disc, propensity=true_p),
+        "SNIPS-DCG (true p)": lambda r: snips_dcg(held_out, r, discount=disc, propensity=true_p),
+        "IPS-nDCG (true p)": lambda r: ips_ndcg(held_out, r, discount=disc, propensity=true_p),
+        "IPS-pnDCG (true p)": lambda r: ips_pn_dcg(held_out, r, discount=disc, propensity=true_p),
+        "IPS-DCG (power-law p)": lambda r: ips_dcg(held_out, r, discount=disc, propensity=power_p),
+        "IPS-DCG (popularity p)": lambda r: ips_dcg(
             held_out, r, discount=disc, propensity=popularity_p
         ),
         "DR-DCG (true p)": lambda r: dr_dcg(
@@ -384,6 +384,7 @@ def run_demo(
     DemoResult
     """
     config = config or DemoConfig()
+    start = time.perf_counter()
     world = SimulatedWorld(n_users=config.n_users, n_items=config.n_items, seed=config.seed)
     policy = PopularityPolicy(temperature=config.temperature)
     train_log = world.log(
@@ -467,7 +468,17 @@ def run_demo(
         "  with the Δ-OPE control variate": _interval(reduced),
         "  variance removed by the control variate": f"{reduced.variance_reduction:.1%}",
     }
-    return DemoResult(config, backend, models, online, values, half_widths, summaries, facts)
+    return DemoResult(
+        config,
+        backend,
+        models,
+        online,
+        values,
+        half_widths,
+        summaries,
+        facts,
+        time.perf_counter() - start,
+    )
 
 
 def _interval(comparison) -> str:
@@ -538,7 +549,8 @@ def write_report(result: DemoResult, folder: str | Path, *, plots: bool = True) 
     else:
         lines += [
             "",
-            'Scatter plots skipped: install matplotlib (in a clone of recpack-ope: `pip install ".[plot]"`).',
+            "Scatter plots skipped: install matplotlib (in a clone of recpack-ope: "
+            '`pip install ".[plot]"`).',
         ]
     (folder / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder

@@ -103,7 +103,8 @@ class BannerStudyResult:
     seconds: float
 
     def correlation(self, metric: str) -> tuple[float, float]:
-        """Pearson r and two-sided p of ``metric`` ("classic"/"counterfactual") with the reference."""
+        """Pearson r and two-sided p of ``metric`` ("classic"/"counterfactual") with the
+        reference."""
         r = stats.pearsonr(self.reference, getattr(self, metric))
         return float(r.statistic), float(r.pvalue)
 
@@ -158,7 +159,8 @@ def run_banner_study(
 
 
 def write_report(result: BannerStudyResult, folder: str | Path, *, plots: bool = True) -> Path:
-    """Write ``disagreement.md``, ``disagreement.json`` and (with matplotlib) ``disagreement.png``."""
+    """Write ``disagreement.md``, ``disagreement.json`` and (with matplotlib)
+    ``disagreement.png``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "disagreement.json").write_text(
@@ -178,9 +180,10 @@ def write_report(result: BannerStudyResult, folder: str | Path, *, plots: bool =
     lines = [
         "# Pairwise disagreement on non-shuffled banners (Gilotte 2019, Figure 3)",
         "",
-        f"{cfg.n_models} models; {cfg.n_banners} Plackett–Luce banners of {cfg.min_size}–{cfg.max_size} "
-        f"products ({result.n_clicked['non-shuffled']} with a click and a non-click) and {cfg.n_shuffled} "
-        f"uniformly shuffled ones ({result.n_clicked['shuffled']}); {result.seconds:.0f} s.",
+        f"{cfg.n_models} models; {cfg.n_banners} Plackett–Luce banners of "
+        f"{cfg.min_size}–{cfg.max_size} products ({result.n_clicked['non-shuffled']} with a click "
+        f"and a non-click) and {cfg.n_shuffled} uniformly shuffled ones "
+        f"({result.n_clicked['shuffled']}); {result.seconds:.0f} s.",
         "",
         result.table(),
     ]

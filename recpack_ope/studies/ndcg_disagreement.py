@@ -10,7 +10,7 @@ inverts the DCG order of a random pair of models).
 Besides nDCG this reports, against the same DCG@100, post-normalised DCG (Lemma 5.1: never
 inverts DCG) and unbiased DCG with power-law propensities (Jadidinejad Eq. 7), all computed
 by recpack-ope metrics registered in the same pipeline. The statistics are the core's
-:func:`~recpack_ope.agreement`.
+:func:`~recpack_ope.inference.agreement.agreement`.
 """
 
 from __future__ import annotations
@@ -109,11 +109,13 @@ class DisagreementResult:
         lines = [
             f"{'metric vs DCG@' + str(K):<28} {'Pearson':>8} {'Kendall':>8} {'P(disagree)':>12}",
             f"{'paper, nDCG on ML-1M':<28} {'≈' + format(PAPER['pearson'], 'g'):>8} "
-            f"{'≈' + format(PAPER['kendall'], 'g'):>8} {'≈' + format(PAPER['disagreement'], '.0%'):>12}",
+            f"{'≈' + format(PAPER['kendall'], 'g'):>8} "
+            f"{'≈' + format(PAPER['disagreement'], '.0%'):>12}",
         ]
         for name, a in self.agreements.items():
             lines.append(
-                f"{name + '@' + str(K):<28} {a.pearson:>8.3f} {a.kendall:>8.3f} {a.disagreement:>12.1%}"
+                f"{name + '@' + str(K):<28} {a.pearson:>8.3f} {a.kendall:>8.3f} "
+                f"{a.disagreement:>12.1%}"
             )
         return "\n".join(lines)
 

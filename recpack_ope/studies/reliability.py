@@ -47,7 +47,7 @@ from .._validation import check_positive_int
 from ..inference.agreement import agreement
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
 from ..inference.result import Comparison, EstimateResult
-from ..metrics.dcg import dcg, ndcg, pn_dcg
+from ..metrics.dcg import dcg, ips_dcg, ndcg, pn_dcg, snips_dcg
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..propensity.discount import LogDiscount
@@ -208,16 +208,16 @@ class ReliabilityResult:
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in self.select(world, size):
-
-            def pct(key):
-                return "—" if math.isnan(r[key]) else f"{r[key]:.1%}"
-
+            rel_bias, rel_rmse, coverage = (
+                "—" if math.isnan(r[key]) else f"{r[key]:.1%}"
+                for key in ("rel_bias", "rel_rmse", "coverage")
+            )
             ess = "—" if math.isnan(r["min_ess_ratio"]) else f"{r['min_ess_ratio']:.1%}"
             warned = "—" if r["source"] is None else f"{r['warned']:.0%}"
             clip = "—" if math.isnan(r["median_auto_clip"]) else f"{r['median_auto_clip']:g}"
             lines.append(
-                f"| {r['configuration']} | {r['kendall']:.3f} | {r['regret']:.1%} | {pct('rel_bias')} "
-                f"| {pct('rel_rmse')} | {pct('coverage')} | {ess} | {warned} | {clip} |"
+                f"| {r['configuration']} | {r['kendall']:.3f} | {r['regret']:.1%} | {rel_bias} "
+                f"| {rel_rmse} | {coverage} | {ess} | {warned} | {clip} |"
             )
         return "\n".join(lines)
 
@@ -314,23 +314,24 @@ class ReliabilityResult:
         elif good:
             best = max(good, key=lambda r: r["kendall"])
             lines.append(
-                f"Goal met in the default world ({size[0]}×{size[1]}, pbm): {len(good)} configurations "
-                f"with estimated propensities reach τ ≥ {GOAL_KENDALL} and regret ≤ {GOAL_REGRET:.0%}; "
-                f"best {best['configuration']} (τ = {best['kendall']:.3f}, regret {best['regret']:.1%})."
+                f"Goal met in the default world ({size[0]}×{size[1]}, pbm): {len(good)} "
+                f"configurations with estimated propensities reach τ ≥ {GOAL_KENDALL} and regret "
+                f"≤ {GOAL_REGRET:.0%}; best {best['configuration']} (τ = {best['kendall']:.3f}, "
+                f"regret {best['regret']:.1%})."
             )
         else:
             best = max(estimated, key=lambda r: (r["kendall"], -r["regret"]))
             lines.append(
-                f"Goal NOT met in the default world ({size[0]}×{size[1]}, pbm): the best configuration "
-                f"with estimated propensities is {best['configuration']} with τ = {best['kendall']:.3f} "
-                f"and regret {best['regret']:.1%}."
+                f"Goal NOT met in the default world ({size[0]}×{size[1]}, pbm): the best "
+                f"configuration with estimated propensities is {best['configuration']} with "
+                f"τ = {best['kendall']:.3f} and regret {best['regret']:.1%}."
             )
         weighted = [r for r in self.runs if r["source"] is not None]
         low = [r for r in weighted if r["kendall"] < WARN_KENDALL]
         silent = [r for r in low if not r["warned"]]
         lines.append(
-            f"Of {len(weighted)} weighted runs, {len(low)} had τ < {WARN_KENDALL}; the warning fired in "
-            f"{len(low) - len(silent)} of them"
+            f"Of {len(weighted)} weighted runs, {len(low)} had τ < {WARN_KENDALL}; the warning "
+            f"fired in {len(low) - len(silent)} of them"
             + (
                 "."
                 if not silent
@@ -453,8 +454,9 @@ class _HeldOut:
 
 
 def practitioners_reward_model(train, propensity):
-    """A reward model for DR-DCG built from training data only: EASE(l2=200)'s training-period scores, Platt-calibrated on the training clicks with the
-    power-law propensities: the reward model a practitioner could build (module docstring)."""
+    """A reward model for DR-DCG built from training data only: EASE(l2=200)'s training-period
+    scores, Platt-calibrated on the training clicks with the power-law propensities: the reward
+    model a practitioner could build (module docstring)."""
     scores = EASE(l2=200.0).fit(train).predict(train)
     return ScoreCalibration().fit(scores, train, propensity=propensity).reward_model(scores)
 
@@ -467,7 +469,7 @@ def paired_with_control(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReliabilityWarning)
         a, b = (
-            dcg(clicks, r, discount=discount, propensity=propensity, impressions=impressions)
+            ips_dcg(clicks, r, discount=discount, propensity=propensity, impressions=impressions)
             for r in rankings
         )
     return a.compare(b), a.compare(b, control_variate=True)
@@ -496,8 +498,8 @@ def _evaluate(c: Configuration, data: _HeldOut, rankings, sources, discount, n_u
         "DCG": dcg,
         "nDCG": ndcg,
         "pnDCG": pn_dcg,
-        "IPS-DCG": dcg,
-        "SNIPS-DCG": lambda *a, **k: dcg(*a, self_normalised=True, **k),
+        "IPS-DCG": ips_dcg,
+        "SNIPS-DCG": snips_dcg,
         "DR-DCG": dr_dcg,
     }[c.estimator]
     values, low, high, ess, clips = [], [], [], [], []
@@ -570,7 +572,7 @@ def _aggregate(
                     and (r["users"], r["items"]) == (users, items)
                 ]
 
-                def mean(key):
+                def mean(key, mine=mine):
                     return float(np.mean([r[key] for r in mine]))
 
                 rows.append(

@@ -246,8 +246,9 @@ def write_report(result: RPPPowerResult, folder: str | Path, *, plots: bool = Tr
         "# Discriminative power of recall-paired preference (Diaz & Ferraro, SIGIR'22, Tables 3–4)",
         "",
         f"{len(orderings[next(iter(orderings))])} recommenders on {result.config.dataset} "
-        f"({result.n_users} users with test ratings ≥ {result.config.relevance:g}, {result.n_items} items), "
-        f"depth {result.config.depth}, {result.config.n_resamples} HSD relabellings, seed {result.config.seed}.",
+        f"({result.n_users} users with test ratings ≥ {result.config.relevance:g}, "
+        f"{result.n_items} items), depth {result.config.depth}, "
+        f"{result.config.n_resamples} HSD relabellings, seed {result.config.seed}.",
         "",
         result.table(),
         "",

@@ -115,7 +115,8 @@ class SensitivityResult:
                 f"IPS helps: DCG TPR {dcg[0]:.2f} at m = 1 vs {dcg.max():.2f} at best "
                 f"(m = {_clip_label(self.config.clips[best])})",
                 f"DCG ≥ nDCG in TPR for {int(np.sum(dcg >= ndcg))} of {dcg.size} clippings",
-                f"unclipped DCG: TPR {dcg[-1]:.2f}, mean p {p_dcg[-1]:.3g} (best mean p {p_dcg.min():.3g})"
+                f"unclipped DCG: TPR {dcg[-1]:.2f}, mean p {p_dcg[-1]:.3g} "
+                f"(best mean p {p_dcg.min():.3g})"
                 if self.config.clips[-1] is None
                 else "no m = ∞ in this run",
             ]
@@ -199,7 +200,8 @@ def write_report(result: SensitivityResult, folder: str | Path, *, plots: bool =
         "# Sensitivity of clipped (n)DCG on logs (Jeunen et al., KDD'24, §6.2, Figure 1)",
         "",
         f"{len(result.settings)} (logging, target) settings with exact online improvements "
-        f"(simulated world: {cfg.n_users} users × {cfg.n_items} items, feeds of {cfg.feed_length}); "
+        f"(simulated world: {cfg.n_users} users × {cfg.n_items} items, "
+        f"feeds of {cfg.feed_length}); "
         f"one-sided paired test of target − logging per trajectory at p < {cfg.alpha}; "
         f"sign: share of settings where target − logging > 0; {result.seconds:.0f} s.",
         "",

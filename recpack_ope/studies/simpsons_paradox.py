@@ -8,7 +8,9 @@ holdout comparison reverses against the strata holding most of the feedback.
 
 from __future__ import annotations
 
+import io
 import time
+from contextlib import nullcontext, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,7 +132,10 @@ def run_table2(config: Table2Config = Table2Config(), *, verbose: bool = False) 
             BPR(k=config.factors, seed=config.seed, verbose=verbose, name=f"BPR{config.factors}"),
             WMF(k=config.factors, seed=config.seed, verbose=verbose, name=f"WMF{config.factors}"),
         ):
-            result, _ = method.evaluate(model, [NDCG()], user_based=True)
+            # evaluate prints each model's table, as in a cornac.Experiment: only when verbose
+            shown = nullcontext() if verbose else redirect_stdout(io.StringIO())
+            with shown:
+                result, _ = method.evaluate(model, [NDCG()], user_based=True)
             results.append(result)
     report = simpsons_paradox(results[0], results[1])
     return Table2Result(config, report, tuple(results), time.perf_counter() - start)

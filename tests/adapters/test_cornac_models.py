@@ -18,7 +18,8 @@ from cornac.metrics import Recall
 from cornac.models import BPR, EASE, MF, NMF, PMF, SVD, ItemKNN, MostPop, UserKNN
 from recpack_ope.adapters import cornac as adapter
 
-from recpack_ope import TopK
+from recpack_ope import ReliabilityWarning
+from recpack_ope.metrics.ranking import TopK
 
 MODELS = {
     "MostPop": lambda: MostPop(),
@@ -75,9 +76,9 @@ def test_stratified_evaluation_and_add_rpp_run_every_model(
 ):
     monkeypatch.chdir(tmp_path)  # Cornac writes experiment logs to the working directory
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", adapter.ReliabilityWarning)
+        warnings.simplefilter("ignore", ReliabilityWarning)
         result, _ = pse.evaluate(
-            MODELS[name](), [Recall(k=10), adapter.UnbiasedDCG(k=10)], user_based=True
+            MODELS[name](), [Recall(k=10), adapter.PlainDCG(k=10)], user_based=True
         )
     assert 0 <= result.rows().loc["Closed", "Recall@10"] <= 1
     split = RatioSplit(triplets, test_size=0.2, rating_threshold=4.0, seed=3, verbose=False)

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from recpack_ope.aggregation import borda, majority, mc4, order
-from recpack_ope.systems import SystemScores
+
+from recpack_ope.inference import aggregation
+from recpack_ope.inference.aggregation import borda, majority, mc4, order
+from recpack_ope.inference.systems import SystemScores
 
 
 def test_borda_by_hand_with_ties():
@@ -83,3 +85,17 @@ def test_orderings_and_errors():
         borda(np.array([[1.0, 2.0, 3.0], [1.0, 2.0, np.nan]]))
     with pytest.raises(ValueError, match="per_user has shape"):
         SystemScores(names=("a", "b"), per_user=scores, user_ids=np.arange(3), name="x")
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: aggregation.mc4(np.ones((2, 2)), np.nan),
+            r"damping must lie in \(0, 1\), got nan",
+        ),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

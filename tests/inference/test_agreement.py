@@ -5,10 +5,16 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
-from recpack_ope import agreement, disagreement_probability, steiger_test, steiger_z
+from recpack_ope.inference.agreement import (
+    agreement,
+    disagreement_probability,
+    steiger_test,
+    steiger_z,
+)
 
 
 def test_disagreement_probability_by_hand_and_brute_force():
@@ -88,3 +94,48 @@ def test_steiger_rejects_bad_input():
         steiger_test([1, 2, 3, 4], [1, 2, 3, 4], [4, 3, 2, 1], method="spearman")
     with pytest.raises(ValueError, match="alternative must be"):
         steiger_z(0.1, 0.2, 0.3, 10, alternative="bigger")
+
+
+def test_series_of_metric_values_are_paired_by_model_label():
+    a = pd.Series([0.1, 0.4, 0.2, 0.9], index=["m1", "m2", "m3", "m4"])
+    b = pd.Series([0.8, 0.1, 0.3, 0.5], index=["m4", "m1", "m3", "m2"])
+    by_label = agreement(a, b)
+    # b in a's order, by hand: m1 0.1, m2 0.5, m3 0.3, m4 0.8: the same order as a.
+    assert by_label.kendall == pytest.approx(1.0) and by_label.disagreement == 0.0
+    assert agreement(a.to_numpy(), b.to_numpy()).kendall < 1.0  # position would disagree
+    with pytest.raises(ValueError, match="second metric vector has no model 'm2'"):
+        agreement(a, b.rename({"m2": "x"}))
+    with pytest.raises(ValueError, match="labels model 'm1' more than once"):
+        agreement(a.rename({"m2": "m1"}), b)
+
+
+def test_steiger_test_pairs_series_by_label():
+    truth = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], index=list("abcdef"))
+    y = pd.Series([1.1, 2.5, 2.0, 4.2, 6.0, 5.0], index=list("abcdef"))
+    z = pd.Series([3.0, 1.0, 2.0, 6.0, 4.0, 5.0], index=list("abcdef"))
+    shuffled = steiger_test(truth, y.iloc[::-1], z.iloc[[3, 1, 5, 0, 2, 4]])
+    assert shuffled.z == steiger_test(truth, y, z).z
+
+
+def test_pandas_missing_metric_values_are_refused_with_labels():
+    with pytest.raises(ValueError, match="first metric vector has a missing value at label 2"):
+        agreement(pd.Series([1, 2, None, 4], dtype="Int64"), [1.0, 2.0, 3.0, 4.0])
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: steiger_z(0.5, 0.4, 0.3, 10.5), r"integer n > 3 observations, got 10.5"),
+        (
+            lambda: steiger_z("0.5", 0.4, 0.3, 10),
+            r"r_xy must lie strictly inside \(-1, 1\), got '0.5'",
+        ),
+        (
+            lambda: steiger_test([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [2, 1, 3, 5, 4]),
+            "kendall correlation of truth and y is .*strictly inside",
+        ),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from recpack_ope import LogDiscount, TopK, dcg, pn_dcg, recall
 from recpack_ope.inference.clipping import ClipSelection, clip_candidates, slope_index
+from recpack_ope.metrics.dcg import ips_dcg, ips_pn_dcg
+from recpack_ope.metrics.ranking import TopK
+from recpack_ope.metrics.recall import ips_recall
+from recpack_ope.propensity.discount import LogDiscount
 
 
 def test_candidates_are_powers_of_two_below_the_largest_weight():
@@ -44,7 +47,7 @@ def case():
     return y, scores, p
 
 
-@pytest.mark.parametrize("estimator", [dcg, pn_dcg])
+@pytest.mark.parametrize("estimator", [ips_dcg, ips_pn_dcg])
 def test_auto_curve_equals_fixed_threshold_estimates(case, estimator):
     y, scores, p = case
     kw = dict(discount=LogDiscount(5), propensity=p)
@@ -72,8 +75,8 @@ def test_auto_recall_and_plot(case):
     y, scores, p = case
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        auto = recall(y, scores, k=5, propensity=p, clip="auto")
-        fixed = recall(y, scores, k=5, propensity=p, clip=auto.clip_selection.clip)
+        auto = ips_recall(y, scores, k=5, propensity=p, clip="auto")
+        fixed = ips_recall(y, scores, k=5, propensity=p, clip=auto.clip_selection.clip)
     assert auto.value == pytest.approx(fixed.value, rel=1e-12)
     ax = auto.clip_selection.plot()
     line = ax.lines[0]
@@ -110,7 +113,7 @@ def test_auto_rmse_is_within_a_factor_of_the_best_fixed_threshold():
             clicks = sp.csr_matrix(
                 (rng.random((users, items)) < p) & (rng.random((users, items)) < q), dtype=float
             )
-            r = dcg(clicks, target, discount=discount, propensity=p, clip="auto")
+            r = ips_dcg(clicks, target, discount=discount, propensity=p, clip="auto")
             # Per-user mean over evaluated users → expected reward per user of the world.
             scale = r.n_users / users
             selected.append(r.value * scale)
@@ -123,3 +126,21 @@ def test_auto_rmse_is_within_a_factor_of_the_best_fixed_threshold():
     assert abs(np.mean([c[math.inf] for c in curves]) - truth) < 3 * rmse[math.inf] / np.sqrt(reps)
     assert auto <= 2.5 * best
     assert auto < rmse[math.inf] and auto < rmse[1.0] / 3
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: ClipSelection(np.array([np.inf, 1.0]), np.ones(2), np.ones(2), 5),
+            "chosen must index one of the 2 thresholds, got 5",
+        ),
+        (
+            lambda: ClipSelection(np.ones(2), np.ones(3), np.ones(2), 0),
+            "must be 1-D arrays of one length",
+        ),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

@@ -8,17 +8,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from recpack_ope import (
-    FeedLog,
-    LogDiscount,
-    ReliabilityWarning,
-    dcg,
-    logged_dcg,
-    ndcg,
-    recall,
-    unbiased_dcg,
-)
+from recpack_ope.inference.diagnostics import ReliabilityWarning
+from recpack_ope.logged.feed_log import FeedLog
+from recpack_ope.logged.logged_dcg import logged_dcg
 from recpack_ope.logged.policies import DeterministicRanker
+from recpack_ope.metrics.dcg import dcg, ips_dcg, ips_ndcg, snips_dcg
+from recpack_ope.metrics.recall import ips_recall
+from recpack_ope.propensity.discount import LogDiscount
 
 # Held-out: u0 likes items 0 and 2, u1 likes item 1 (reward 2) and item 3.
 Y = sp.csr_matrix(np.array([[1.0, 0, 1, 0], [0, 2, 0, 1]]))
@@ -67,7 +63,7 @@ def held_out_entries():
 
 @pytest.mark.parametrize("clip", [math.inf, 20.0, 3.0])
 def test_held_out_diagnostics_equal_hand_computation(clip):
-    est = unbiased_dcg(
+    est = ips_dcg(
         Y,
         SCORES,
         discount=LogDiscount(3),
@@ -83,15 +79,14 @@ def test_held_out_diagnostics_equal_hand_computation(clip):
 
 
 def test_every_weighted_held_out_estimator_carries_the_same_weight_diagnostics():
-    base = unbiased_dcg(Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=0.01)
+    base = ips_dcg(Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=0.01)
     for est in (
-        ndcg(Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=0.01),
-        unbiased_dcg(
+        ips_ndcg(Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=0.01),
+        snips_dcg(
             Y,
             SCORES,
             discount=LogDiscount(3),
             propensity=P,
-            self_normalised=True,
             ess_threshold=0.01,
         ),
     ):
@@ -101,7 +96,7 @@ def test_every_weighted_held_out_estimator_carries_the_same_weight_diagnostics()
 
 
 def test_recall_diagnostics_use_its_own_cutoff():
-    est = recall(Y, SCORES, k=1, propensity=P, clip=20, ess_threshold=0.01)
+    est = ips_recall(Y, SCORES, k=1, propensity=P, clip=20, ess_threshold=0.01)
     # recall@1 is DCG with a flat discount of length 1: only rank-1 entries contribute.
     entries = [(u, i, c, r) for u, i, c, r in held_out_entries()]
     raw = [1 / P[i] for _, i, _, _ in entries]
@@ -118,30 +113,26 @@ def test_recall_diagnostics_use_its_own_cutoff():
 def test_warning_fires_below_the_threshold_only_and_names_the_estimate():
     ratio = hand_diagnostics(held_out_entries(), lambda u, i: P[i], math.inf, 3)["ess_ratio"]
     with pytest.warns(ReliabilityWarning, match=r"IPS-DCG@3: .*effective sample size") as caught:
-        est = unbiased_dcg(
-            Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=ratio + 0.01
-        )
+        est = ips_dcg(Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=ratio + 0.01)
     assert len(caught) == 1
     assert not est.diagnostics.reliable and "UNRELIABLE: weights: ESS" in repr(est)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ReliabilityWarning)
-        est = unbiased_dcg(
-            Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=ratio - 0.01
-        )
+        est = ips_dcg(Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=ratio - 0.01)
     assert est.diagnostics.reliable and "\n  weights: ESS" in repr(est)
     assert issubclass(ReliabilityWarning, UserWarning)
 
 
 def test_recall_warns_once_under_its_own_name():
     with pytest.warns(ReliabilityWarning) as caught:
-        recall(Y, SCORES, k=2, propensity=P, ess_threshold=1.0)
+        ips_recall(Y, SCORES, k=2, propensity=P, ess_threshold=1.0)
     assert [str(w.message).split(":")[0] for w in caught] == ["IPS-Recall@2"]
 
 
 @pytest.mark.parametrize("bad", [0, -0.1, 1.5, float("nan"), "high", None])
 def test_ess_threshold_outside_unit_interval_is_refused(bad):
     with pytest.raises(ValueError, match=r"ess_threshold must be .*\(0, 1\]"):
-        unbiased_dcg(Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=bad)
+        ips_dcg(Y, SCORES, discount=LogDiscount(3), propensity=P, ess_threshold=bad)
 
 
 def test_logged_diagnostics_equal_hand_computation():
@@ -173,12 +164,12 @@ def test_logged_diagnostics_equal_hand_computation():
 
 
 def test_stratified_diagnostics_are_the_holdouts_and_warn_once():
-    from recpack_ope import stratified
+    from recpack_ope.metrics.stratified import stratified
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = stratified(
-            unbiased_dcg,
+            ips_dcg,
             Y,
             SCORES,
             stratify_by=P,
@@ -210,5 +201,5 @@ def test_an_estimate_without_evaluated_interactions_is_flagged():
     # The target shows items 1 and 3 to user 0 and items 0 and 2 to user 1: no held-out hit.
     scores = np.array([[0.0, 0.9, 0.0, 0.8], [0.9, 0.0, 0.8, 0.0]])
     with pytest.warns(ReliabilityWarning, match="no evaluated interaction"):
-        est = unbiased_dcg(Y, scores, discount=LogDiscount(2), propensity=P)
+        est = ips_dcg(Y, scores, discount=LogDiscount(2), propensity=P)
     assert est.value == 0 and est.diagnostics.n_weights == 0 and est.diagnostics.ess_ratio == 0

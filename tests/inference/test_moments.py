@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from recpack_ope import EstimateResult
 from recpack_ope.inference.diagnostics import WeightDiagnostics, WeightGroups
 from recpack_ope.inference.moments import Moments, SummaryEstimate
+from recpack_ope.inference.result import EstimateResult
 
 
 def split_moments(terms, cuts):

@@ -8,7 +8,9 @@ import scipy.sparse as sp
 from conftest import random_case
 from scipy import stats
 
-from recpack_ope import EstimateResult, LogDiscount, dcg, ndcg, pn_dcg
+from recpack_ope.inference.result import EstimateResult
+from recpack_ope.metrics.dcg import dcg, ndcg, pn_dcg, snips_dcg
+from recpack_ope.propensity.discount import LogDiscount
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +63,14 @@ def test_ratio_intervals_cover_at_nominal_rate():
 
     big_y, big_s = draw(300_000)
     truth_pn = pn_dcg(big_y, big_s, discount=disc).value
-    truth_sn = dcg(big_y, big_s, discount=disc, propensity=propensity, self_normalised=True).value
+    truth_sn = snips_dcg(big_y, big_s, discount=disc, propensity=propensity).value
     hits_pn = hits_sn = 0
     reps = 1000
     for _ in range(reps):
         y, s = draw(300)
         lo, hi = pn_dcg(y, s, discount=disc).confidence_interval()
         hits_pn += lo <= truth_pn <= hi
-        lo, hi = dcg(
-            y, s, discount=disc, propensity=propensity, self_normalised=True
-        ).confidence_interval()
+        lo, hi = snips_dcg(y, s, discount=disc, propensity=propensity).confidence_interval()
         hits_sn += lo <= truth_sn <= hi
     tol = 3 * np.sqrt(0.95 * 0.05 / reps)
     assert abs(hits_pn / reps - 0.95) < tol
@@ -110,3 +110,46 @@ def test_compare_labels_name_the_two_models():
     for bad in (("EASE",), ["EASE", "kNN"], ("EASE", 3)):
         with pytest.raises(ValueError, match="names must be a tuple of two model names"):
             a.compare(b, names=bad)
+
+
+D = LogDiscount(3)
+
+
+Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
+
+
+S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
+
+
+ESTIMATE = dcg(Y, S, discount=D)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: ESTIMATE.confidence_interval("0.9"),
+            r"level must be a number in \(0, 1\), got '0.9'",
+        ),
+        (lambda: ESTIMATE.compare(3), "other must be an estimate"),
+        (
+            lambda: EstimateResult("x", np.ones(2), (2,), np.arange(2), 0),
+            r"exponents must be a non-empty tuple of \+1 and -1, got \(2,\)",
+        ),
+        (
+            lambda: EstimateResult("x", np.ones(2), (1,), np.arange(2), -1),
+            "n_excluded_users must be an integer >= 0, got -1",
+        ),
+        (
+            lambda: EstimateResult("x", np.array([1.0, np.inf]), (1,), np.array([4, 7]), 0),
+            "terms of x are not finite: inf in column 0 for user 7",
+        ),
+        (
+            lambda: EstimateResult("x", np.ones(3), (1,), np.arange(2), 0),
+            r"terms of x have shape \(3,\); expected .* \(2, 1\)",
+        ),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

@@ -1,13 +1,25 @@
-"""Bonferroni t-tests, randomised Tukey HSD and discriminative power."""
+"""Paired t-tests, randomised Tukey HSD, discriminative power, Holm and Benjamini–Hochberg
+adjustments and the systems tied with the best.
+
+Every expected value comes by another route: hand calculation, scipy, brute force with the same
+draws, or the step-down / step-up rejection procedures written out from their definitions.
+"""
 
 import itertools
 
 import numpy as np
 import pytest
-from recpack_ope.rpp import PreferenceMatrix
-from recpack_ope.significance import discriminative_power, paired_t_tests, randomised_tukey_hsd
-from recpack_ope.systems import SystemScores
 from scipy import stats
+
+from recpack_ope.inference.significance import (
+    TiedWithBest,
+    adjust_p_values,
+    discriminative_power,
+    paired_t_tests,
+    randomised_tukey_hsd,
+    tied_with_best,
+)
+from recpack_ope.inference.systems import PreferenceMatrix, SystemScores
 
 
 def metric_sample(rng, n_users=40, shifts=(0.0, 0.05, 0.3, 0.31)):
@@ -134,3 +146,475 @@ def test_discriminative_power_is_share_of_separated_pairs():
         discriminative_power({"m": metric, "o": other})
     with pytest.raises(TypeError, match="SystemScores .* or a PreferenceMatrix"):
         paired_t_tests(np.zeros((3, 2)))
+
+
+def _scores():
+    rng = np.random.default_rng(0)
+    return SystemScores(
+        names=("a", "b", "c"), per_user=rng.random((6, 3)), user_ids=np.arange(6), name="m"
+    )
+
+
+def test_tukey_refuses_a_request_beyond_its_budget_and_counts_like_before():
+    scores = _scores()
+    with pytest.raises(
+        ValueError,
+        match=r"n_resamples=1000000000000 would permute 1.8e\+13 values \(6 users × 3 systems per resample\)",
+    ):
+        randomised_tukey_hsd(scores, 10**12)
+    # The streaming count equals keeping every maximum: brute force with the same draws.
+    rng = np.random.default_rng(3)
+    maxima = []
+    for _ in range(200):
+        perm = np.argsort(rng.random((1, 6, 3)), axis=2)[0]
+        means = np.take_along_axis(scores.per_user, perm, axis=1).mean(axis=0)
+        maxima.append(means.max() - means.min())
+    observed = np.abs(scores.means[:, None] - scores.means[None, :])
+    expected = (
+        1 + (np.array(maxima)[None, None, :] >= observed[:, :, None] * (1 - 1e-12)).sum(axis=2)
+    ) / 201
+    np.fill_diagonal(expected, 1.0)
+    np.testing.assert_array_equal(randomised_tukey_hsd(scores, 200, seed=3).p_value, expected)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: adjust_p_values([0.1, 0.2j], "holm"), r"p has complex dtype"),
+    ],
+)
+def test_complex_values_are_refused(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: paired_t_tests(
+                SystemScores(("a", "b"), [[1.0, np.nan], [1.0, 2.0]], np.arange(2), "m")
+            ),
+            r"sample\.per_user has nan for user row 0, system 'b'",
+        ),
+        (
+            lambda: randomised_tukey_hsd(
+                SystemScores(("a", "b"), [[1.0, 2.0], [np.inf, 2.0]], np.arange(2), "m")
+            ),
+            r"sample\.per_user has inf for user row 1, system 'a'",
+        ),
+        (
+            lambda: tied_with_best(_scores(), seed=-1),
+            "seed must be None, an integer >= 0 or a numpy Generator, got -1",
+        ),
+        (
+            lambda: tied_with_best(_scores(), test="tukey", seed="x"),
+            "seed must be None, an integer >= 0",
+        ),
+        (
+            lambda: tied_with_best(_scores(), n_resamples=0),
+            "n_resamples must be a positive integer, got 0",
+        ),
+        (
+            lambda: randomised_tukey_hsd(_scores(), 10, seed=1.5),
+            "seed must be None, an integer >= 0 or a numpy Generator, got 1.5",
+        ),
+        (lambda: paired_t_tests(_scores(), "sidak"), "correction must be one of"),
+        (
+            lambda: discriminative_power({"m": _scores()}, tests="tukey"),
+            "tests must be a tuple of test names",
+        ),
+        (lambda: discriminative_power([_scores()]), "samples must map measure names"),
+        (
+            lambda: discriminative_power({"m": _scores()}, alpha="0.05"),
+            r"alpha must be a number in \(0, 1\), got '0.05'",
+        ),
+        (lambda: discriminative_power({"m": [[1.0]]}), "sample must be a SystemScores"),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def holm_by_definition(p):
+    """p̃_(k) = min(1, max_{j ≤ k} (n − j + 1) · p_(j)), one sorted p at a time."""
+    n = len(p)
+    ranked = sorted(range(n), key=lambda i: p[i])
+    out, running = [0.0] * n, 0.0
+    for j, i in enumerate(ranked, 1):
+        running = max(running, (n - j + 1) * p[i])
+        out[i] = min(1.0, running)
+    return np.array(out)
+
+
+def holm_rejects(p, alpha):
+    """Holm's step-down procedure at level alpha: reject p_(1), p_(2), … while p_(k) ≤ α/(n − k + 1)."""
+    n = len(p)
+    rejected = set()
+    for k, i in enumerate(sorted(range(n), key=lambda i: p[i]), 1):
+        if p[i] > alpha / (n - k + 1):
+            break
+        rejected.add(i)
+    return rejected
+
+
+def bh_rejects(p, alpha):
+    """BH step-up procedure at level alpha: reject the k smallest, k the largest with p_(k) ≤ kα/n."""
+    n = len(p)
+    ranked = sorted(range(n), key=lambda i: p[i])
+    k_max = max((k for k, i in enumerate(ranked, 1) if p[i] <= k * alpha / n), default=0)
+    return set(ranked[:k_max])
+
+
+def seeded_metric_sample(seed, n_users=30, shifts=(0.0, 0.04, 0.08, 0.3)):
+    rng = np.random.default_rng(seed)
+    x = (
+        rng.random((n_users, 1))
+        + np.array(shifts)
+        + 0.1 * rng.standard_normal((n_users, len(shifts)))
+    )
+    return SystemScores(
+        names=tuple(f"s{i}" for i in range(len(shifts))),
+        per_user=x,
+        user_ids=np.arange(n_users),
+        name="metric",
+    )
+
+
+def test_hand_worked_adjustments():
+    p = [0.01, 0.04, 0.03, 0.005]
+    # Sorted: 0.005 (#3), 0.01 (#0), 0.03 (#2), 0.04 (#1); n = 4.
+    # Holm: 4·0.005 = 0.02, 3·0.01 = 0.03, 2·0.03 = 0.06, 1·0.04 = 0.04 → running max 0.06.
+    np.testing.assert_allclose(adjust_p_values(p, "holm"), [0.03, 0.06, 0.06, 0.02], rtol=1e-12)
+    # BH: 4/1·0.005 = 0.02, 4/2·0.01 = 0.02, 4/3·0.03 = 0.04, 4/4·0.04 = 0.04 → running min from the top.
+    np.testing.assert_allclose(adjust_p_values(p, "bh"), [0.02, 0.04, 0.04, 0.02], rtol=1e-12)
+    np.testing.assert_allclose(
+        adjust_p_values(p, "bonferroni"), [0.04, 0.16, 0.12, 0.02], rtol=1e-12
+    )
+    np.testing.assert_array_equal(adjust_p_values(p, "none"), p)
+
+    # Ties and the cap at 1: p = [0.02, 0.02, 0.2, 0.6].
+    # Holm: 0.08, 3·0.02 = 0.06 → 0.08, 2·0.2 = 0.4, 0.6.  BH: 0.08, 0.04, 4/3·0.2 = 0.2667, 0.6
+    # → running min from the top: 0.6, 0.2667, 0.04, 0.04.
+    p = [0.02, 0.02, 0.2, 0.6]
+    np.testing.assert_allclose(adjust_p_values(p, "holm"), [0.08, 0.08, 0.4, 0.6], rtol=1e-12)
+    np.testing.assert_allclose(adjust_p_values(p, "bh"), [0.04, 0.04, 0.8 / 3, 0.6], rtol=1e-12)
+    # 3·0.4 = 1.2 is capped, and the running max carries the cap to the larger p-values.
+    np.testing.assert_array_equal(adjust_p_values([0.4, 0.45, 0.9], "holm"), [1.0, 1.0, 1.0])
+    assert adjust_p_values([], "holm").shape == (0,)
+    assert adjust_p_values([0.3], "bh") == pytest.approx([0.3])
+
+
+def test_bh_equals_scipy_and_holm_equals_its_definition():
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(1, 40))
+        p = rng.random(n) ** rng.uniform(0.5, 4)
+        if trial % 4 == 0:
+            p = np.round(p, 2)  # ties
+        if trial % 10 == 0:
+            p[: n // 3] = 0.0
+            p[-1] = 1.0
+        np.testing.assert_allclose(
+            adjust_p_values(p, "bh"),
+            stats.false_discovery_control(p, method="bh"),
+            rtol=1e-12,
+            atol=0,
+        )
+        np.testing.assert_allclose(
+            adjust_p_values(p, "holm"), holm_by_definition(p), rtol=1e-12, atol=0
+        )
+
+
+def test_adjusted_p_values_are_the_smallest_level_that_rejects():
+    """``adjusted < α`` is exactly the step-down (Holm) / step-up (BH) rejection set at α."""
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        p = rng.random(int(rng.integers(2, 25))) ** 3
+        holm, bh = adjust_p_values(p, "holm"), adjust_p_values(p, "bh")
+        for alpha in rng.uniform(0.001, 0.3, size=5):
+            assert set(np.flatnonzero(holm <= alpha)) == holm_rejects(p, alpha)
+            assert set(np.flatnonzero(bh <= alpha)) == bh_rejects(p, alpha)
+        # Holm rejects everything Bonferroni rejects, BH everything Holm rejects.
+        assert np.all(holm <= adjust_p_values(p, "bonferroni") + 1e-15)
+        assert np.all(bh <= holm + 1e-15)
+
+
+@pytest.mark.parametrize("correction", ["holm", "bh"])
+def test_paired_t_tests_adjust_the_uncorrected_pairs(correction):
+    sample = seeded_metric_sample(3)
+    raw = paired_t_tests(sample, correction="none")
+    tests = paired_t_tests(sample, correction=correction)
+    upper = np.triu_indices(4, 1)
+    by_hand = (
+        holm_by_definition(raw.p_value[upper])
+        if correction == "holm"
+        else stats.false_discovery_control(raw.p_value[upper], method="bh")
+    )
+    np.testing.assert_allclose(tests.p_value[upper], by_hand, rtol=1e-12)
+    np.testing.assert_array_equal(tests.p_value, tests.p_value.T)
+    np.testing.assert_array_equal(np.diag(tests.p_value), 1.0)
+    np.testing.assert_array_equal(tests.difference, raw.difference)
+    assert tests.test == correction and raw.test == "t"
+    # The uncorrected p-values are scipy's paired t-test.
+    for s, t in itertools.combinations(range(4), 2):
+        p = stats.ttest_rel(sample.per_user[:, s], sample.per_user[:, t]).pvalue
+        assert raw.p_value[s, t] == pytest.approx(p, rel=1e-9)
+
+
+def test_bonferroni_is_unchanged_and_holm_between_it_and_bh():
+    sample = seeded_metric_sample(3)
+    upper = np.triu_indices(4, 1)
+    raw = paired_t_tests(sample, correction="none").p_value[upper]
+    bonferroni = paired_t_tests(sample)
+    assert bonferroni.test == "bonferroni"
+    np.testing.assert_array_equal(bonferroni.p_value[upper], np.minimum(raw * 6, 1.0))
+    for s, t in itertools.combinations(range(4), 2):
+        p = stats.ttest_rel(sample.per_user[:, s], sample.per_user[:, t]).pvalue
+        assert bonferroni.p_value[s, t] == pytest.approx(min(1.0, 6 * p), rel=1e-9)
+    holm = paired_t_tests(sample, "holm").p_value[upper]
+    bh = paired_t_tests(sample, "bh").p_value[upper]
+    assert np.all(bh <= holm + 1e-15) and np.all(holm <= bonferroni.p_value[upper] + 1e-15)
+
+
+def test_paired_t_tests_on_preferences_with_holm():
+    rng = np.random.default_rng(4)
+    upper_values = np.triu(rng.uniform(-1, 1, size=(25, 4, 4)) + 0.3, 1)
+    prefs = PreferenceMatrix(
+        names=("a", "b", "c", "d"),
+        per_user=upper_values - upper_values.transpose(0, 2, 1),
+        user_ids=np.arange(25),
+        name="RPP",
+        n_excluded_users=0,
+    )
+    upper = np.triu_indices(4, 1)
+    raw = [
+        stats.ttest_1samp(prefs.per_user[:, s, t], 0.0).pvalue for s, t in zip(*upper, strict=True)
+    ]
+    tests = paired_t_tests(prefs, "holm")
+    np.testing.assert_allclose(tests.p_value[upper], holm_by_definition(raw), rtol=1e-9)
+    np.testing.assert_array_equal(tests.p_value, tests.p_value.T)
+
+
+def test_discriminative_power_with_holm_and_bh():
+    sample = seeded_metric_sample(5, n_users=40, shifts=(0.0, 0.03, 0.3, 0.33))
+    power = discriminative_power({"metric": sample}, tests=("bonferroni", "holm", "bh"))
+    for test in ("bonferroni", "holm", "bh"):
+        assert power.power[test]["metric"] == paired_t_tests(sample, test).power(0.05)
+    table = power.table()
+    assert "| t-test, Holm |" in table and "| t-test, Benjamini–Hochberg |" in table
+    # The default runs the same two tests as before.
+    assert set(discriminative_power({"metric": sample}, n_resamples=50).power) == {
+        "tukey",
+        "bonferroni",
+    }
+
+
+def tied_pool(seed=11, n_users=60):
+    """a, b, c equal in distribution; d far worse (a shift of 5 per-user standard deviations)."""
+    rng = np.random.default_rng(seed)
+    base = rng.random((n_users, 1))
+    x = base + [0.0, 0.0, 0.0, -0.7] + 0.1 * rng.standard_normal((n_users, 4))
+    return SystemScores(
+        names=("a", "b", "c", "d"), per_user=x, user_ids=np.arange(n_users), name="nDCG@10"
+    )
+
+
+def test_tied_with_best_t_tests_equal_scipy_holm_adjusted_by_hand():
+    sample = tied_pool()
+    result = tied_with_best(sample)
+    assert isinstance(result, TiedWithBest)
+    means = sample.per_user.mean(axis=0)
+    expected_order = sorted(sample.names, key=lambda name: -means[sample.names.index(name)])
+    assert list(result.names) == expected_order
+    assert result.best == expected_order[0] == sample.names[int(np.argmax(means))]
+    assert set(result.tied) == {"a", "b", "c"} and "d" not in result.tied
+    assert result.tied == tuple(n for n in result.names if n in result.tied)  # mean order
+    assert (result.alpha, result.correction, result.test, result.measure) == (
+        0.05,
+        "holm",
+        "t",
+        "nDCG@10",
+    )
+
+    best = sample.per_user[:, sample.index(result.best)]
+    others = result.names[1:]
+    raw = [stats.ttest_rel(best, sample.per_user[:, sample.index(name)]).pvalue for name in others]
+    np.testing.assert_allclose(result.p_value[1:], holm_by_definition(raw), rtol=1e-9)
+    assert result.p_value[0] == 1.0  # the best is not tested against itself
+    np.testing.assert_allclose(
+        result.difference,
+        [best.mean() - sample.per_user[:, sample.index(n)].mean() for n in result.names],
+        rtol=1e-12,
+        atol=1e-15,
+    )
+    np.testing.assert_allclose(result.mean, [means[sample.index(n)] for n in result.names])
+    assert result.p_value[result.names.index("d")] < 1e-10
+
+    # Other corrections adjust the same M − 1 raw p-values.
+    none = tied_with_best(sample, correction="none")
+    np.testing.assert_allclose(none.p_value[1:], raw, rtol=1e-9)
+    bh = tied_with_best(sample, correction="bh")
+    np.testing.assert_allclose(
+        bh.p_value[1:], stats.false_discovery_control(raw, method="bh"), rtol=1e-9
+    )
+    bonferroni = tied_with_best(sample, correction="bonferroni")
+    np.testing.assert_allclose(bonferroni.p_value[1:], np.minimum(3 * np.array(raw), 1), rtol=1e-9)
+
+
+def test_tied_set_follows_alpha():
+    sample = tied_pool()
+    result = tied_with_best(sample, alpha=0.2)
+    assert result.tied == tuple(
+        n for n, p in zip(result.names, result.p_value, strict=True) if p >= 0.2
+    )
+    # At a level above every uncorrected p-value only the best is left (Holm's are capped at 1
+    # here, so they stay tied); at a tiny level all but d stay tied.
+    uncorrected = tied_with_best(sample, alpha=0.999, correction="none")
+    assert max(uncorrected.p_value[1:]) < 0.999 and uncorrected.tied == (result.best,)
+    assert set(tied_with_best(sample, alpha=0.999).tied) == {"a", "b", "c"}
+    assert set(tied_with_best(sample, alpha=1e-6).tied) == {"a", "b", "c"}
+
+
+def test_tied_with_best_tukey_is_the_best_row_of_the_hsd():
+    sample = tied_pool()
+    result = tied_with_best(sample, test="tukey", n_resamples=400, seed=5)
+    hsd = randomised_tukey_hsd(sample, 400, 5)
+    b = sample.index(result.best)
+    np.testing.assert_array_equal(
+        result.p_value, hsd.p_value[b, [sample.index(n) for n in result.names]]
+    )
+    assert result.p_value[0] == 1.0
+    assert result.correction == "none" and result.test == "tukey"
+    assert set(result.tied) == {"a", "b", "c"}
+    assert result.p_value[result.names.index("d")] == pytest.approx(1 / 401)
+    assert (
+        tied_with_best(sample, correction="none", test="tukey", n_resamples=400, seed=5).tied
+        == result.tied
+    )
+
+
+def test_table_and_repr():
+    sample = tied_pool()
+    result = tied_with_best(sample)
+    text = result.table()
+    lines = text.splitlines()
+    assert (
+        lines[0]
+        == "| rank | system | nDCG@10 | difference to best | p (Holm, α=0.05) | tied with best |"
+    )
+    assert len(lines) == 2 + 4
+    assert lines[2].startswith(f"| 1 | {result.best} | ") and lines[2].endswith("| – | = |")
+    assert lines[-1].startswith("| 4 | d | ") and lines[-1].endswith(" |  |")
+    assert repr(result).startswith(
+        f"3 of 4 systems tied with the best, {result.best} (Holm, α=0.05)"
+    )
+    assert text in repr(result)
+    assert "randomised Tukey HSD" in tied_with_best(sample, test="tukey", n_resamples=20).table()
+
+    # SystemScores.table: unchanged without ``tied``, one more column with it.
+    plain = sample.table()
+    assert plain.splitlines()[0] == "| rank | system | nDCG@10 | 95% CI | Borda |"
+    marked = sample.table(tied=result).splitlines()
+    assert marked[0] == plain.splitlines()[0] + " tied with best (Holm, α=0.05) |"
+    assert marked[1] == "|---|---|---|---|---|---|"
+    for old, new in zip(plain.splitlines()[2:], marked[2:], strict=True):
+        name = old.split(" | ")[1]
+        assert new == old + (" = |" if name in result.tied else "  |")
+    assert sum(line.endswith(" = |") for line in marked[2:]) == 3
+    other = SystemScores(
+        names=("x", "y"), per_user=np.arange(6.0).reshape(3, 2), user_ids=np.arange(3), name="o"
+    )
+    with pytest.raises(ValueError, match=r"\btied covers systems \['x', 'y'\]"):
+        sample.table(tied=tied_with_best(other))
+
+
+@pytest.mark.parametrize(
+    "p, method, name",
+    [
+        ([0.1, 1.2], "holm", "p"),
+        ([0.1, -0.01], "bh", "p"),
+        ([0.1, np.nan], "bh", "p"),
+        ([0.1, np.inf], "bonferroni", "p"),
+        ([[0.1, 0.2]], "holm", "p"),
+        (0.1, "holm", "p"),
+        ([0.1], "hommel", "method"),
+        ([0.1], None, "method"),
+    ],
+)
+def test_adjust_p_values_rejects_bad_input(p, method, name):
+    with pytest.raises(ValueError, match=rf"\b{name}\b") as info:
+        adjust_p_values(p, method)
+    if name == "method":
+        assert repr(method) in str(info.value)
+
+
+def test_paired_t_tests_rejects_unknown_correction():
+    with pytest.raises(ValueError, match=r"correction .*'sidak'"):
+        paired_t_tests(seeded_metric_sample(0), correction="sidak")
+    with pytest.raises(ValueError, match="unknown test 'sidak'"):
+        discriminative_power({"m": seeded_metric_sample(0)}, tests=("sidak",))
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": 1.0}, "alpha"),
+        ({"alpha": -0.1}, "alpha"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"alpha": "0.05"}, "alpha"),
+        ({"alpha": True}, "alpha"),
+        ({"correction": "sidak"}, "correction"),
+        ({"correction": "holm", "test": "tukey"}, "correction"),
+        ({"correction": "bh", "test": "tukey"}, "correction"),
+        ({"test": "wilcoxon"}, "test"),
+        ({"test": "tukey", "n_resamples": 0}, "n_resamples"),
+    ],
+)
+def test_tied_with_best_rejects_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        tied_with_best(tied_pool(), **kwargs)
+
+
+def test_tied_with_best_rejects_bad_samples():
+    one_system = SystemScores(
+        names=("a",), per_user=np.zeros((5, 1)), user_ids=np.arange(5), name="m"
+    )
+    with pytest.raises(ValueError, match=r"sample must hold at least 2 systems, got 1"):
+        tied_with_best(one_system)
+    one_user = SystemScores(
+        names=("a", "b"), per_user=np.zeros((1, 2)), user_ids=np.arange(1), name="m"
+    )
+    with pytest.raises(ValueError, match=r"sample must hold at least 2 users, got 1"):
+        tied_with_best(one_user)
+    nan = SystemScores(
+        names=("a", "b"), per_user=[[0.1, 0.2], [np.nan, 0.3]], user_ids=np.arange(2), name="m"
+    )
+    with pytest.raises(ValueError, match=r"sample\.per_user has nan for user row 1, system 'a'"):
+        tied_with_best(nan)
+    prefs = PreferenceMatrix(
+        names=("a", "b"),
+        per_user=np.zeros((3, 2, 2)),
+        user_ids=np.arange(3),
+        name="RPP",
+        n_excluded_users=0,
+    )
+    with pytest.raises(TypeError, match="sample must be a SystemScores"):
+        tied_with_best(prefs)
+
+
+def test_two_systems_without_spread():
+    """Identical systems are tied (p = 1); a constant shift is decided by the difference (p = 0)."""
+    x = np.arange(10.0)[:, None] / 8  # dyadic: x + 0.5 − x is exactly 0.5
+    same = SystemScores(
+        names=("a", "b"), per_user=np.hstack([x, x]), user_ids=np.arange(10), name="m"
+    )
+    result = tied_with_best(same)
+    assert result.best == "a" and result.tied == ("a", "b") and list(result.p_value) == [1.0, 1.0]
+    shifted = SystemScores(
+        names=("a", "b"), per_user=np.hstack([x, x + 0.5]), user_ids=np.arange(10), name="m"
+    )
+    result = tied_with_best(shifted)
+    assert result.best == "b" and result.tied == ("b",) and result.p_value[1] == 0.0

@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from recpack_ope import load_movielens_100k
+from recpack_ope.io.movielens import load_movielens_100k
 
 U_DATA = b"196\t242\t3\t881250949\n186\t302\t3\t891717742\n196\t377\t1\t878887116\n"
 
@@ -33,7 +33,7 @@ def test_download_path_with_a_local_fake_archive(tmp_path, monkeypatch):
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("ml-100k/u.data", U_DATA)
     (tmp_path / "ml-100k.zip").write_bytes(archive.getvalue())
-    monkeypatch.setattr("recpack_ope.datasets._widedeep_file", lambda: None)
+    monkeypatch.setattr("recpack_ope.io.movielens._widedeep_file", lambda: None)
     url = (tmp_path / "ml-100k.zip").as_uri()
     data = load_movielens_100k(cache_dir=tmp_path / "cache", url=url)
     assert data.users.size == 3 and data.source.endswith("ml-100k/u.data")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from recpack_ope import holdout_split
+from recpack_ope.io.split import holdout_split
 
 
 def test_parts_are_disjoint_and_sum_to_the_input():

@@ -2,16 +2,18 @@
 
 import gzip
 import json
+import math
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import hide_package
-from recpack_ope.rpp import preference_matrix
-from recpack_ope.trec import read_trec, run_name
 
 from recpack_ope.cli import main
 from recpack_ope.io import trec
+from recpack_ope.io.trec import read_trec, run_name
+from recpack_ope.metrics.rpp import preference_matrix
 
 REFERENCE = Path(__file__).parents[1] / "data" / "rpp_reference"
 
@@ -192,3 +194,228 @@ def test_a_document_listed_twice_is_named_whether_a_querys_lines_are_together_or
     once = write(tmp_path / "input.once", "q0 Q0 x 1 0.5 s\nq1 Q0 y 1 1 s\nq0 Q0 y 2 1.0 s\n")
     # a, x, y: codes 0, 1, 2; q0 by score: y, x
     assert read_trec(qrels, [once]).runs["once"].items.tolist() == [[2, 1], [2, -1]]
+
+
+def line_parser(qrels_path, run_paths, depth=None):
+    """The module docstring of recpack_ope.io.trec, one line at a time."""
+
+    def lines(path):
+        raw = Path(path).read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return [line.split() for line in raw.decode("utf-8-sig").splitlines() if line.split()]
+
+    judged = {}
+    for fields in lines(qrels_path):
+        grade = float(fields[3])
+        if grade > 0:
+            key = (fields[0], fields[2])
+            judged[key] = max(grade, judged.get(key, grade))
+    queries = list(dict.fromkeys(query for query, _ in judged))
+    docs = {doc for _, doc in judged}
+    listed = {}
+    for path in run_paths:
+        by_query = {}
+        for fields in lines(path):
+            score = float(fields[4])
+            if fields[0] in queries and not math.isnan(score):
+                by_query.setdefault(fields[0], []).append((score, fields[2]))
+                docs.add(fields[2])
+        listed[trec.run_name(path)] = by_query
+    doc_ids = sorted(docs)
+    runs = {}
+    for name, by_query in listed.items():
+        rows = [
+            [doc for _, doc in sorted(by_query.get(q, []), reverse=True)][:depth] for q in queries
+        ]
+        runs[name] = [[doc_ids.index(doc) for doc in row] for row in rows]
+    qrels = np.zeros((len(queries), len(doc_ids)))
+    for (query, doc), grade in judged.items():
+        qrels[queries.index(query), doc_ids.index(doc)] = grade
+    return queries, doc_ids, qrels, runs
+
+
+def write_files(folder, seed, layout):
+    """Qrels with repeated judgements (subtopics) and runs with tied and long scores, NaN lines,
+    unknown queries, one query missing, doc ids whose text order is not their number order."""
+    rng = np.random.default_rng(seed)
+    docs = [f"d{i}" for i in range(30)] + ["dé", "D7", "d-1"]
+    queries = [f"{q:03d}" for q in rng.permutation(9)]
+
+    def line(fields):
+        if layout == "single":
+            return " ".join(fields) + "\n"
+        seps = [str(rng.choice([" ", "  ", "\t", " \t "])) for _ in fields[1:]]
+        text = fields[0] + "".join(sep + field for sep, field in zip(seps, fields[1:], strict=True))
+        around = [
+            str(rng.choice(options))
+            for options in (["", " ", "\t"], ["", " ", "\t"], ["\n", "\r\n", "\n\n"])
+        ]
+        return around[0] + text + around[1] + around[2]
+
+    qrels = []
+    for query in queries[:-1]:
+        for doc in rng.choice(docs, size=8):  # repeats: the same document judged twice
+            qrels.append(line([query, str(rng.integers(0, 3)), str(doc), str(rng.integers(0, 4))]))
+    qrels.append(line([queries[-1], "0", "d1", "0"]))  # a query without relevant documents
+    (folder / "qrels").write_text("".join(qrels), encoding="utf-8")
+    paths = []
+    for s in range(3):
+        out = []
+        for query in [*queries[1:], "unknown"]:  # queries[0] is missing from every run
+            # NaN lines only in sys1: pyarrow leaves files with NaN to pandas.
+            scores = [
+                str(
+                    rng.choice(
+                        [
+                            "1",
+                            "0.5",
+                            "2.25",
+                            repr(float(rng.random())),
+                            "nan" if s == 1 else "3",
+                            "1e-3",
+                        ]
+                    )
+                )
+                for _ in range(12)
+            ]
+            if s != 1:  # the usual layout: by decreasing score, ties in any order
+                scores.sort(key=float, reverse=True)
+            for rank, (doc, score) in enumerate(
+                zip(rng.choice(docs, size=12, replace=False), scores, strict=True)
+            ):
+                out.append(line([query, "Q0", str(doc), str(rank + 1), score, f"sys{s}"]))
+        path = folder / f"input.sys{s}{'.gz' if s == 2 else ''}"
+        data = "".join(out).encode()
+        path.write_bytes(gzip.compress(data) if s == 2 else data)
+        paths.append(str(path))
+    return str(folder / "qrels"), paths
+
+
+def check_equal(collection, expected):
+    queries, doc_ids, qrels, runs = expected
+    assert collection.query_ids.tolist() == queries
+    assert collection.doc_ids.tolist() == doc_ids
+    np.testing.assert_array_equal(collection.qrels.toarray(), qrels)
+    assert list(collection.runs) == list(runs)
+    for name, rows in runs.items():
+        got = [[int(i) for i in row if i >= 0] for row in collection.runs[name].items]
+        assert got == rows, name
+
+
+def without_pyarrow(monkeypatch):
+    """The reader as on a machine without pyarrow. (Hiding the package itself would also break
+    pandas 3, whose string columns use pyarrow when it is importable.)"""
+    hide_package(monkeypatch, "pyarrow")
+    assert trec._pyarrow() is None
+    monkeypatch.undo()
+    monkeypatch.setattr(trec, "_pyarrow", lambda: None)
+
+
+@pytest.mark.parametrize("with_pyarrow", [True, False])
+@pytest.mark.parametrize("layout", ["single", "odd"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_reader_equals_a_line_by_line_parser(tmp_path, monkeypatch, with_pyarrow, layout, seed):
+    qrels, runs = write_files(tmp_path, seed, layout)
+    if not with_pyarrow:
+        without_pyarrow(monkeypatch)
+    for depth in (None, 4):
+        check_equal(read_trec(qrels, runs, depth=depth), line_parser(qrels, runs, depth))
+    check_equal(
+        read_trec(qrels, runs, depth=4.0), line_parser(qrels, runs, 4)
+    )  # a whole float is a depth
+    pa = trec._pyarrow()
+    if pa is not None:  # which files the fast parser takes
+        taken = [
+            trec._arrow_columns(pa, trec._file_bytes(path, "run"), [0, 2, 4]) is not None
+            for path in runs
+        ]
+        assert taken == ([True, False, True] if layout == "single" else [False] * 3)
+
+
+def test_single_spaced_files_take_the_pyarrow_path_and_odd_ones_do_not(tmp_path):
+    pa = pytest.importorskip("pyarrow") and trec._pyarrow()
+    plain = "q1 Q0 d1 1 0.5 r\nq1 Q0 dé 2 0.25 r\nq2 Q0 d1 1 3 r".encode()
+    assert trec._arrow_columns(pa, plain, [0, 2, 4]) is not None
+    for odd in (
+        b"q1  Q0 d1 1 0.5 r\n",
+        b" q1 Q0 d1 1 0.5 r\n",
+        b"q1 Q0 d1 1 0.5 r \n",
+        b"q1\tQ0 d1 1 0.5 r\n",
+        b"q1 Q0 d1 1 0.5 r\r\n",
+        b'q1 Q0 "d1" 1 0.5 r\n',
+        b"q1 Q0 d1 1 0.5 r\n\nq2 Q0 d1 1 3 r\n",
+        b"q1 Q0 d1 1 nan r\n",
+        b"q1 Q0 d1 1 0,5 r\n",
+        b"q1 Q0 d1 1 0.5 r\nq2 Q0 d1 1\n",
+        b"q1 Q0 d\x001 1 0.5 r\n",
+        b"q1 Q0 d1 1 0.5 r\xe9\n",
+    ):  # ...and invalid UTF-8 in a column not read
+        assert trec._arrow_columns(pa, odd, [0, 2, 4]) is None, odd
+    # Ties go to the larger document id, whichever way the file orders them.
+    (tmp_path / "qrels").write_text("q1 0 d1 1\n")
+    (tmp_path / "input.a").write_text(
+        "q1 Q0 d1 1 0.5 r\nq1 Q0 d3 2 0.5 r\nq1 Q0 d2 3 0.5 r\nq1 Q0 d0 4 0.7 r\n"
+    )
+    collection = read_trec(str(tmp_path / "qrels"), [str(tmp_path / "input.a")])
+    assert [collection.doc_ids[i] for i in collection.runs["a"].items[0]] == [
+        "d0",
+        "d3",
+        "d2",
+        "d1",
+    ]
+
+
+@pytest.mark.parametrize("with_pyarrow", [True, False])
+def test_scores_are_parsed_as_python_floats(tmp_path, monkeypatch, with_pyarrow):
+    if not with_pyarrow:
+        without_pyarrow(monkeypatch)
+    # Adjacent doubles: pandas' default parser before pandas 3 reads the first as the second,
+    # which would tie them and put 'b' (the larger id) first; Python's float (the reference's
+    # parser) keeps 'a' ahead.
+    assert float("0.9504636963259353") > float("0.9504636963259352")
+    (tmp_path / "qrels").write_text("q1 0 a 1\n")
+    (tmp_path / "input.r").write_text(
+        "q1 Q0 b 1 0.9504636963259352 r\nq1 Q0 a 2 0.9504636963259353 r\n"
+    )
+    collection = read_trec(str(tmp_path / "qrels"), [str(tmp_path / "input.r")])
+    assert [collection.doc_ids[i] for i in collection.runs["r"].items[0]] == ["a", "b"]
+
+
+@pytest.mark.parametrize("with_pyarrow", [True, False])
+def test_duplicate_documents_are_named_on_both_paths(tmp_path, monkeypatch, with_pyarrow):
+    if not with_pyarrow:
+        without_pyarrow(monkeypatch)
+    (tmp_path / "qrels").write_text("q1 0 a 1\nq2 0 b 1\n")
+    # Listed twice with different scores (not adjacent once ranked): q2's 'c' is the first by
+    # (query, document), as the message has always reported.
+    (tmp_path / "input.dup").write_text(
+        "q2 Q0 d 1 0.9 r\nq2 Q0 c 2 0.8 r\nq2 Q0 d 3 0.7 r\nq2 Q0 c 4 0.1 r\nq1 Q0 a 1 1 r\n"
+    )
+    for depth in (None, 1):  # a repeat below the depth is refused too
+        with pytest.raises(
+            ValueError, match=r"run 'dup' \(.*input.dup\) lists document 'c' twice for query 'q2'"
+        ):
+            read_trec(str(tmp_path / "qrels"), [str(tmp_path / "input.dup")], depth=depth)
+
+
+def test_invalid_utf8_in_a_column_not_read_gets_the_same_answer_on_both_paths(
+    tmp_path, monkeypatch
+):
+    # pandas before 3 refuses the file, pandas 3 reads it: the pyarrow path must do as pandas.
+    (tmp_path / "qrels").write_text("q1 0 a 1\n")
+    (tmp_path / "input.r").write_bytes(b"q1 Q0 a 1 0.5 r\xe9\n")
+
+    def outcome():
+        try:
+            return (
+                read_trec(str(tmp_path / "qrels"), [str(tmp_path / "input.r")])
+                .runs["r"]
+                .items.tolist()
+            )
+        except ValueError as exc:
+            return str(exc)
+
+    fast = outcome()
+    without_pyarrow(monkeypatch)
+    assert fast == outcome()

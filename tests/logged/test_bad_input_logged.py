@@ -18,29 +18,27 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from recpack_ope import LogDiscount
 from recpack_ope.io.trec import read_trec
-from recpack_ope.logged import (
-    DeterministicRanker,
+from recpack_ope.logged.banner_marginals import banner_rank_marginals, sampled_banner_rank_marginals
+from recpack_ope.logged.doubly_robust import logged_dr_dcg
+from recpack_ope.logged.feed_log import FeedLog
+from recpack_ope.logged.logged_dcg import logged_dcg
+from recpack_ope.logged.pairwise_disagreement import (
     Disagreement,
+    counterfactual_disagreement,
+    pairwise_disagreement,
+)
+from recpack_ope.logged.plackett_luce import exposure, rank_marginals, sample_rankings
+from recpack_ope.logged.policies import (
+    DeterministicRanker,
     Exposure,
-    FeedLog,
     LoggedRanking,
     PlackettLuceRanker,
-    PositionBiasEM,
-    ShuffledPositionBias,
-    banner_rank_marginals,
-    counterfactual_disagreement,
-    exposure,
-    logged_dcg,
-    logged_dr_dcg,
-    pairwise_disagreement,
-    rank_marginals,
-    sample_rankings,
-    sampled_banner_rank_marginals,
 )
-from recpack_ope.reward import RewardMatrix
-from recpack_ope.simulation import (
+from recpack_ope.logged.position_bias import PositionBiasEM, ShuffledPositionBias
+from recpack_ope.propensity.discount import LogDiscount
+from recpack_ope.reward.models import RewardMatrix
+from recpack_ope.simulation.world import (
     PersonalisedPolicy,
     PopularityPolicy,
     SimulatedWorld,

@@ -4,8 +4,9 @@ import itertools
 
 import numpy as np
 import pytest
-from recpack_ope.banner_marginals import banner_rank_marginals, sampled_banner_rank_marginals
-from recpack_ope.plackett_luce import rank_marginals
+
+from recpack_ope.logged.banner_marginals import banner_rank_marginals, sampled_banner_rank_marginals
+from recpack_ope.logged.plackett_luce import rank_marginals
 
 
 def brute_force(candidates: np.ndarray, n: int) -> np.ndarray:

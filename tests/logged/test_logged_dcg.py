@@ -4,14 +4,19 @@ import warnings
 
 import numpy as np
 import pytest
-from recpack_ope.feed_log import FeedLog
-from recpack_ope.logged_dcg import logged_dcg
-from recpack_ope.plackett_luce import rank_marginals
-from recpack_ope.policies import DeterministicRanker, LoggedRanking, PlackettLuceRanker
 from scipy import stats
 
-from recpack_ope import CustomDiscount, ExponentialDiscount, LogDiscount, ReliabilityWarning
-from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
+from recpack_ope.inference.diagnostics import ReliabilityWarning
+from recpack_ope.logged.feed_log import FeedLog
+from recpack_ope.logged.logged_dcg import logged_dcg
+from recpack_ope.logged.plackett_luce import rank_marginals
+from recpack_ope.logged.policies import (
+    DeterministicRanker,
+    LoggedRanking,
+    PlackettLuceRanker,
+)
+from recpack_ope.propensity.discount import CustomDiscount, ExponentialDiscount, LogDiscount
+from recpack_ope.simulation.world import PopularityPolicy, SimulatedWorld
 
 
 def _hand_log():
@@ -233,3 +238,29 @@ def test_auto_clip_on_logs_equals_the_fixed_clip_it_selects(normalise):
         match=r'clip must be a finite number > 0, None for no clipping or "auto", got -1',
     ):
         logged_dcg(log, target, clip=-1, **kw)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"method": "exact"},
+        {"method": "monte_carlo", "n_samples": 4},
+        {"method": "monte_carlo", "n_samples": 4, "rao_blackwell": True},
+    ],
+)
+def test_a_log_without_rewards_has_zero_dcg_under_a_per_context_policy(options):
+    # No row is rewarded, so no row is evaluated: every session's DCG is 0 (by hand). Per-
+    # context scores met an empty set of rows and crashed before.
+    session = np.repeat(np.arange(10), 4)
+    log = FeedLog.from_arrays(
+        session,
+        np.tile(np.arange(4), 10),
+        np.tile(np.arange(1, 5), 10),
+        np.zeros(40),
+        propensity=np.full(40, 0.5),
+        n_items=6,
+    )
+    scores = np.random.default_rng(0).normal(size=(log.n_contexts, 6))
+    with pytest.warns(ReliabilityWarning, match="no evaluated interaction"):
+        estimate = logged_dcg(log, PlackettLuceRanker(scores, **options), discount=LogDiscount(3))
+    assert estimate.value == 0.0 and estimate.approximation_error == 0.0

@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
-from recpack_ope.feed_log import FeedLog
-from recpack_ope.pairwise_disagreement import (
+from test_banner_marginals import brute_force
+
+from recpack_ope.logged.feed_log import FeedLog
+from recpack_ope.logged.pairwise_disagreement import (
     Disagreement,
     counterfactual_disagreement,
     pairwise_disagreement,
 )
-from test_banner_marginals import brute_force
 
 
 def banner_log(

@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
-from recpack_ope.feed_log import FeedLog
-from recpack_ope.position_bias import PositionBiasEM, ShuffledPositionBias
+
+from recpack_ope.logged.feed_log import FeedLog
+from recpack_ope.logged.position_bias import PositionBiasEM, ShuffledPositionBias
 
 THETA = np.array([1.0, 0.75, 0.6, 0.5, 0.42, 0.36, 0.3, 0.26, 0.22, 0.2])
 N_ITEMS = 30

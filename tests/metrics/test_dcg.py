@@ -7,6 +7,7 @@ import re
 import zlib
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from conftest import brute_force_dcg, random_case
@@ -14,16 +15,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import dcg_score, ndcg_score
 
-from recpack_ope import (
+from recpack_ope._validation import as_csr
+from recpack_ope.metrics.dcg import (
+    _dcg,
+    dcg,
+    ideal_dcg,
+    ips_dcg,
+    ips_ndcg,
+    ips_pn_dcg,
+    ndcg,
+    pn_dcg,
+    snips_dcg,
+)
+from recpack_ope.metrics.ranking import TopK
+from recpack_ope.metrics.rpp import rpp
+from recpack_ope.propensity.discount import (
     CustomDiscount,
     ExponentialDiscount,
     LogDiscount,
     ReciprocalDiscount,
-    TopK,
-    dcg,
-    ndcg,
-    pn_dcg,
-    unbiased_dcg,
 )
 from recpack_ope.propensity.weights import ips_weights
 
@@ -62,12 +72,12 @@ def test_ips_weights_and_self_normalisation_by_hand():
     third = 1 / math.log2(3)
     # user 0: 1·2·1 + 1·4·third; user 1: 1·1·1 + 2·1·third
     a0, a1 = 2 + 4 * third, 1 + 2 * third
-    r = unbiased_dcg(y, s, discount=LogDiscount(2), propensity=p)
+    r = ips_dcg(y, s, discount=LogDiscount(2), propensity=p)
     assert r.name == "IPS-DCG@2"
     assert r.per_user == pytest.approx([a0, a1], abs=1e-14)
-    clipped = unbiased_dcg(y, s, discount=LogDiscount(2), propensity=p, clip=3.0)
+    clipped = ips_dcg(y, s, discount=LogDiscount(2), propensity=p, clip=3.0)
     assert clipped.per_user == pytest.approx([2 + 3 * third, a1], abs=1e-14)
-    sn = unbiased_dcg(y, s, discount=LogDiscount(2), propensity=p, self_normalised=True)
+    sn = snips_dcg(y, s, discount=LogDiscount(2), propensity=p)
     # Σ c·w·δ / Σ w × N/|U| with Σ w = 2 + 4 + 1 + 1 = 8, N = 4, |U| = 2
     assert sn.value == pytest.approx((a0 + a1) / 8 * 4 / 2, abs=1e-14)
     assert sn.name == "SNIPS-DCG@2"
@@ -191,14 +201,20 @@ def test_matches_brute_force(name, propensity_kind):
     clip = 6.0
     ref = brute_force_dcg(y, s, delta, p, clip=clip)
     users = sorted(ref)
-    kw = dict(discount=disc, propensity=p, clip=clip)
-    assert dcg(y, s, **kw).per_user == pytest.approx([ref[u][0] for u in users], abs=1e-12)
-    assert ndcg(y, s, **kw).per_user == pytest.approx(
+    if p is None:  # the plain estimators (no weight reaches the clip)
+        plain, normalised, post = dcg, ndcg, pn_dcg
+        kw = dict(discount=disc)
+        sn = snips_dcg(y, s, discount=disc, propensity=np.ones(11), clip=clip).value
+    else:
+        plain, normalised, post = ips_dcg, ips_ndcg, ips_pn_dcg
+        kw = dict(discount=disc, propensity=p, clip=clip)
+        sn = snips_dcg(y, s, **kw).value
+    assert plain(y, s, **kw).per_user == pytest.approx([ref[u][0] for u in users], abs=1e-12)
+    assert normalised(y, s, **kw).per_user == pytest.approx(
         [ref[u][0] / ref[u][1] for u in users], abs=1e-12
     )
     total_dcg, total_idcg = (sum(ref[u][j] for u in users) for j in (0, 1))
-    assert pn_dcg(y, s, **kw).value == pytest.approx(total_dcg / total_idcg, abs=1e-12)
-    sn = dcg(y, s, self_normalised=True, **kw).value
+    assert post(y, s, **kw).value == pytest.approx(total_dcg / total_idcg, abs=1e-12)
     total_w = sum(ref[u][2] for u in users)
     assert sn == pytest.approx(total_dcg / total_w * y.nnz / len(users), abs=1e-12)
 
@@ -255,7 +271,7 @@ def test_clip_above_every_weight_equals_no_clipping(seed, cutoff):
     y, s = random_case(rng)
     p = rng.uniform(1e-3, 1.0, size=y.shape[1])
     kw = dict(discount=LogDiscount(cutoff), propensity=p)
-    assert np.array_equal(dcg(y, s, clip=1e3, **kw).per_user, dcg(y, s, **kw).per_user)
+    assert np.array_equal(ips_dcg(y, s, clip=1e3, **kw).per_user, ips_dcg(y, s, **kw).per_user)
 
 
 @settings(max_examples=60, deadline=None)
@@ -271,9 +287,9 @@ def test_self_normalised_invariant_to_rescaling_propensities(seed, scale):
     rng = np.random.default_rng(seed)
     y, s = random_case(rng)
     p = rng.uniform(0.01, 1.0, size=y.shape[1])
-    kw = dict(discount=LogDiscount(4), self_normalised=True)
-    assert dcg(y, s, propensity=p * scale, **kw).value == pytest.approx(
-        dcg(y, s, propensity=p, **kw).value, rel=1e-12
+    kw = dict(discount=LogDiscount(4))
+    assert snips_dcg(y, s, propensity=p * scale, **kw).value == pytest.approx(
+        snips_dcg(y, s, propensity=p, **kw).value, rel=1e-12
     )
 
 
@@ -326,18 +342,18 @@ def test_propensity_outside_unit_interval(small, bad):
     y, s = small
     p = np.array([0.5, bad, 1.0])
     with pytest.raises(ValueError, match=r"propensity .* of item 1 lies outside \(0, 1\]"):
-        dcg(y, s, discount=LogDiscount(2), propensity=p)
+        ips_dcg(y, s, discount=LogDiscount(2), propensity=p)
 
 
 def test_propensity_shape_and_missing_user_item_entries(small):
     y, s = small
     with pytest.raises(ValueError, match=r"propensity has shape \(2,\) but y_true has 3 items"):
-        dcg(y, s, discount=LogDiscount(2), propensity=np.array([0.5, 0.5]))
+        ips_dcg(y, s, discount=LogDiscount(2), propensity=np.array([0.5, 0.5]))
     p = sp.csr_matrix(np.array([[0.5, 0, 0.5], [0, 0, 0]]))
     with pytest.raises(ValueError, match=r"propensity 0.0 of held-out \(user 1, item 1\)"):
-        dcg(y, s, discount=LogDiscount(2), propensity=p)
+        ips_dcg(y, s, discount=LogDiscount(2), propensity=p)
     with pytest.raises(ValueError, match=r"propensity matrix has shape \(1, 3\)"):
-        dcg(y, s, discount=LogDiscount(2), propensity=sp.csr_matrix(np.ones((1, 3))))
+        ips_dcg(y, s, discount=LogDiscount(2), propensity=sp.csr_matrix(np.ones((1, 3))))
 
 
 @pytest.mark.parametrize("bad", [-1.0, np.nan, np.inf])
@@ -370,7 +386,7 @@ def test_invalid_options(small):
             match=r'clip must be a finite number > 0, None for no clipping or "auto", got '
             + re.escape(repr(bad)),
         ):
-            dcg(y, s, discount=LogDiscount(2), propensity=p, clip=bad)
+            ips_dcg(y, s, discount=LogDiscount(2), propensity=p, clip=bad)
     with pytest.raises(
         ValueError, match=r"clip must be a finite number > 0, None for no clipping, got inf"
     ):
@@ -378,11 +394,11 @@ def test_invalid_options(small):
     with pytest.raises(
         ValueError, match='clip="auto" selects the clipping of IPS weights; give a propensity'
     ):
-        dcg(y, s, discount=LogDiscount(2), clip="auto")
+        _dcg(y, s, discount=LogDiscount(2), clip="auto")
     with pytest.raises(ValueError, match="normalise must be one of"):
-        dcg(y, s, discount=LogDiscount(2), normalise="user")
+        _dcg(y, s, discount=LogDiscount(2), normalise="user")
     with pytest.raises(ValueError, match="self_normalised applies to unnormalised DCG only"):
-        dcg(y, s, discount=LogDiscount(2), normalise="post", self_normalised=True)
+        _dcg(y, s, discount=LogDiscount(2), normalise="post", self_normalised=True)
     with pytest.raises(ValueError, match="chunk_users must be a positive integer or None, got 0"):
         dcg(y, s, discount=LogDiscount(2), chunk_users=0)
     with pytest.raises(TypeError, match="discount must be a Discount model"):
@@ -391,3 +407,397 @@ def test_invalid_options(small):
         dcg(sp.csr_matrix((2, 3)), s, discount=LogDiscount(2))
     with pytest.raises(ValueError, match="y_score must be a users×items score matrix"):
         dcg(y, [1, 2, 3], discount=LogDiscount(2))
+
+
+D = LogDiscount(3)
+
+
+Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
+
+
+S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
+
+
+def delta(rank: int) -> float:
+    return 1.0 / math.log2(rank + 1) if rank <= 3 else 0.0
+
+
+def corrupt(kind: str):
+    """A copy of ``sp.csr_matrix(Y)`` (or another format) broken in one way."""
+    m = sp.csr_matrix(Y)
+    if kind == "column out of range":
+        m.indices[0] = 100
+    elif kind == "negative column":
+        m.indices[1] = -3
+    elif kind == "indptr decreases":
+        m.indptr[1], m.indptr[2] = 5, 1
+    elif kind == "indptr starts at 1":
+        m.indptr[0] = 1
+    elif kind == "indptr ends early":
+        m.indptr[-1] = 3
+    elif kind == "indptr too short":
+        m.indptr = m.indptr[:-1]
+    elif kind == "data shorter than indices":
+        m.data = m.data[:-1]
+    elif kind == "float indices":
+        m.indices = m.indices.astype(float)
+    elif kind == "CSC row out of range":
+        m = m.tocsc()
+        m.indices[2] = 7
+    elif kind == "COO row out of range":
+        m = m.tocoo()
+        m.row[0] = 3
+    elif kind == "COO column out of range":
+        m = m.tocoo()
+        m.col[-1] = 4
+    elif kind == "COO lengths differ":
+        m = m.tocoo()
+        m.data = m.data[:-2]
+    elif kind == "LIL column out of range":
+        m = m.tolil()
+        m.rows[1].append(9)
+        m.data[1].append(1.0)
+    return m
+
+
+CORRUPTIONS = {
+    "column out of range": r"stored entry 0 \(row 0\) has column index 100, outside 0\.\.3",
+    "negative column": r"stored entry 1 \(row 0\) has column index -3, outside 0\.\.3",
+    "indptr decreases": r"indptr decreases at row 1 \(5 → 1\)",
+    "indptr starts at 1": r"indptr starts at 1, not 0",
+    "indptr ends early": r"indptr ends at 3 stored entries but indices has 6",
+    "indptr too short": r"indptr has 3 entries, expected one per row plus one \(4\)",
+    "data shorter than indices": r"indices has 6 and data has shape \(5,\)",
+    "float indices": r"indices array must be 1-D integers, got dtype float64",
+    "CSC row out of range": r"stored entry 2 \(column 1\) has row index 7, outside 0\.\.2",
+    "COO row out of range": r"stored entry 0 has row index 3, outside 0\.\.2",
+    "COO column out of range": r"stored entry 5 \(row 2\) has column index 4, outside 0\.\.3",
+    "COO lengths differ": r"row, col and data must have one entry per stored value, got 6, 6 and 4",
+    "LIL column out of range": r"index 9",
+}
+
+
+ENTRY_POINTS = {
+    "dcg y_true": ("y_true", lambda m: dcg(m, S, discount=D)),
+    "ndcg y_score": ("y_score", lambda m: ndcg(Y, m, discount=D)),
+    "dcg impressions": (
+        "impressions",
+        lambda m: ips_dcg(Y, S, discount=D, propensity=np.full(4, 0.5), impressions=m),
+    ),
+    "rpp y_true": ("y_true", lambda m: rpp(m, S, S[::-1])),
+    "TopK.from_scores": ("y_score", lambda m: TopK.from_scores(m, 2)),
+    "ideal_dcg gains": ("gains", lambda m: ideal_dcg(m, D)),
+    "as_csr": ("x", lambda m: as_csr(m, "x")),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+def test_corrupt_sparse_structure_is_refused_before_compiled_code(kind, entry):
+    name, call = ENTRY_POINTS[entry]
+    with pytest.raises(ValueError, match=rf"{name} is a corrupt .*{CORRUPTIONS[kind]}"):
+        call(corrupt(kind))
+
+
+def test_huge_shape_whose_keys_overflow_int64_is_refused():
+    m = sp.coo_matrix((2**32, 2**32))
+    with pytest.raises(ValueError, match=r"n_users × n_items must stay below 2\*\*63"):
+        as_csr(m, "y_true")
+
+
+def test_dataframe_scores_and_rewards_are_aligned_by_label():
+    expected = dcg(Y, S, discount=D).per_user
+    perm = np.array([2, 0, 3, 1])
+    scores = pd.DataFrame(S[:, perm], columns=perm)  # column label = item index
+    rewards = pd.DataFrame(Y[::-1], index=[2, 1, 0])  # index label = user index
+    np.testing.assert_array_equal(dcg(Y, scores, discount=D).per_user, expected)
+    np.testing.assert_array_equal(dcg(rewards, S, discount=D).per_user, expected)
+    # Used by position the permuted columns would give another value.
+    assert not np.array_equal(dcg(Y, S[:, perm], discount=D).per_user, expected)
+
+
+@pytest.mark.parametrize(
+    ("frame", "match"),
+    [
+        (
+            pd.DataFrame(S, columns=list("abcd")),
+            r"column labels must be the item indices 0\.\.3: label 'a'",
+        ),
+        (pd.DataFrame(S, columns=[0, 1, 1, 2]), r"label 1 appears twice"),
+        (pd.DataFrame(S, columns=[0, 1, 2, 9]), r"label 9 is outside 0\.\.3"),
+        (
+            pd.DataFrame(S, index=[5, 6, 7]),
+            r"index labels must be the user indices 0\.\.2: label 5",
+        ),
+    ],
+)
+def test_dataframe_labels_that_are_not_indices_are_refused(frame, match):
+    with pytest.raises(ValueError, match=match):
+        dcg(Y, frame, discount=D)
+
+
+def test_integer_rewards_beyond_2_53_are_refused_with_position():
+    y = np.zeros((2, 3), dtype=np.int64)
+    y[1, 2] = 2**53 + 1
+    with pytest.raises(
+        ValueError, match=r"y_true has integer 9007199254740993 at \(user 1, item 2\)"
+    ):
+        dcg(y, np.ones((2, 3)), discount=D)
+    with pytest.raises(ValueError, match=r"at \(user 1, item 2\)"):
+        rpp(sp.coo_matrix(y), np.ones((2, 3)), np.ones((2, 3)))
+
+
+def test_pandas_missing_values_are_refused_with_labels():
+    rewards = pd.DataFrame(Y).astype("Int64")
+    rewards.iloc[1, 2] = pd.NA
+    with pytest.raises(ValueError, match=r"y_true has a missing value at \(index 1, column 2\)"):
+        dcg(rewards, S, discount=D)
+    scores = pd.DataFrame(S).astype("Float64")
+    scores.iloc[2, 0] = pd.NA
+    with pytest.raises(ValueError, match=r"y_score has a missing value at \(index 2, column 0\)"):
+        ndcg(Y, scores, discount=D)
+
+
+def test_small_integer_duplicates_are_summed_without_overflow():
+    # 200 clicks on (user 0, item 0) stored as int8 ones: int8 sums would wrap to -56.
+    rows = np.zeros(200, dtype=np.int64)
+    clicks = sp.coo_matrix((np.ones(200, dtype=np.int8), (rows, rows)), shape=(1, 4))
+    assert as_csr(clicks, "y_true").toarray().tolist() == [[200.0, 0.0, 0.0, 0.0]]
+    result = dcg(clicks, S[:1], discount=D)
+    assert result.per_user[0] == 200 * delta(1)
+
+
+def test_non_numeric_object_values_are_refused_with_position():
+    y = np.array([[1, 0], [0, "x"]], dtype=object)
+    with pytest.raises(ValueError, match=r"y_true has non-numeric value 'x' at \(user 1, item 1\)"):
+        dcg(y, np.ones((2, 2)), discount=D)
+    with pytest.raises(ValueError, match=r"y_score must hold real numbers, got dtype <U"):
+        dcg(Y, [["a"] * 4] * 3, discount=D)
+
+
+def test_valid_bool_and_object_scores_are_ranked():
+    # Boolean scores are 0/1 and object arrays of numbers are numbers: both valid.
+    as_bool = S > 0.45
+    assert dcg(Y, as_bool, discount=D).value == dcg(Y, as_bool.astype(float), discount=D).value
+    assert dcg(Y, S.astype(object), discount=D).value == dcg(Y, S, discount=D).value
+
+
+def test_duplicate_reward_entries_are_summed():
+    rows, cols = np.array([0, 0, 2, 2, 2]), np.array([2, 2, 1, 3, 1])
+    coo = sp.coo_matrix((np.array([1.0, 2.0, 1.0, 1.0, 0.5]), (rows, cols)), shape=(3, 4))
+    summed = np.zeros((3, 4))
+    np.add.at(summed, (rows, cols), coo.data)  # by hand: (0, 2) = 3, (2, 1) = 1.5
+    assert summed[0, 2] == 3.0 and summed[2, 1] == 1.5
+    np.testing.assert_array_equal(
+        dcg(coo, S, discount=D).per_user, dcg(summed, S, discount=D).per_user
+    )
+    # A non-canonical CSR with a repeated column is summed the same way.
+    csr = sp.csr_matrix(
+        (np.array([1.0, 2.0]), np.array([2, 2]), np.array([0, 2, 2, 2])), shape=(3, 4)
+    )
+    assert as_csr(csr, "y_true").toarray()[0].tolist() == [0.0, 0.0, 3.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        sp.coo_matrix(([0.5, 0.7, 0.1], ([1, 1, 0], [3, 3, 0])), shape=(3, 4)),
+        sp.csr_matrix(
+            (np.array([0.5, 0.7]), np.array([3, 3]), np.array([0, 0, 2, 2])), shape=(3, 4)
+        ),
+    ],
+)
+def test_duplicate_score_entries_are_refused(scores):
+    with pytest.raises(ValueError, match=r"y_score stores \(user 1, item 3\) more than once"):
+        dcg(Y, scores, discount=D)
+
+
+def test_as_csr_refuses_duplicates_when_asked():
+    coo = sp.coo_matrix(([0.2, 0.3], ([2, 2], [1, 1])), shape=(3, 4))
+    with pytest.raises(ValueError, match=r"p stores \(user 2, item 1\) more than once"):
+        as_csr(coo, "p", duplicates="refuse")
+    with pytest.raises(ValueError, match="duplicates must be 'sum' or 'refuse', got 'max'"):
+        as_csr(coo, "p", duplicates="max")
+    assert as_csr(coo, "p").toarray()[2, 1] == 0.5
+
+
+def test_a_custom_discount_over_the_catalogue_pairs_the_best_ranks_with_the_best_gains():
+    # iDCG of gains (3, 1) over curve (0.2, 1.0, 0.5) on 3 items, by hand: 3·1.0 + 1·0.5.
+    gains = sp.csr_matrix(np.array([[3.0, 0.0, 1.0]]))
+    assert ideal_dcg(gains, CustomDiscount([0.2, 1.0, 0.5])).tolist() == [3.5]
+    # With 2 items only ranks 1–2 exist: 3·1.0 + 1·0.2.
+    assert ideal_dcg(gains[:, :2].toarray() + [[0, 1]], CustomDiscount([0.2, 1.0, 0.5]))[
+        0
+    ] == pytest.approx(3.2)
+    with pytest.raises(
+        ValueError,
+        match=r"gains has value -1.0 at \(user 0, item 1\); gains must be finite and >= 0",
+    ):
+        ideal_dcg(np.array([[1.0, -1.0]]), LogDiscount(2))
+    assert pn_dcg(Y, S, discount=CustomDiscount([0.2, 1.0, 0.5])).value <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: dcg(Y + 1j, S, discount=D),
+            r"y_true has complex dtype complex128 \(value \(1\+1j\) at \(user 0, item 0\)\)",
+        ),
+        (
+            lambda: dcg(sp.csr_matrix(Y) * (1 + 0.5j), S, discount=D),
+            r"y_true has complex dtype .* stored value 0 is \(1\+0\.5j\)",
+        ),
+        (lambda: dcg(Y, S + 2j, discount=D), r"y_score has complex dtype"),
+    ],
+)
+def test_complex_values_are_refused(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: _dcg(Y, S, discount=D, self_normalised="no"),
+            "self_normalised must be True or False, got 'no'",
+        ),
+        (
+            lambda: _dcg(Y, S, discount=D, propensity=np.full(4, 0.5), self_normalised=None),
+            "self_normalised must be True or False, got None",
+        ),
+        (
+            lambda: ips_dcg(Y, S, discount=D, propensity=np.full(4, 0.5), ess_threshold="0.5"),
+            r"ess_threshold must be a number in \(0, 1\], got '0.5'",
+        ),
+        (
+            lambda: ips_dcg(Y, S, discount=D, propensity=np.full(4, 0.5), ess_threshold=True),
+            r"ess_threshold must be a number in \(0, 1\], got True",
+        ),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+# --- Monte Carlo: IPS-weighted DCG is unbiased for online reward (Jeunen et al. Eq. 10–11) ---
+#
+# World (satisfies Asm. 1–5): each user u is shown, per replication, one of three fixed logging
+# rankings drawn uniformly; a position-based model views rank r with probability
+# ``δ_log(r) = 0.85^(r−1)`` (no cutoff: full support); a viewed item is clicked with its
+# quality ``q_ui``. The logging exposure of (u, i) is therefore exactly
+# ``p_ui = mean over the three rankings of δ_log(rank of i)`` (Eq. 8). The target policy is a
+# fixed ranking examined with ``LogDiscount(5)``; its true expected reward per user is
+# ``Σ_i q_ui δ_t(r_t(i))`` (Eq. 5).
+
+N_USERS, N_ITEMS, N_LOGGING, REPLICATIONS = 150, 10, 3, 400
+
+
+@pytest.fixture(scope="module")
+def world():
+    rng = np.random.default_rng(2024)
+    quality = rng.uniform(0.0, 0.9, size=(N_USERS, N_ITEMS))
+    logging = np.array(
+        [[rng.permutation(N_ITEMS) for _ in range(N_LOGGING)] for _ in range(N_USERS)]
+    )
+    delta_log = ExponentialDiscount(0.85)
+    # rank of item i in logging ranking k of user u (1-based)
+    log_rank = np.argsort(logging, axis=2) + 1
+    propensity = delta_log(log_rank).mean(axis=1)  # exact exposure, Eq. 8
+    target = TopK(np.argsort(-(quality + rng.normal(0, 0.3, quality.shape)), axis=1))
+    target_rank = np.argsort(target.items, axis=1) + 1
+    truth = (quality * LogDiscount(5)(target_rank)).sum(axis=1).mean()
+    return dict(
+        rng=rng,
+        quality=quality,
+        log_rank=log_rank,
+        delta_log=delta_log,
+        propensity=sp.csr_matrix(propensity),
+        target=target,
+        truth=truth,
+    )
+
+
+def test_unbiased_dcg_matches_online_reward_and_plain_dcg_is_biased(world):
+    rng, disc = world["rng"], LogDiscount(5)
+    unbiased, plain = [], []
+    for _ in range(REPLICATIONS):
+        shown = rng.integers(0, N_LOGGING, size=N_USERS)
+        ranks = world["log_rank"][np.arange(N_USERS), shown]
+        viewed = rng.random((N_USERS, N_ITEMS)) < world["delta_log"](ranks)
+        clicks = sp.csr_matrix(
+            (viewed & (rng.random((N_USERS, N_ITEMS)) < world["quality"])).astype(float)
+        )
+        ips = ips_dcg(clicks, world["target"], discount=disc, propensity=world["propensity"])
+        naive = dcg(clicks, world["target"], discount=disc)
+        # Users without clicks are excluded from U but have reward 0: average over all users.
+        unbiased.append(ips.per_user.sum() / N_USERS)
+        plain.append(naive.per_user.sum() / N_USERS)
+    unbiased, plain = np.array(unbiased), np.array(plain)
+    se = unbiased.std(ddof=1) / np.sqrt(REPLICATIONS)
+    # 3 standard errors of the Monte Carlo mean: a correct estimator fails this 0.3 % of the time.
+    assert abs(unbiased.mean() - world["truth"]) < 3 * se
+    se_plain = plain.std(ddof=1) / np.sqrt(REPLICATIONS)
+    assert world["truth"] - plain.mean() > 20 * max(se, se_plain)  # measurably biased (low)
+
+
+# --- plain and IPS-weighted estimators are separate functions -------------------------------
+
+
+WEIGHTED = {
+    "ips_dcg": (ips_dcg, "dcg"),
+    "snips_dcg": (snips_dcg, "dcg"),
+    "ips_ndcg": (ips_ndcg, "ndcg"),
+    "ips_pn_dcg": (ips_pn_dcg, "pn_dcg"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTED))
+@pytest.mark.parametrize("given", [{}, {"propensity": None}])
+def test_weighted_estimators_without_propensity_name_the_plain_one(name, given):
+    estimator, plain = WEIGHTED[name]
+    # \b keeps "dcg" from matching inside "ips_dcg": the plain estimator itself must be named.
+    with pytest.raises(ValueError, match=rf"^{name}\b.*propensity.*\b{plain}\b"):
+        estimator(Y, S, discount=D, **given)
+
+
+@pytest.mark.parametrize(
+    ("weighted", "plain"), [(ips_dcg, dcg), (ips_ndcg, ndcg), (ips_pn_dcg, pn_dcg)]
+)
+@pytest.mark.parametrize("form", ["item", "user_item"])
+def test_propensities_of_one_give_the_plain_estimate_exactly(weighted, plain, form):
+    rng = np.random.default_rng(17)
+    y, s = random_case(rng, n_users=30, n_items=12, graded=True)
+    ones = np.ones(12) if form == "item" else sp.csr_matrix(np.ones((30, 12)))
+    ips = weighted(y, s, discount=LogDiscount(5), propensity=ones)
+    base = plain(y, s, discount=LogDiscount(5))
+    np.testing.assert_array_equal(ips.per_user, base.per_user)
+    assert ips.value == base.value
+    assert ips.user_ids.tolist() == base.user_ids.tolist()
+    assert ips.name == "IPS-" + base.name
+
+
+def test_snips_dcg_by_hand():
+    p = np.array([0.5, 0.25, 1.0, 0.8])  # w = 1/p = 2, 4, 1, 1.25
+    # Ranks under S: user 0 holds items 0, 2 at ranks 1, 2; user 1 item 1 at rank 1; user 2
+    # items 0, 1, 3 at ranks 2, 3, 4 (δ = 0 past the cutoff 3).
+    third = 1 / math.log2(3)
+    numerator = (2 * 1 + 1 * third) + (4 * 1) + (2 * third + 4 * 0.5 + 1.25 * 0)
+    total_weight = (2 + 1) + 4 + (2 + 4 + 1.25)
+    n_held_out, n_users = 6, 3
+    expected = numerator / total_weight * n_held_out / n_users
+    result = snips_dcg(Y, S, discount=D, propensity=p)
+    assert result.value == pytest.approx(expected, rel=1e-14)
+    assert result.name == "SNIPS-DCG@3"
+    # Equal weights cancel: SNIPS equals plain DCG whatever the common propensity.
+    assert snips_dcg(Y, S, discount=D, propensity=np.full(4, 0.3)).value == pytest.approx(
+        dcg(Y, S, discount=D).value, rel=1e-14
+    )
+
+
+@pytest.mark.parametrize("plain", [dcg, ndcg, pn_dcg])
+def test_plain_estimators_take_no_propensity(plain):
+    with pytest.raises(TypeError, match="propensity"):
+        plain(Y, S, discount=D, propensity=np.full(4, 0.5))

@@ -1,4 +1,4 @@
-"""Invariants of the held-out estimators, checked by hypothesis (issue 19).
+"""Invariants of the held-out estimators, checked by hypothesis.
 
 Relabelling users or items, rescaling propensities or stratification values, and the form of
 the scores (dense, CSR, TopK) must not change what is measured; normalised DCG stays in
@@ -17,19 +17,21 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recpack_ope import (
-    CustomDiscount,
-    ExponentialDiscount,
-    LogDiscount,
-    TopK,
+from recpack_ope.metrics.dcg import (
     dcg,
     ideal_dcg,
+    ips_dcg,
+    ips_ndcg,
+    ips_pn_dcg,
     ndcg,
     pn_dcg,
-    recall,
-    rpp,
+    snips_dcg,
 )
+from recpack_ope.metrics.ranking import TopK
+from recpack_ope.metrics.recall import ips_recall, recall
+from recpack_ope.metrics.rpp import rpp
 from recpack_ope.metrics.stratified import stratum_index
+from recpack_ope.propensity.discount import CustomDiscount, ExponentialDiscount, LogDiscount
 
 SETTINGS = settings(max_examples=50, deadline=None)
 # Random targets sometimes rank no held-out item within a short cutoff; that warning is
@@ -55,11 +57,11 @@ def estimates(y, s, p, discount):
     reverse = np.where(np.isinf(s), -np.inf, -s)  # a second system for RPP, masked alike
     return {
         "dcg": dcg(y, s, discount=discount).per_user,
-        "ips": dcg(y, s, discount=discount, propensity=p, clip=8.0).per_user,
-        "snips": dcg(y, s, discount=discount, propensity=p, self_normalised=True).per_user,
-        "ndcg": ndcg(y, s, discount=discount, propensity=p).per_user,
-        "pndcg": pn_dcg(y, s, discount=discount, propensity=p).per_user,
-        "recall": recall(y, s, k=3, propensity=p).per_user,
+        "ips": ips_dcg(y, s, discount=discount, propensity=p, clip=8.0).per_user,
+        "snips": snips_dcg(y, s, discount=discount, propensity=p).per_user,
+        "ndcg": ips_ndcg(y, s, discount=discount, propensity=p).per_user,
+        "pndcg": ips_pn_dcg(y, s, discount=discount, propensity=p).per_user,
+        "recall": ips_recall(y, s, k=3, propensity=p).per_user,
         "rpp": rpp(y, s, reverse, weighting="dcg").per_user,
     }
 
@@ -108,14 +110,14 @@ def test_self_normalised_and_post_normalised_ignore_the_scale_of_propensities(
 ):
     y, s, p = case(seed)
     for metric in (
-        lambda q: dcg(y, s, discount=discount, propensity=q, self_normalised=True),
-        lambda q: pn_dcg(y, s, discount=discount, propensity=q),
-        lambda q: ndcg(y, s, discount=discount, propensity=q),
+        lambda q: snips_dcg(y, s, discount=discount, propensity=q),
+        lambda q: ips_pn_dcg(y, s, discount=discount, propensity=q),
+        lambda q: ips_ndcg(y, s, discount=discount, propensity=q),
     ):
         assert metric(p * scale).value == pytest.approx(metric(p).value, rel=1e-9)
     # IPS itself scales by exactly 1 / scale.
-    ips = dcg(y, s, discount=discount, propensity=p).value
-    assert dcg(y, s, discount=discount, propensity=p * scale).value == pytest.approx(
+    ips = ips_dcg(y, s, discount=discount, propensity=p).value
+    assert ips_dcg(y, s, discount=discount, propensity=p * scale).value == pytest.approx(
         ips / scale, rel=1e-9
     )
 
@@ -145,10 +147,11 @@ def test_ideal_dcg_is_the_best_any_ranking_reaches(gains, values):
 @given(seed=st.integers(0, 2**32 - 1), discount=DISCOUNTS, clip=st.sampled_from([None, 2.0, 50.0]))
 def test_normalised_dcg_lies_in_the_unit_interval_for_any_curve(seed, discount, clip):
     y, s, p = case(seed, masked=0.3)
-    for kw in ({}, {"propensity": p, "clip": clip}):
-        per_user = ndcg(y, s, discount=discount, **kw).per_user
+    weighted = {"propensity": p, "clip": clip}
+    for normalised, post, kw in ((ndcg, pn_dcg, {}), (ips_ndcg, ips_pn_dcg, weighted)):
+        per_user = normalised(y, s, discount=discount, **kw).per_user
         assert np.all((per_user >= 0) & (per_user <= 1 + 1e-12))
-        assert 0 <= pn_dcg(y, s, discount=discount, **kw).value <= 1 + 1e-12
+        assert 0 <= post(y, s, discount=discount, **kw).value <= 1 + 1e-12
     # A ranking of the items by their gains reaches the ideal exactly: nDCG = 1 for every user.
     best = y + np.arange(y.shape[1]) * 1e-6  # break ties by item index, largest gain first
     if isinstance(discount, CustomDiscount) and np.any(np.diff(discount.values) > 0):
@@ -219,9 +222,9 @@ def test_dense_sparse_and_topk_scores_agree(seed, k, discount):
     assert np.array_equal(TopK.from_scores(sparse, k).items, topk.items)
     cut = discount.with_cutoff(min(k, discount.cutoff or k))
     for metric in (
-        lambda x: dcg(y, x, discount=cut, propensity=p).per_user,
+        lambda x: ips_dcg(y, x, discount=cut, propensity=p).per_user,
         lambda x: ndcg(y, x, discount=cut).per_user,
-        lambda x: pn_dcg(y, x, discount=cut, propensity=p).per_user,
+        lambda x: ips_pn_dcg(y, x, discount=cut, propensity=p).per_user,
         lambda x: recall(y, x, k=k).per_user,
         lambda x: rpp(y, x, s[::-1], k=k).per_user,
     ):

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import brute_force_dcg
 
-from recpack_ope import TopK
+from recpack_ope.metrics import ranking
+from recpack_ope.metrics.dcg import dcg, ips_dcg, ndcg
+from recpack_ope.metrics.ranking import TopK, top_k_positions
+from recpack_ope.metrics.recall import recall
+from recpack_ope.propensity.discount import LogDiscount
 
 
 def brute_force_top(scores: np.ndarray, k: int) -> np.ndarray:
@@ -42,3 +49,417 @@ def test_k_larger_than_catalogue_is_truncated():
 def test_invalid_k(k):
     with pytest.raises(ValueError, match="k must be a positive integer"):
         TopK.from_scores(np.ones((2, 3)), k)
+
+
+D = LogDiscount(3)
+
+
+Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
+
+
+S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
+
+
+def delta(rank: int) -> float:
+    return 1.0 / math.log2(rank + 1) if rank <= 3 else 0.0
+
+
+def test_integer_scores_beyond_2_53_rank_exactly():
+    big = 2**53
+    scores = np.array(
+        [[big, big + 1, 3, big + 3], [-big - 2, -big - 1, -7, 5], [2**62, 2**62 + 1, 2**62 - 1, 1]],
+        dtype=np.int64,
+    )
+    unsigned = np.array(
+        [[2**63, 2**63 + 1, 5], [2**64 - 1, 2**64 - 2, 2**63 + 2048]], dtype=np.uint64
+    )
+
+    def brute(matrix, k):  # on Python ints (exact), ties to the lower item index
+        return [
+            sorted(range(len(row)), key=lambda i, row=row: (-int(row[i]), i))[:k] for row in matrix
+        ]
+
+    # float64 would tie big with big + 1 and 2**62 ± 1 with 2**62, and rank by item index.
+    assert brute(scores, 3) == [[3, 1, 0], [3, 2, 1], [1, 0, 2]]
+    assert TopK.from_scores(scores, 3).items.tolist() == brute(scores, 3)
+    assert TopK.from_scores(sp.csr_matrix(scores), 3).items.tolist() == brute(scores, 3)
+    assert TopK.from_scores(unsigned, 2).items.tolist() == brute(unsigned, 2)
+    # DCG follows the exact ranking: user 0's relevant item 0 is at rank 3, not 2.
+    assert dcg(Y, scores, discount=D).per_user[0] == delta(3)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: TopK.from_scores(sp.csr_matrix(S * 1j), 2), r"y_score has complex dtype"),
+    ],
+)
+def test_complex_values_are_refused(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def brute_order(values: np.ndarray, k: int) -> list[np.ndarray]:
+    """Per row: positions of the k largest candidates (> -inf), larger first, ties to the
+    lower position (a stable lexsort on (-value, position))."""
+    out = []
+    for row in np.asarray(values, dtype=float):
+        pos = np.flatnonzero(row > -np.inf)
+        out.append(pos[np.lexsort((pos, -row[pos]))][:k])
+    return out
+
+
+def brute_items(values: np.ndarray, k: int) -> np.ndarray:
+    """``brute_order`` as TopK items: (rows × min(k, width)), -1 padded."""
+    width = min(k, values.shape[1])
+    items = np.full((values.shape[0], width), -1)
+    for u, order in enumerate(brute_order(values, k)):
+        items[u, : order.size] = order
+    return items
+
+
+def adversarial(rng, n_rows: int, width: int) -> np.ndarray:
+    """Scores full of ties at every rank, with -inf, +inf, ±0.0, short and empty rows, and a
+    few tie-free rows (those take the fast path)."""
+    values = rng.integers(0, 4, size=(n_rows, width)).astype(float)
+    values[rng.random(values.shape) < 0.25] = -np.inf
+    values[0] = -np.inf  # no candidate
+    values[1, 1:] = -np.inf  # one candidate
+    values[2] = rng.permutation(width).astype(float)  # tie-free
+    values[3] = 0.0
+    values[3, ::2] = -0.0  # +0.0 and -0.0 are one tie
+    values[4, : width // 2] = np.inf
+    values[5] = rng.random(width)
+    values[5, -1] = values[5].max()  # a tie for first place only
+    values[6] = np.arange(width, dtype=float)  # ranked last position first
+    return values
+
+
+SHAPES = [(40, 1), (40, 7), (30, 60), (12, 300), (8, 700)]
+
+
+@pytest.mark.parametrize("n_rows, width", SHAPES)
+@pytest.mark.parametrize("k", [1, 2, 5, 20, 299, 700, 1000])
+def test_top_k_positions_equal_a_stable_lexsort(n_rows, width, k):
+    values = adversarial(np.random.default_rng(width * 1000 + k), n_rows, width)
+    rows, positions, ranks = top_k_positions(values, k)
+    expected = brute_order(values, k)
+    assert rows.tolist() == [u for u, o in enumerate(expected) for _ in o]
+    assert positions.tolist() == [p for o in expected for p in o]
+    assert ranks.tolist() == [r + 1 for o in expected for r in range(o.size)]
+
+
+@pytest.mark.parametrize("width", [60, 700])
+def test_tie_at_the_kth_place_keeps_the_leftmost(width):
+    # k = 3: the third place is shared by five entries, the leftmost wins; row 1 has a tie
+    # inside the top 3 only, row 2 at the boundary only.
+    values = np.full((3, width), -np.inf)
+    values[0, [4, 9, 20, 33, 41, 50, 51]] = [7, 5, 5, 9, 5, 5, 5]
+    values[1, [3, 8, 30]] = [2, 2, 9]
+    values[1, 40:] = 1
+    values[2, [5, 6, 7, 8]] = [1, 3, 1, 2]
+    rows, positions, _ = top_k_positions(values, 3)
+    assert positions.reshape(3, 3).tolist() == [[33, 4, 9], [30, 3, 8], [6, 8, 5]]
+    assert rows.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("width", [30, 700])
+def test_nan_is_refused_naming_the_first_one_in_any_chunk(width):
+    scores = np.random.default_rng(width).random((9, width))
+    scores[6, width - 3] = np.nan  # not among the largest values of a row without NaN
+    scores[7, 0] = np.nan
+    y = sp.csr_matrix(np.eye(9, width))
+    for chunk in (None, 1, 4):
+        with pytest.raises(ValueError, match=rf"y_score is NaN at \(user 6, item {width - 3}\)"):
+            ndcg(y, scores, discount=LogDiscount(2), chunk_users=chunk)
+    with pytest.raises(ValueError, match=rf"y_score is NaN at \(user 6, item {width - 3}\)"):
+        TopK.from_scores(scores, 2)
+    with pytest.raises(ValueError, match=r"values is NaN at \(row 6, position"):
+        top_k_positions(scores, 2)
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_wide_rows_rank_only_the_entries_above_the_group_maxima(monkeypatch, k):
+    """Rows at least 8 (k+1) wide rank only the entries at or above the (k+1)-th largest of
+    their group maxima: continuous rows, also with their largest values bunched in the last
+    columns, never reach argpartition; rows with too few candidates do. The ranking equals
+    the brute force either way."""
+    rng = np.random.default_rng(k)
+    # wider than the full-sort threshold (256); five columns beyond the whole groups
+    width = max(24 * (k + 1), 300) + 5
+    values = rng.normal(size=(40, width))
+    values[10] = np.round(values[10])  # ties at the threshold
+    values[11, k:] = -np.inf  # k candidates, fewer than k + 1: every entry is >= -inf
+    values[12, ::7] = values[12].max()  # a tie for first place among width / 7 entries
+    values[13] = np.sort(values[13])  # the largest values in the last columns
+    fallback = []
+    original = ranking._partitioned_top
+
+    def counted(block, k):
+        fallback.extend(int(np.flatnonzero((values == row).all(axis=1))[0]) for row in block)
+        return original(block, k)
+
+    monkeypatch.setattr(ranking, "_partitioned_top", counted)
+    rows, positions, _ = top_k_positions(values, k)
+    expected = brute_order(values, k)
+    assert rows.tolist() == [u for u, o in enumerate(expected) for _ in o]
+    assert positions.tolist() == [p for o in expected for p in o]
+    assert 11 in fallback and set(fallback) <= {10, 11, 12}
+
+
+def test_wide_rows_of_64_bit_integers_are_ranked_exactly():
+    # Beyond 2**53 float64 would round these four into ties (found by review).
+    values = np.zeros((1, 300), dtype=np.int64)
+    values[0, [5, 100, 200, 7]] = 2**60 + np.arange(4)
+    assert top_k_positions(values, 2)[1].tolist() == [7, 200]
+
+
+def as_sparse(values: np.ndarray, fmt: str) -> sp.spmatrix:
+    """The candidates (> -inf) of ``values`` as stored entries of a ``fmt`` matrix."""
+    rows, cols = np.nonzero(values > -np.inf)
+    matrix = sp.coo_matrix((values[rows, cols], (rows, cols)), shape=values.shape)
+    return matrix.asformat(fmt)
+
+
+def equal_nnz(rng, n_rows: int, width: int, stored: int) -> np.ndarray:
+    """Tie-heavy scores with exactly ``stored`` candidates per row (-inf elsewhere)."""
+    values = np.full((n_rows, width), -np.inf)
+    for u in range(n_rows):
+        values[u, rng.choice(width, stored, replace=False)] = rng.integers(0, 3, stored)
+    return values
+
+
+@pytest.mark.parametrize("k", [1, 4, 30, 400])
+@pytest.mark.parametrize("fmt", ["dense", "csr", "csc", "unsorted"])
+@pytest.mark.parametrize("layout", ["ragged", "equal"])
+def test_from_scores_equals_brute_force(k, fmt, layout):
+    rng = np.random.default_rng(k)
+    if layout == "equal":
+        values = equal_nnz(rng, 25, 320, 40)
+    else:
+        values = adversarial(rng, 25, 320)
+    if fmt == "dense":
+        scores = values
+    elif fmt == "unsorted":  # a CSR matrix whose rows list their items in reverse
+        csr = as_sparse(values, "csr")
+        indptr = csr.indptr
+        order = np.concatenate([np.arange(indptr[u + 1] - 1, indptr[u] - 1, -1) for u in range(25)])
+        scores = sp.csr_matrix((csr.data[order], csr.indices[order], indptr), shape=csr.shape)
+        assert not scores.has_sorted_indices
+    else:
+        scores = as_sparse(values, fmt)
+    np.testing.assert_array_equal(TopK.from_scores(scores, k).items, brute_items(values, k))
+
+
+def brute_ndcg(y, values, cutoff):
+    """Per-user nDCG@cutoff by conftest's plain loops."""
+    delta = lambda r: 1 / math.log2(r + 1) if r <= cutoff else 0.0
+    out = brute_force_dcg(y, values, delta)
+    return np.array([out[u][0] / out[u][1] for u in sorted(out)])
+
+
+def held_out(rng, values: np.ndarray) -> sp.csr_matrix:
+    """Held-out rewards on scored, unscored and tied items, graded, for every other user."""
+    y = (rng.random(values.shape) < 0.15) * rng.integers(1, 4, values.shape)
+    y[::2] = 0
+    y[1, :] = 0
+    y[1, np.flatnonzero(values[1] == -np.inf)[:1]] = 2.0  # only an unscored item
+    return sp.csr_matrix(y.astype(float))
+
+
+@pytest.mark.parametrize("cutoff", [1, 3, 10, 300])
+@pytest.mark.parametrize("form", ["dense", "csr", "csr-equal", "topk"])
+def test_held_out_ranks_give_the_brute_force_ndcg(cutoff, form):
+    rng = np.random.default_rng(cutoff)
+    values = equal_nnz(rng, 30, 280, 35) if form == "csr-equal" else adversarial(rng, 30, 280)
+    y = held_out(rng, values)
+    scores = {
+        "dense": values,
+        "csr": as_sparse(values, "csr"),
+        "csr-equal": as_sparse(values, "csr"),
+        "topk": TopK.from_scores(values, cutoff),
+    }[form]
+    expected = brute_ndcg(y, values, cutoff)
+    for chunk in (None, 2, 7):
+        result = ndcg(y, scores, discount=LogDiscount(cutoff), chunk_users=chunk)
+        np.testing.assert_allclose(result.per_user, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_recall_and_dcg_without_cutoff_rank_every_candidate():
+    rng = np.random.default_rng(5)
+    values = adversarial(rng, 20, 40)
+    y = held_out(rng, values)
+    out = brute_force_dcg(y, values, lambda r: 1 / math.log2(r + 1))
+    result = dcg(y, as_sparse(values, "csr"), discount=LogDiscount())
+    np.testing.assert_allclose(result.per_user, [out[u][0] for u in sorted(out)], rtol=1e-12)
+    hits = {u: sum(y[u, i] for i in brute_order(values, 4)[u]) / y[u].sum() for u in sorted(out)}
+    np.testing.assert_allclose(recall(y, values, k=4).per_user, list(hits.values()), rtol=1e-12)
+
+
+@pytest.mark.parametrize("form", ["dense", "csr", "topk"])
+def test_control_variate_totals_the_examination_of_the_ranked_items(form):
+    # control_u = Σ_i δ(r_u(i)) w_ui e_ui − Σ_{r ≤ ranked_u} δ(r), ranked_u = min(cutoff,
+    # the user's candidates): short rows rank fewer items than the cutoff.
+    rng = np.random.default_rng(3)
+    values = adversarial(rng, 20, 30)
+    y = held_out(rng, values)
+    shown = sp.csr_matrix((rng.random(values.shape) < 0.3) * rng.uniform(0.2, 1, values.shape))
+    p = rng.uniform(0.1, 1.0, 30)
+    scores = {
+        "dense": values,
+        "csr": as_sparse(values, "csr"),
+        "topk": TopK.from_scores(values, 5),
+    }[form]
+    result = ips_dcg(y, scores, discount=LogDiscount(5), propensity=p, impressions=shown)
+    e = shown.toarray()
+    expected = []
+    for u in result.user_ids:
+        order = brute_order(values, 5)[u]
+        delta = 1 / np.log2(np.arange(2, order.size + 2))
+        expected.append(sum(d * e[u, i] / p[i] for d, i in zip(delta, order)) - delta.sum())
+    np.testing.assert_allclose(result.control, expected, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("form", ["csr", "topk"])
+def test_huge_catalogues_search_64_bit_keys(form):
+    # 8 users × 2**30 items: (row, item) keys of a chunk pass 2**31, beyond int32.
+    rng = np.random.default_rng(4)
+    columns = np.sort(rng.choice(2**30, 12, replace=False))
+    values = rng.integers(0, 6, size=(8, 12)).astype(float)
+    values[rng.random(values.shape) < 0.2] = -np.inf
+    y = sp.csr_matrix(
+        (rng.random(values.shape) < 0.4) * rng.integers(1, 4, values.shape) + np.eye(8, 12)
+    )
+    expected = brute_ndcg(y, values, 4)
+    assert np.unique(expected).size > 4
+    rows, cols = np.nonzero(values > -np.inf)
+    huge = (8, 2**30)
+    scores = sp.csr_matrix((values[rows, cols], (rows, columns[cols])), shape=huge)
+    if form == "topk":
+        top = brute_items(values, 4)
+        scores = TopK(np.where(top >= 0, columns[top], -1))
+    y_huge = sp.csr_matrix((y.data, columns[y.indices], y.indptr), shape=huge)
+    result = ndcg(y_huge, scores, discount=LogDiscount(4))
+    np.testing.assert_allclose(result.per_user, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_sparse_nan_is_found_and_infinities_are_not_mistaken_for_it():
+    # +inf and -inf stored together sum to NaN without any NaN score.
+    values = np.array([[np.inf, 1.0, -np.inf, 2.0], [3.0, -np.inf, np.inf, 0.5]])
+    scores = sp.csr_matrix(np.where(values == 0, 0, values))
+    np.testing.assert_array_equal(TopK.from_scores(scores, 4).items, brute_items(values, 4))
+    scores[1, 3] = np.nan
+    with pytest.raises(ValueError, match=r"y_score is NaN at \(user 1, item 3\)"):
+        TopK.from_scores(scores, 2)
+
+
+def unsorted_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    """The same CSR matrix with every row's entries stored in reverse item order."""
+    indptr = matrix.indptr
+    order = np.concatenate(
+        [np.arange(indptr[u + 1] - 1, indptr[u] - 1, -1) for u in range(matrix.shape[0])]
+    ).astype(np.int64)
+    return sp.csr_matrix((matrix.data[order], matrix.indices[order], indptr), shape=matrix.shape)
+
+
+def test_unsorted_rows_are_sorted_across_chunks_and_duplicates_named():
+    # Row 0 stores 2**20 items, so the rows are sorted 4 at a time (rows_per_chunk).
+    rng = np.random.default_rng(6)
+    n_items = 2**20 + 7
+    rows = [np.arange(2**20)] + [rng.choice(n_items, 30, replace=False) for _ in range(9)]
+    canonical = sp.csr_matrix(
+        (
+            rng.integers(0, 5, sum(r.size for r in rows)).astype(float),
+            (np.repeat(np.arange(10), [r.size for r in rows]), np.concatenate(rows)),
+        ),
+        shape=(10, n_items),
+    )
+    scores = unsorted_rows(canonical)
+    assert not scores.has_sorted_indices
+    np.testing.assert_array_equal(
+        TopK.from_scores(scores, 12).items, TopK.from_scores(canonical, 12).items
+    )
+    # The same entry stored twice in rows 9 and 7 (in a later chunk): row 7 is named.
+    extra = {7: rows[7][3], 9: rows[9][0]}
+    columns = [np.append(r[::-1], [extra[u]] if u in extra else []) for u, r in enumerate(rows)]
+    twice = sp.csr_matrix(
+        (
+            np.ones(sum(c.size for c in columns)),
+            np.concatenate(columns).astype(np.int64),
+            np.concatenate([[0], np.cumsum([c.size for c in columns])]),
+        ),
+        shape=scores.shape,
+    )
+    with pytest.raises(
+        ValueError, match=rf"y_score stores \(user 7, item {rows[7][3]}\) more than once"
+    ):
+        TopK.from_scores(twice, 3)
+
+
+def test_unsorted_rows_keep_64_bit_integer_scores_exact():
+    # 2**53 + 1 and 2**53 are one float64: ranked as integers they are not tied.
+    big = 2**53
+    values = np.array([[big, big + 1, 5, big + 1], [-big - 1, 3, -big, 7]], dtype=np.int64)
+    for row_order in (lambda m: m, unsorted_rows):
+        scores = row_order(sp.csr_matrix(values))
+        np.testing.assert_array_equal(
+            TopK.from_scores(scores, 4).items, [[1, 3, 0, 2], [3, 1, 2, 0]]
+        )
+
+
+def test_a_repeated_entry_is_named_when_every_row_stores_as_many():
+    scores = sp.csr_matrix(
+        (np.arange(6.0), np.array([2, 0, 3, 3, 1, 0]), np.array([0, 2, 4, 6])), shape=(3, 4)
+    )
+    with pytest.raises(ValueError, match=r"y_score stores \(user 1, item 3\) more than once"):
+        ndcg(sp.csr_matrix(np.eye(3, 4)), scores, discount=LogDiscount(2))
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [sp.csr_matrix((3, 4)), np.full((3, 4), -np.inf), TopK(np.full((3, 2), -1))],
+    ids=["nothing-stored", "no-candidate", "empty-topk"],
+)
+def test_nothing_to_rank_gives_zero(scores):
+    y = sp.csr_matrix(np.eye(3, 4))
+    assert ndcg(y, scores, discount=LogDiscount(2)).per_user.tolist() == [0.0, 0.0, 0.0]
+    assert dcg(y, scores, discount=LogDiscount()).per_user.tolist() == [0.0, 0.0, 0.0]
+    if not isinstance(scores, TopK):
+        assert TopK.from_scores(scores, 2).items.tolist() == [[-1, -1]] * 3
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (3, 0)])
+def test_empty_score_matrices_give_empty_rankings(shape):
+    for scores in (np.zeros(shape), sp.csr_matrix(shape)):
+        assert TopK.from_scores(scores, 2).items.shape == (shape[0], min(2, shape[1]))
+
+
+def test_stack_joins_rankings_row_by_row_and_checks_depths():
+    from recpack_ope.metrics.ranking import TopK
+
+    a = TopK.from_scores(np.array([[0.1, 0.9, 0.5], [1.0, 1.0, 0.0]]), 2)
+    b = TopK.from_scores(np.array([[0.0, 0.0, 3.0]]), 2)
+    stacked = TopK.stack([a, b])
+    # by hand: row 0 ranks items 1, 2; row 1 ties 0 and 1 (lower index first); row 2: item 2, then 0
+    np.testing.assert_array_equal(stacked.items, [[1, 2], [0, 1], [2, 0]])
+    with pytest.raises(ValueError, match="same depth"):
+        TopK.stack([a, TopK.from_scores(np.ones((1, 3)), 3)])
+    with pytest.raises(TypeError, match="sequence of TopK"):
+        TopK.stack([a.items])
+
+
+def test_top_scored_gives_each_ranked_item_its_score():
+    from recpack_ope.metrics.ranking import ScoreSource
+
+    scores = sp.csr_matrix(np.array([[0.0, 0.7, 0.2, 0.9], [0.4, 0.0, 0.0, 0.0]]))
+    source = ScoreSource(scores, scores.shape)
+    items, ranked, counts = source.top_scored(np.arange(2), 3)
+    assert counts.tolist() == [3, 1]
+    assert items[0].tolist() == [3, 1, 2] and items[1, 0] == 0
+    assert ranked[0].tolist() == [0.9, 0.7, 0.2] and ranked[1, 0] == 0.4
+    assert (ranked[1, 1:] == -np.inf).all()  # past the row's one stored score
+    with pytest.raises(ValueError, match="a TopK ranking has no scores"):
+        ScoreSource(TopK(np.array([[0, 1]])), (1, 4)).top_scored(np.arange(1), 2)
+
+
+# Widths on both sides of the full-sort threshold (256) so both selections run.

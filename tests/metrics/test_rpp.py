@@ -11,10 +11,10 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recpack_ope.rpp import RecallLevels, preference_matrix, rpp, win_rates
-from recpack_ope.trec import read_trec
 
-from recpack_ope import TopK
+from recpack_ope.io.trec import read_trec
+from recpack_ope.metrics.ranking import TopK
+from recpack_ope.metrics.rpp import RecallLevels, preference_matrix, rpp, win_rates
 
 REFERENCE = Path(__file__).parents[1] / "data" / "rpp_reference"
 WEIGHTING = {"rpp": "uniform", "dcgrpp": "dcg", "invrpp": "inverse"}
@@ -214,7 +214,7 @@ def test_preference_matrix_and_win_rates():
 
 def test_win_rates_chunking_does_not_change_values(monkeypatch):
     # The package exports the function rpp, which shadows the module of the same name.
-    module = importlib.import_module("recpack_ope.rpp")
+    module = importlib.import_module("recpack_ope.metrics.rpp")
 
     rng = np.random.default_rng(5)
     grades = sp.csr_matrix(rng.choice([0, 1, 3], size=(60, 30), p=[0.7, 0.2, 0.1]).astype(float))
@@ -263,3 +263,207 @@ def test_matrix_table_names_its_measure():
     for weighting, name in (("uniform", "RPP"), ("dcg", "dcgRPP"), ("inverse", "invRPP")):
         table = preference_matrix(y, runs, weighting=weighting).table()
         assert table.splitlines()[0] == f"| {name}(row, col) | a | b |"
+
+
+Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
+
+
+S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
+
+
+LEVELS = RecallLevels.from_y_true(Y)
+
+
+def test_levels_accept_their_own_weighting_and_graded():
+    levels = RecallLevels.from_y_true(Y, weighting="dcg", graded=False)
+    assert (levels.weighting, levels.graded) == ("dcg", False)
+    direct = rpp(Y, S, S[:, ::-1], weighting="dcg", graded=False).per_user
+    np.testing.assert_array_equal(
+        rpp(levels, S, S[:, ::-1], weighting="dcg", graded=False).per_user, direct
+    )
+    np.testing.assert_array_equal(rpp(levels, S, S[:, ::-1]).per_user, direct)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: rpp(LEVELS, S, S, weighting="dcg"),
+            "weighting='dcg' would be ignored: y_true is a RecallLevels built with weighting='uniform'",
+        ),
+        (
+            lambda: win_rates(LEVELS, {"a": S, "b": S}, graded=False),
+            "graded=False would be ignored",
+        ),
+        (
+            lambda: preference_matrix(Y, {"a": S, "b": S}, graded="yes"),
+            "graded must be True or False, got 'yes'",
+        ),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+# The package exports the function rpp, which shadows the module of the same name.
+rpp_module = importlib.import_module("recpack_ope.metrics.rpp")
+
+
+def definition_rpp(grades, list_a, list_b, weighting, graded):
+    """DESIGN.md §3 for one user: each list completed to a ranking of the whole corpus (taken
+    larger than any list) with the omitted items at the bottom in increasing grade order; f_i =
+    rank of the i-th relevant item; per grade threshold λ (or one binary threshold)
+    Σ_i p(i)·sgn(f'_i − f_i) with p(i) normalised over the m_λ levels, thresholds weighted by m_λ."""
+    corpus = list(range(len(grades))) + [-1] * 500  # -1: unjudged documents no list shows
+
+    def full(listed):
+        rest = [i for i in corpus if i not in listed or i < 0]
+        return listed + sorted(rest, key=lambda i: 0 if i < 0 else grades[i])
+
+    relevant = [i for i in range(len(grades)) if grades[i] > 0]
+    thresholds = (
+        sorted({grades[i] for i in relevant}) if graded else [min(grades[i] for i in relevant)]
+    )
+    ranking_a, ranking_b = full(list_a), full(list_b)
+    total, mass = 0.0, 0
+    for lam in thresholds:
+        items = [i for i in relevant if grades[i] >= lam]
+        f_a = sorted(ranking_a.index(i) + 1 for i in items)
+        f_b = sorted(ranking_b.index(i) + 1 for i in items)
+        m = len(items)
+        raw = [
+            1.0
+            if weighting == "uniform"
+            else 1 / math.log2(i + 2)
+            if weighting == "dcg"
+            else 1 / (i + 1)
+            for i in range(m)
+        ]
+        value = sum(w / sum(raw) * np.sign(b - a) for w, a, b in zip(raw, f_a, f_b, strict=True))
+        total += m * value
+        mass += m
+    return total / mass
+
+
+def top_list(scores, k):
+    """Items by decreasing score, ties to the lower index, -inf not listed, cut at k."""
+    order = sorted(
+        (i for i in range(len(scores)) if scores[i] > -np.inf), key=lambda i: (-scores[i], i)
+    )
+    return order[:k]
+
+
+def random_case(seed, n_users=23, n_items=17, n_systems=4, binary=False):
+    rng = np.random.default_rng(seed)
+    grades = rng.choice([0, 0, 0, 1, 2, 3], size=(n_users, n_items)).astype(float)
+    if binary:
+        grades = (grades > 0).astype(float)
+    grades[[2, 9]] = 0.0  # users without relevant items: evaluated users are not consecutive rows
+    grades[0, 0] = 1.0
+    systems = []
+    for _ in range(n_systems):
+        scores = np.round(rng.random((n_users, n_items)) * 3)  # coarse: many ties
+        scores[rng.random(scores.shape) < 0.25] = -np.inf
+        systems.append(scores)
+    return grades, systems
+
+
+def as_inputs(scores, k):
+    """The same system as dense scores, sparse scores and a TopK list (all fast paths)."""
+    finite = np.where(np.isfinite(scores), scores + 1.0, 0.0)  # sparse: unstored = not listed
+    return {
+        "dense": scores,
+        "sparse": sp.csr_matrix(finite),
+        "topk": TopK.from_scores(scores, k or scores.shape[1]),
+    }
+
+
+@pytest.mark.parametrize("weighting", ["uniform", "dcg", "inverse"])
+@pytest.mark.parametrize("graded, binary", [(True, False), (False, False), (True, True)])
+@pytest.mark.parametrize("k", [None, 3])
+def test_preference_matrix_equals_the_definition(weighting, graded, binary, k):
+    grades, systems = random_case(seed=5 + (k or 0), binary=binary)
+    users = [u for u in range(grades.shape[0]) if (grades[u] > 0).any()]
+    kinds = ["dense", "sparse", "topk", "topk"]
+    rankings = {
+        f"s{j}": as_inputs(scores, k)[kind]
+        for j, (scores, kind) in enumerate(zip(systems, kinds, strict=True))
+    }
+    matrix = preference_matrix(grades, rankings, weighting=weighting, graded=graded, k=k)
+    lists = [[top_list(scores[u], k) for u in range(grades.shape[0])] for scores in systems]
+    for s in range(len(systems)):
+        for t in range(len(systems)):
+            expected = [
+                definition_rpp(grades[u], lists[s][u], lists[t][u], weighting, graded)
+                for u in users
+            ]
+            np.testing.assert_allclose(matrix.per_user[:, s, t], expected, atol=1e-12)
+    wins = win_rates(grades, rankings, weighting=weighting, graded=graded, k=k)
+    np.testing.assert_allclose(
+        wins.per_user, matrix.per_user.sum(axis=2) / (len(systems) - 1), atol=1e-12
+    )
+    pair = rpp(grades, rankings["s0"], rankings["s3"], weighting=weighting, graded=graded, k=k)
+    np.testing.assert_allclose(pair.per_user, matrix.per_user[:, 0, 3], atol=1e-12)
+
+
+@pytest.mark.parametrize("graded", [True, False])
+def test_search_lengths_do_not_depend_on_the_input_form_or_the_chunking(monkeypatch, graded):
+    grades, systems = random_case(seed=11, n_users=40, n_items=25)
+    levels = RecallLevels.from_y_true(grades, graded=graded)
+    for scores in systems:
+        for k in (None, 1, 4):
+            forms = as_inputs(scores, k)
+            whole = {kind: levels.search_lengths(y, k) for kind, y in forms.items()}
+            # Per population (user, threshold): sorted ranks of its items, omitted last, by hand.
+            expected = []
+            for u in range(grades.shape[0]):
+                relevant = np.flatnonzero(grades[u] > 0)
+                listed = top_list(scores[u], k)
+                cuts = sorted(set(grades[u, relevant])) if graded else [None]
+                for lam in cuts:
+                    members = relevant if lam is None else relevant[grades[u, relevant] >= lam]
+                    expected += sorted(
+                        listed.index(i) + 1 if i in listed else levels.omitted for i in members
+                    )
+            for kind, lengths in whole.items():
+                assert lengths.tolist() == expected, kind
+            # A few users per chunk: the lookup table is rebuilt per chunk, the values are not.
+            monkeypatch.setattr(rpp_module, "rows_per_chunk", lambda width: 3)
+            for kind, y in forms.items():
+                np.testing.assert_array_equal(levels.search_lengths(y, k), whole[kind])
+            monkeypatch.undo()
+
+
+def test_uniform_sums_are_exact_and_equal_the_weighted_sums():
+    # 1/3 is not exact in binary: three levels of weight 1/3 summed in floating point can differ
+    # from 1 by an ulp; the integer count divided once gives exactly 1.
+    grades = np.array([[1.0, 1.0, 1.0, 0.0]])
+    a, b = TopK(np.array([[0, 1, 2]])), TopK(np.array([[3, 2, 1]]))
+    assert rpp(grades, a, b).per_user.tolist() == [1.0]
+    assert preference_matrix(grades, {"a": a, "b": b}).per_user[0].tolist() == [
+        [0.0, 1.0],
+        [-1.0, 0.0],
+    ]
+
+
+def test_search_lengths_of_many_entries_in_several_chunks(monkeypatch):
+    # 60,000 relevant entries, 20,000 per chunk: each chunk's table holds 16-bit entry numbers
+    # while the entries themselves run past 32,767.
+    rng = np.random.default_rng(2)
+    n_users, n_items = 3000, 400
+    relevant = np.array([rng.choice(n_items, 20, replace=False) for _ in range(n_users)])
+    y_true = sp.csr_matrix(
+        (np.ones(relevant.size), relevant.ravel(), np.arange(0, relevant.size + 1, 20)),
+        shape=(n_users, n_items),
+    )
+    top = TopK(np.argsort(rng.random((n_users, n_items)), axis=1)[:, :50])
+    levels = RecallLevels.from_y_true(y_true, graded=False)
+    expected = []
+    for u in range(n_users):
+        listed = top.items[u].tolist()
+        expected += sorted(
+            listed.index(i) + 1 if i in listed else levels.omitted for i in relevant[u]
+        )
+    monkeypatch.setattr(rpp_module, "rows_per_chunk", lambda width: 1000)
+    assert levels.search_lengths(top).tolist() == expected

@@ -3,66 +3,38 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
 from conftest import brute_force_dcg, random_case
-from recpack_ope.stratified import stratum_index
 from scipy import stats
 
-from recpack_ope import (
-    LogDiscount,
-    TopK,
+from recpack_ope.metrics.dcg import (
     dcg,
+    ips_dcg,
+    ips_ndcg,
     ndcg,
     pn_dcg,
-    recall,
-    simpsons_paradox,
-    stratified,
-    unbiased_dcg,
 )
+from recpack_ope.metrics.doubly_robust import dr_dcg
+from recpack_ope.metrics.ranking import TopK
+from recpack_ope.metrics.recall import recall
+from recpack_ope.metrics.simpsons_paradox import simpsons_paradox
+from recpack_ope.metrics.stratified import stratified, stratum_index
+from recpack_ope.propensity.discount import (
+    LogDiscount,
+)
+from recpack_ope.reward.models import RewardMatrix
 
 
 def log_delta(cutoff):
     return lambda r: 1.0 / math.log2(r + 1) if cutoff is None or r <= cutoff else 0.0
 
 
-def brute_recall(y, scores, k):
-    y = sp.csr_matrix(y).toarray()
-    out = {}
-    for u in range(y.shape[0]):
-        if not y[u].any():
-            continue
-        top = sorted(range(y.shape[1]), key=lambda i: -scores[u, i])[:k]
-        out[u] = sum(y[u, i] for i in top) / y[u].sum()
-    return out
-
-
 # --- recall -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("graded", [False, True])
-@pytest.mark.parametrize("k", [1, 3, 20])
-def test_recall_equals_brute_force(graded, k):
-    y, scores = random_case(np.random.default_rng(k), graded=graded)
-    expected = brute_recall(y, scores, k)
-    result = recall(y, scores, k=k)
-    assert result.user_ids.tolist() == sorted(expected)
-    np.testing.assert_allclose(result.per_user, [expected[u] for u in sorted(expected)], atol=1e-12)
-    assert result.name == f"Recall@{k}"
-
-
-def test_recall_by_hand_and_excluded_users():
-    y = sp.csr_matrix(np.array([[1, 0, 1, 1], [0, 0, 0, 0], [0, 2, 0, 0]], dtype=float))
-    scores = np.array([[4.0, 3, 2, 1], [1, 2, 3, 4], [1, 2, 3, 4]])
-    # user 0: top-2 = items 0, 1 → 1 of 3 relevant; user 2: top-2 = items 3, 2 → 0 of 1.
-    result = recall(y, scores, k=2)
-    np.testing.assert_allclose(result.per_user, [1 / 3, 0.0])
-    assert result.n_excluded_users == 1
-    with pytest.raises(ValueError, match="k must be a positive integer, got 0"):
-        recall(y, scores, k=0)
 
 
 # --- strata -----------------------------------------------------------------------------
@@ -245,7 +217,7 @@ def test_user_item_propensities_and_an_empty_stratum():
 def test_unbiased_dcg_can_be_the_base_metric():
     y, scores, propensity = _case(seed=6)
     result = stratified(
-        unbiased_dcg,
+        ips_dcg,
         y,
         scores,
         stratify_by=propensity,
@@ -366,7 +338,10 @@ def test_report_has_an_ips_row_and_rejects_mismatched_strata():
     kw = {"discount": LogDiscount(10)}
     sa = stratified(ndcg, y, a, stratify_by=propensity, **kw)
     sb = stratified(ndcg, y, b, stratify_by=propensity, **kw)
-    ips = (ndcg(y, a, propensity=propensity, **kw), ndcg(y, b, propensity=propensity, **kw))
+    ips = (
+        ips_ndcg(y, a, propensity=propensity, **kw),
+        ips_ndcg(y, b, propensity=propensity, **kw),
+    )
     report = simpsons_paradox(sa, sb, ips=ips)
     assert [r.label for r in report.rows] == ["Holdout", "IPS", "Stratified", "Q1", "Q2"]
     assert report.row("IPS").value_a == ips[0].value
@@ -378,3 +353,286 @@ def test_report_has_an_ips_row_and_rejects_mismatched_strata():
         simpsons_paradox(sa, stratified(recall, y, b, stratify_by=propensity, k=5))
     with pytest.raises(KeyError, match="no row 'Q9'"):
         report.row("Q9")
+
+
+D = LogDiscount(3)
+
+
+Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
+
+
+S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
+
+
+def delta(rank: int) -> float:
+    return 1.0 / math.log2(rank + 1) if rank <= 3 else 0.0
+
+
+def _stratified_pair():
+    a = stratified(ndcg, Y, S, stratify_by=np.array([0.2, 0.4, 0.6, 0.8]), discount=D)
+    b = stratified(ndcg, Y, S[:, ::-1], stratify_by=np.array([0.2, 0.4, 0.6, 0.8]), discount=D)
+    return a, b
+
+
+def test_corrupt_propensity_matrix_of_stratified_is_refused():
+    p = corrupt("column out of range")
+    p.data = np.full(p.data.size, 0.5)
+    with pytest.raises(ValueError, match="stratify_by is a corrupt sparse matrix"):
+        stratified(dcg, Y, S, stratify_by=p, discount=D)
+
+
+def test_millions_of_strata_for_a_handful_of_interactions_are_refused_at_once():
+    start = time.perf_counter()
+    with pytest.raises(
+        ValueError,
+        match=r"n_strata=5000000 exceeds the 6 held-out interactions: at least 4999994 strata",
+    ):
+        stratified(
+            dcg, Y, S, stratify_by=np.array([0.2, 0.4, 0.6, 0.8]), n_strata=5_000_000, discount=D
+        )
+    with pytest.raises(ValueError, match=r"n_strata=1000000000 exceeds the 3 values to stratify"):
+        stratum_index(np.array([0.1, 0.2, 0.3]), 10**9)
+    assert time.perf_counter() - start < 5
+
+
+def test_stratified_with_as_many_strata_as_interactions_matches_brute_force():
+    # Six interactions with six distinct propensities: one per stratum, each stratum's nDCG
+    # is the user's single-item nDCG (by hand from the ranking).
+    p = np.array([[0.1, 0, 0.3, 0], [0, 0.45, 0, 0], [0.6, 0.8, 0, 1.0]])
+    result = stratified(dcg, Y, S, stratify_by=sp.csr_matrix(p), n_strata=6, discount=D)
+    sizes = [s.n_interactions for s in result.strata]
+    # Width (1 − 0.1)/6 = 0.15: edges 0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0.
+    assert sizes == [1, 1, 1, 1, 1, 1]
+    ranks = {(0, 0): 1, (0, 2): 2, (1, 1): 1, (2, 0): 2, (2, 1): 3, (2, 3): 4}
+    for stratum, entry in zip(
+        result.strata, [(0, 0), (0, 2), (1, 1), (2, 0), (2, 1), (2, 3)], strict=True
+    ):
+        assert stratum.result.value == pytest.approx(delta(ranks[entry]))
+
+
+ESTIMATE = dcg(Y, S, discount=D)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: stratum_index(np.array([0.2, 0.5 + 1j]), 2),
+            r"propensities has complex dtype .* at position 1",
+        ),
+    ],
+)
+def test_complex_values_are_refused(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: stratified(3, Y, S, stratify_by=np.ones(4)), "metric must be a metric function"),
+        (
+            lambda: stratum_index(np.array([0.1, np.nan]), 2),
+            "propensities must be finite, got nan at position 1",
+        ),
+        (
+            lambda: simpsons_paradox(*_stratified_pair(), names="AB"),
+            "names must hold two model names, got 'AB'",
+        ),
+        (
+            lambda: simpsons_paradox(*_stratified_pair(), alpha="0.1"),
+            r"alpha must be a number in \(0, 1\), got '0.1'",
+        ),
+        (
+            lambda: simpsons_paradox(ESTIMATE, _stratified_pair()[1]),
+            "a must be the StratifiedResult",
+        ),
+        (
+            lambda: simpsons_paradox(*_stratified_pair(), ips=(1, 2)),
+            r"ips must be a pair of estimates .* got \['int', 'int'\]",
+        ),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def brute_order(values: np.ndarray, k: int) -> list[np.ndarray]:
+    """Per row: positions of the k largest candidates (> -inf), larger first, ties to the
+    lower position (a stable lexsort on (-value, position))."""
+    out = []
+    for row in np.asarray(values, dtype=float):
+        pos = np.flatnonzero(row > -np.inf)
+        out.append(pos[np.lexsort((pos, -row[pos]))][:k])
+    return out
+
+
+def adversarial(rng, n_rows: int, width: int) -> np.ndarray:
+    """Scores full of ties at every rank, with -inf, +inf, ±0.0, short and empty rows, and a
+    few tie-free rows (those take the fast path)."""
+    values = rng.integers(0, 4, size=(n_rows, width)).astype(float)
+    values[rng.random(values.shape) < 0.25] = -np.inf
+    values[0] = -np.inf  # no candidate
+    values[1, 1:] = -np.inf  # one candidate
+    values[2] = rng.permutation(width).astype(float)  # tie-free
+    values[3] = 0.0
+    values[3, ::2] = -0.0  # +0.0 and -0.0 are one tie
+    values[4, : width // 2] = np.inf
+    values[5] = rng.random(width)
+    values[5, -1] = values[5].max()  # a tie for first place only
+    values[6] = np.arange(width, dtype=float)  # ranked last position first
+    return values
+
+
+def as_sparse(values: np.ndarray, fmt: str) -> sp.spmatrix:
+    """The candidates (> -inf) of ``values`` as stored entries of a ``fmt`` matrix."""
+    rows, cols = np.nonzero(values > -np.inf)
+    matrix = sp.coo_matrix((values[rows, cols], (rows, cols)), shape=values.shape)
+    return matrix.asformat(fmt)
+
+
+def held_out(rng, values: np.ndarray) -> sp.csr_matrix:
+    """Held-out rewards on scored, unscored and tied items, graded, for every other user."""
+    y = (rng.random(values.shape) < 0.15) * rng.integers(1, 4, values.shape)
+    y[::2] = 0
+    y[1, :] = 0
+    y[1, np.flatnonzero(values[1] == -np.inf)[:1]] = 2.0  # only an unscored item
+    return sp.csr_matrix(y.astype(float))
+
+
+def stratum_parts(y: sp.csr_matrix, propensity: np.ndarray, n_strata: int) -> list[sp.csr_matrix]:
+    """Each stratum's held-out rewards, by masking ``y`` with its stratum index."""
+    coo = y.tocoo()
+    index, _ = stratum_index(propensity[coo.col], n_strata)
+    return [
+        sp.csr_matrix(
+            (coo.data[index == s], (coo.row[index == s], coo.col[index == s])), shape=y.shape
+        )
+        for s in range(n_strata)
+    ]
+
+
+def two_cutoffs(y_true, y_score, *, discount):
+    """A custom metric that ranks at a second cutoff: sharing must not serve it stale ranks."""
+    deep = ndcg(y_true, y_score, discount=LogDiscount(discount.cutoff + 2))
+    shallow = ndcg(y_true, y_score, discount=discount)
+    return shallow if shallow.value > 2 * deep.value else deep
+
+
+@pytest.mark.parametrize("form", ["dense", "csr", "topk"])
+@pytest.mark.parametrize(
+    "metric, kwargs",
+    [
+        (ndcg, {"discount": LogDiscount(4)}),
+        (two_cutoffs, {"discount": LogDiscount(3)}),
+        (recall, {"k": 5}),
+        (ips_dcg, {"discount": LogDiscount(6), "propensity": "p", "impressions": "e"}),
+        (
+            dr_dcg,
+            {"discount": LogDiscount(6), "propensity": "p", "clip": 4.0, "reward_model": "rho"},
+        ),
+    ],
+)
+def test_stratified_ranking_once_equals_each_stratum_ranked_alone(form, metric, kwargs):
+    rng = np.random.default_rng(11)
+    values = adversarial(rng, 30, 50)
+    y = held_out(rng, values)
+    p = rng.uniform(0.05, 1.0, 50)
+    shown = sp.csr_matrix((rng.random(values.shape) < 0.2) * 0.5)
+    given = {"p": p, "e": shown, "rho": RewardMatrix(rng.uniform(0, 1, values.shape))}
+    kw = {key: given.get(v, v) if isinstance(v, str) else v for key, v in kwargs.items()}
+
+    def fresh():
+        return {
+            "dense": values.copy,
+            "csr": lambda: as_sparse(values, "csr"),
+            "topk": lambda: TopK.from_scores(values, 8),
+        }[form]()
+
+    result = stratified(metric, y, fresh(), stratify_by=p, n_strata=3, **kw)
+    # Each stratum evaluated on its own, outside any shared ranking (a fresh score object).
+    for stratum, part in zip(result.strata, stratum_parts(y, p, 3), strict=True):
+        alone = metric(part, fresh(), **kw)
+        assert stratum.result.user_ids.tolist() == alone.user_ids.tolist()
+        np.testing.assert_array_equal(stratum.result.per_user, alone.per_user)
+        assert stratum.n_items == len(set(part.indices.tolist()))
+    holdout = metric(y, fresh(), **kw)
+    np.testing.assert_array_equal(result.holdout.per_user, holdout.per_user)
+
+
+def test_a_stratum_outside_the_shared_ranks_is_ranked_afresh():
+    # A custom metric that adds one more held-out item at each call: its entries are never
+    # all among those ranked first, so none may be looked up among them.
+    rng = np.random.default_rng(8)
+    values = adversarial(rng, 16, 12)
+    y = held_out(rng, values)
+    p = rng.uniform(0.1, 1, 12)
+
+    def widen(y_true, call):
+        extra = np.zeros(y_true.shape)
+        extra[:, call % y_true.shape[1]] = 1.0
+        return sp.csr_matrix(y_true + extra)
+
+    calls = []
+
+    def widened(y_true, y_score, *, discount):
+        calls.append(1)
+        return ndcg(widen(y_true, len(calls)), y_score, discount=discount)
+
+    result = stratified(widened, y, values, stratify_by=p, n_strata=2, discount=LogDiscount(4))
+    for call, stratum in enumerate(result.strata, start=2):
+        part = stratum_parts(y, p, 2)[call - 2]
+        alone = ndcg(widen(part, call), values.copy(), discount=LogDiscount(4))
+        np.testing.assert_array_equal(stratum.result.per_user, alone.per_user)
+
+
+def test_strata_of_a_large_catalogue_count_their_distinct_items():
+    # 5 held-out entries among 10,000 items (3 distinct): far fewer entries than items.
+    y = sp.csr_matrix(
+        ([1.0] * 5, ([0, 0, 1, 2, 2], [9_999, 17, 17, 4_000, 9_999])), shape=(3, 10_000)
+    )
+    scores = sp.csr_matrix(([1.0, 2.0, 3.0], ([0, 1, 2], [17, 17, 4_000])), shape=(3, 10_000))
+    p = np.full(10_000, 0.5)
+    p[9_999] = 0.1
+    result = stratified(ndcg, y, scores, stratify_by=p, n_strata=2, discount=LogDiscount(3))
+    assert [s.n_items for s in result.strata] == [1, 2]
+    assert result.n_items == 3
+
+
+def corrupt(kind: str):
+    """A copy of ``sp.csr_matrix(Y)`` (or another format) broken in one way."""
+    m = sp.csr_matrix(Y)
+    if kind == "column out of range":
+        m.indices[0] = 100
+    elif kind == "negative column":
+        m.indices[1] = -3
+    elif kind == "indptr decreases":
+        m.indptr[1], m.indptr[2] = 5, 1
+    elif kind == "indptr starts at 1":
+        m.indptr[0] = 1
+    elif kind == "indptr ends early":
+        m.indptr[-1] = 3
+    elif kind == "indptr too short":
+        m.indptr = m.indptr[:-1]
+    elif kind == "data shorter than indices":
+        m.data = m.data[:-1]
+    elif kind == "float indices":
+        m.indices = m.indices.astype(float)
+    elif kind == "CSC row out of range":
+        m = m.tocsc()
+        m.indices[2] = 7
+    elif kind == "COO row out of range":
+        m = m.tocoo()
+        m.row[0] = 3
+    elif kind == "COO column out of range":
+        m = m.tocoo()
+        m.col[-1] = 4
+    elif kind == "COO lengths differ":
+        m = m.tocoo()
+        m.data = m.data[:-2]
+    elif kind == "LIL column out of range":
+        m = m.tolil()
+        m.rows[1].append(9)
+        m.data[1].append(1.0)
+    return m

@@ -1,6 +1,6 @@
-"""Bad and edge-case input to the propensity models, IPS weights, discounts and reward models
-(issue 19): every case is either refused with a ValueError/TypeError naming the argument and
-the offending value or position, or gives the number an independent computation expects.
+"""Bad and edge-case input to the propensity models, IPS weights, discounts and reward models:
+every case is either refused with a ValueError/TypeError naming the argument and the offending
+value or position, or gives the number an independent computation expects.
 
 Kinds: K1 corrupt sparse structure, K2 label alignment and vector length, K3 dtypes, K4
 duplicate sparse entries, K5 parameter domains, K7 bounded work; degenerate power-law fits;
@@ -22,23 +22,23 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 from scipy.special import zeta
 
-from recpack_ope import dcg
-from recpack_ope.propensity import (
+from recpack_ope.metrics.dcg import ips_dcg
+from recpack_ope.propensity.discount import (
     CustomDiscount,
     ExponentialDiscount,
-    FixedPropensity,
     LogDiscount,
+    ReciprocalDiscount,
+)
+from recpack_ope.propensity.fit_report import PropensityFitReport
+from recpack_ope.propensity.models import (
+    FixedPropensity,
     PopularityPropensity,
     PowerLawPropensity,
-    PropensityFitReport,
-    ReciprocalDiscount,
-    entry_propensities,
-    ips_weights,
     item_counts,
 )
-from recpack_ope.propensity.weights import item_propensities
-from recpack_ope.reward import CalibratedScores, RewardMatrix, ScoreCalibration
-from recpack_ope.reward.calibration import _bernoulli_ranks
+from recpack_ope.propensity.weights import entry_propensities, ips_weights, item_propensities
+from recpack_ope.reward.calibration import ScoreCalibration, _bernoulli_ranks
+from recpack_ope.reward.models import CalibratedScores, RewardMatrix
 
 Y = sp.csr_matrix(np.array([[1.0, 0, 1], [0, 1, 0]]))  # held-out (0,0), (0,2), (1,1)
 
@@ -189,9 +189,9 @@ def test_propensity_series_is_aligned_by_item_label():
     np.testing.assert_array_equal(ips_weights(shuffled, Y), 1 / np.array([0.2, 0.8, 0.5]))
     np.testing.assert_array_equal(FixedPropensity(shuffled).fit().propensity_, p)
     scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.7, 0.3]])
-    aligned = dcg(Y, scores, discount=LogDiscount(), propensity=shuffled).per_user
+    aligned = ips_dcg(Y, scores, discount=LogDiscount(), propensity=shuffled).per_user
     np.testing.assert_array_equal(
-        aligned, dcg(Y, scores, discount=LogDiscount(), propensity=p).per_user
+        aligned, ips_dcg(Y, scores, discount=LogDiscount(), propensity=p).per_user
     )
     np.testing.assert_array_equal(
         item_propensities(shuffled, np.array([1, 0]), np.array([0, 2])), [0.2, 0.8]
@@ -234,7 +234,7 @@ def test_propensity_vector_of_the_wrong_length_is_refused_everywhere(length):
     with pytest.raises(ValueError, match=expected):
         ips_weights(FixedPropensity(p).fit(), Y, clip=10)
     with pytest.raises(ValueError, match=expected):
-        dcg(Y, np.ones((2, 3)), discount=LogDiscount(), propensity=p)
+        ips_dcg(Y, np.ones((2, 3)), discount=LogDiscount(), propensity=p)
     with pytest.raises(
         ValueError, match=rf"propensity has shape \({length},\) but scores has 3 items"
     ):
@@ -489,7 +489,7 @@ def propensity_with_duplicate(form):
         lambda m: entry_propensities(m, Y),
         lambda m: ips_weights(m, Y, clip=10),
         lambda m: item_propensities(m, np.array([0]), np.array([0])),
-        lambda m: dcg(Y, np.ones((2, 3)), discount=LogDiscount(), propensity=m),
+        lambda m: ips_dcg(Y, np.ones((2, 3)), discount=LogDiscount(), propensity=m),
         lambda m: ScoreCalibration().fit(*simulate_clicks(shape=(2, 3)), propensity=m),
     ],
     ids=["fixed", "entry", "ips", "item", "dcg", "calibration"],

@@ -7,7 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from recpack_ope import CustomDiscount, ExponentialDiscount, LogDiscount, ReciprocalDiscount
+from recpack_ope.propensity.discount import (
+    CustomDiscount,
+    ExponentialDiscount,
+    LogDiscount,
+    ReciprocalDiscount,
+)
 
 
 def test_values_by_hand():

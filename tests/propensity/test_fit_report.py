@@ -11,8 +11,9 @@ import powerlaw
 import pytest
 from sklearn.exceptions import NotFittedError
 
-import recpack_ope
-from recpack_ope import PopularityPropensity, PowerLawPropensity, PropensityFitReport
+import recpack_ope.propensity
+from recpack_ope.propensity.fit_report import PropensityFitReport
+from recpack_ope.propensity.models import PopularityPropensity, PowerLawPropensity
 
 # Hand-made counts: ten items, one never interacted with, N = 173.
 COUNTS = np.array([0, 1, 1, 2, 3, 5, 8, 13, 40, 100])
@@ -205,7 +206,6 @@ def test_from_counts_checks_alignment():
         PropensityFitReport.from_counts("m", [1, 2, 3], [0.5, 1.0])
 
 
-def test_exported_from_both_levels():
-    assert recpack_ope.PropensityFitReport is recpack_ope.propensity.PropensityFitReport
-    assert "PropensityFitReport" in recpack_ope.__all__
+def test_exported_from_the_propensity_subpackage():
+    assert recpack_ope.propensity.PropensityFitReport is PropensityFitReport
     assert "PropensityFitReport" in recpack_ope.propensity.__all__

@@ -11,12 +11,12 @@ import scipy.sparse as sp
 from scipy import stats
 from sklearn.base import clone
 
-from recpack_ope import (
+from recpack_ope.metrics.dcg import dcg, ips_dcg
+from recpack_ope.propensity.discount import LogDiscount
+from recpack_ope.propensity.models import (
     FixedPropensity,
-    LogDiscount,
     PopularityPropensity,
     PowerLawPropensity,
-    dcg,
     item_counts,
 )
 
@@ -93,11 +93,11 @@ def test_fitted_models_plug_into_the_estimators():
     X = sp.csr_matrix(np.array([[1, 0, 1], [1, 1, 0], [1, 0, 0]], dtype=float))
     s = np.array([[0.3, 0.2, 0.1], [0.1, 0.2, 0.3], [0.3, 0.2, 0.1]])
     model = PopularityPropensity().fit(X)
-    r = dcg(X, s, discount=LogDiscount(3), propensity=model)
-    direct = dcg(X, s, discount=LogDiscount(3), propensity=model.propensity_)
+    r = ips_dcg(X, s, discount=LogDiscount(3), propensity=model)
+    direct = ips_dcg(X, s, discount=LogDiscount(3), propensity=model.propensity_)
     assert np.array_equal(r.per_user, direct.per_user)
     fixed = FixedPropensity(sp.csr_matrix(np.full((3, 3), 0.5))).fit()
-    assert dcg(X, s, discount=LogDiscount(3), propensity=fixed).per_user == pytest.approx(
+    assert ips_dcg(X, s, discount=LogDiscount(3), propensity=fixed).per_user == pytest.approx(
         2 * dcg(X, s, discount=LogDiscount(3)).per_user
     )
     assert clone(PowerLawPropensity(variant="cornac", xmin=3)).get_params() == {
@@ -109,7 +109,7 @@ def test_fitted_models_plug_into_the_estimators():
 
 def test_bad_input_errors():
     with pytest.raises(ValueError, match="PowerLawPropensity is not fitted"):
-        dcg(
+        ips_dcg(
             sp.csr_matrix(np.eye(2)),
             np.eye(2),
             discount=LogDiscount(1),
@@ -157,3 +157,14 @@ def test_shallow_tails_keep_powerlaws_estimate():
     counts = stats.zipf.rvs(2.2, size=20_000, random_state=1)
     expected = powerlaw.Fit(counts, discrete=True, xmin=1, verbose=False).power_law.alpha
     assert PowerLawPropensity(xmin=1).fit(counts).gamma_ == expected
+
+
+@pytest.mark.parametrize("value", [object(), {"a": 1}, {1, 2}])
+def test_a_single_non_numeric_value_is_refused_by_name(value):
+    from recpack_ope._validation import real_array
+    from recpack_ope.propensity.models import FixedPropensity
+
+    with pytest.raises(ValueError, match=r"x has non-numeric value .* at a 0-d position"):
+        real_array(value, "x")
+    with pytest.raises(ValueError, match=r"propensity has non-numeric value .* at a 0-d position"):
+        FixedPropensity(value).fit()

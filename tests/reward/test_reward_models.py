@@ -14,9 +14,9 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from recpack_ope.reward import CalibratedScores, RewardMatrix, RewardModel, ScoreCalibration
 from recpack_ope.reward import calibration as calibration_module
-from recpack_ope.reward.calibration import _bernoulli_ranks, _nonclick_keys
+from recpack_ope.reward.calibration import ScoreCalibration, _bernoulli_ranks, _nonclick_keys
+from recpack_ope.reward.models import CalibratedScores, RewardMatrix, RewardModel
 
 
 def sigmoid(z):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from recpack_ope.baselines import EASE, ItemKNN, Popularity, RandomScores
 from sklearn.metrics.pairwise import cosine_similarity
+
+from recpack_ope.simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 
 
 @pytest.fixture(scope="module")

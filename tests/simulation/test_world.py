@@ -2,18 +2,32 @@
 
 Independent references: hand-computed relevance, a per-user Python loop over the dense
 relevance matrix, Monte Carlo replications of simulated users, and empirical frequencies of
-the logging policy's feeds.
+the logging policy's feeds. Worlds that break the IPS assumptions (cascade clicks,
+personalised logging) against plain-Python loops over ranks, conditional Bernoulli expectations
+of the logged feeds, the exact Plackett–Luce marginals and Monte Carlo over log seeds; log
+digests pin the default (position-based, item-only) world bit for bit.
 """
 
 from __future__ import annotations
 
+import hashlib
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from recpack_ope.plackett_luce import rank_marginals
 
-from recpack_ope import ExponentialDiscount, LogDiscount, TopK, unbiased_dcg
-from recpack_ope.simulation import PopularityPolicy, SimulatedWorld, UniformPolicy
+from recpack_ope.inference.diagnostics import ReliabilityWarning
+from recpack_ope.logged.plackett_luce import exposure, rank_marginals
+from recpack_ope.metrics.dcg import ips_dcg
+from recpack_ope.metrics.ranking import TopK
+from recpack_ope.propensity.discount import CustomDiscount, ExponentialDiscount, LogDiscount
+from recpack_ope.simulation.world import (
+    PersonalisedPolicy,
+    PopularityPolicy,
+    SimulatedWorld,
+    UniformPolicy,
+)
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +179,7 @@ def test_ips_dcg_with_true_exposure_is_unbiased_for_online_reward():
     estimates = []
     for seed in range(60):
         log = world.log(PopularityPolicy(), feed_length=10, seed=100 + seed)
-        est = unbiased_dcg(log.clicks, top, discount=disc, propensity=log.propensity_model())
+        est = ips_dcg(log.clicks, top, discount=disc, propensity=log.propensity_model())
         estimates.append(est.value * est.n_users / world.n_users)
     estimates = np.array(estimates)
     se = estimates.std(ddof=1) / np.sqrt(estimates.size)
@@ -199,4 +213,356 @@ def test_ips_dcg_with_true_exposure_is_unbiased_for_online_reward():
 )
 def test_invalid_input_is_named(make, message):
     with pytest.raises(ValueError, match=message):
+        make()
+
+
+def _digest(log) -> str:
+    h = hashlib.sha256()
+    for column in (log.item, log.rank, log.click):
+        h.update(np.ascontiguousarray(column, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize(
+    "policy, kwargs, clicks, digest, exposure_moment, propensity_sum",
+    [
+        (
+            PopularityPolicy(0.8),
+            dict(feed_length=7, n_feeds=3, seed=5),
+            463,
+            "5a48120af1d596df",
+            54.63075609921418,
+            1109.7562216147403,
+        ),
+        (
+            UniformPolicy(),
+            dict(feed_length=5, seed=2, discount=ExponentialDiscount(gamma=0.8)),
+            132,
+            "999f5a970485b9d6",
+            48.74320000000001,
+            112.05333333333336,
+        ),
+    ],
+)
+def test_default_world_logs_are_unchanged(
+    policy, kwargs, clicks, digest, exposure_moment, propensity_sum
+):
+    # Values recorded with the simulator before click_model and PersonalisedPolicy existed
+    # (identical in the modern and legacy environments for the integer columns).
+    world = SimulatedWorld(n_users=200, n_items=30, n_factors=4, seed=11)
+    assert world.click_model == "pbm"
+    log = world.log(policy, **kwargs)
+    assert int(log.click.sum()) == clicks
+    assert _digest(log) == digest
+    assert float(log.exposure @ np.arange(30)) == pytest.approx(exposure_moment, rel=1e-12)
+    assert float(log.propensity.sum()) == pytest.approx(propensity_sum, rel=1e-12)
+    assert log.segment is None and log.click_model == "pbm"
+
+
+def test_default_world_rewards_are_unchanged():
+    world = SimulatedWorld(n_users=500, n_items=50, n_factors=4, seed=11)
+    top = TopK.from_scores(world.relevance(), 6)
+    assert world.online_reward(top, LogDiscount(cutoff=6)).value == pytest.approx(
+        2.1776847252571305, rel=1e-13
+    )
+    assert world.policy_reward(PopularityPolicy(0.8), LogDiscount(), 7).value == pytest.approx(
+        0.8441714067000557, rel=1e-13
+    )
+
+
+@pytest.fixture(scope="module")
+def cascade_world():
+    return SimulatedWorld(
+        n_users=60, n_items=20, n_factors=3, base_logit=0.0, seed=4, click_model="cascade"
+    )
+
+
+@pytest.mark.parametrize(
+    "discount", [LogDiscount(cutoff=6), ExponentialDiscount(gamma=0.7, cutoff=8)]
+)
+def test_cascade_online_reward_equals_a_loop_over_ranks(cascade_world, discount):
+    world = cascade_world
+    scores = np.random.default_rng(0).random((world.n_users, world.n_items))
+    got = world.online_reward(scores, discount)
+    rel = world.relevance()
+    expected = []
+    for u in range(world.n_users):
+        total, no_click_yet = 0.0, 1.0
+        for r, i in enumerate(np.argsort(-scores[u])[: discount.cutoff], start=1):
+            total += rel[u, i] * float(discount(r)) * no_click_yet
+            no_click_yet *= 1.0 - rel[u, i]
+        expected.append(total)
+    np.testing.assert_allclose(got.per_user, expected, atol=1e-12, rtol=0)
+    # the same ranking as TopK and as a sparse matrix of the shown items' scores
+    top = TopK.from_scores(scores, discount.cutoff)
+    np.testing.assert_allclose(world.online_reward(top, discount).per_user, expected, atol=1e-12)
+    rows = np.repeat(np.arange(world.n_users), discount.cutoff)
+    sparse = sp.csr_matrix(
+        (np.take_along_axis(scores, top.items, axis=1).ravel(), (rows, top.items.ravel())),
+        shape=scores.shape,
+    )
+    np.testing.assert_allclose(world.online_reward(sparse, discount).per_user, expected, atol=1e-12)
+    # a cascade never earns more than the position-based model on the same ranking
+    pbm = SimulatedWorld(n_users=60, n_items=20, n_factors=3, base_logit=0.0, seed=4)
+    assert (got.per_user <= pbm.online_reward(scores, discount).per_user + 1e-15).all()
+    assert got.value < pbm.online_reward(scores, discount).value
+
+
+def test_cascade_equals_pbm_for_a_single_shown_item(cascade_world):
+    pbm = SimulatedWorld(n_users=60, n_items=20, n_factors=3, base_logit=0.0, seed=4)
+    scores = np.random.default_rng(1).random((60, 20))
+    disc = LogDiscount(cutoff=1)
+    np.testing.assert_array_equal(
+        cascade_world.online_reward(scores, disc).per_user, pbm.online_reward(scores, disc).per_user
+    )
+
+
+@pytest.mark.parametrize("policy", [PopularityPolicy(), PersonalisedPolicy(n_segments=3)])
+def test_cascade_logging_matches_the_exact_click_probabilities(policy):
+    # Given the logged feeds, the click at rank r of feed f is Bernoulli with
+    # p_fr = q_fr δ(r) Π_{s<r} (1 − q_fs), independently across feeds. Per rank, the total
+    # click count then has mean Σ_f p_fr and variance Σ_f p_fr (1 − p_fr): the standard
+    # error of the comparison. 8 ranks at 4 SE: a false alarm has probability < 8 · 6.3e-5.
+    world = SimulatedWorld(
+        n_users=400, n_items=15, n_factors=3, base_logit=0.0, seed=6, click_model="cascade"
+    )
+    disc = LogDiscount()
+    n, n_feeds = 8, 100
+    log = world.log(policy, feed_length=n, n_feeds=n_feeds, seed=3)
+    items = log.item.reshape(-1, n)
+    users = log.user.reshape(-1, n)[:, 0]
+    clicks = log.click.reshape(-1, n)
+    assert clicks.sum(axis=1).max() == 1  # a single-click cascade
+    q = world.relevance()[users[:, None], items]
+    delta = disc.weights(n)
+    p = np.empty_like(q)
+    no_click_yet = np.ones(q.shape[0])
+    for r in range(n):
+        p[:, r] = q[:, r] * delta[r] * no_click_yet
+        no_click_yet = no_click_yet * (1.0 - q[:, r])
+    observed = clicks.sum(axis=0)
+    se = np.sqrt((p * (1 - p)).sum(axis=0))
+    assert (np.abs(observed - p.sum(axis=0)) < 4 * se).all()
+    # Power: the position-based prediction Σ_f q δ(r) is off by far more at the last rank.
+    pbm = (q * delta).sum(axis=0)
+    assert pbm[-1] - observed[-1] > 20 * se[-1]
+    # The same feeds as the position-based world (only clicks differ), and the same ε0.
+    plain = SimulatedWorld(n_users=400, n_items=15, n_factors=3, base_logit=0.0, seed=6)
+    same = plain.log(policy, feed_length=n, n_feeds=n_feeds, seed=3)
+    np.testing.assert_array_equal(same.item, log.item)
+    np.testing.assert_array_equal(same.propensity, log.propensity)
+    assert log.click_model == "cascade" and same.click_model == "pbm"
+
+
+def test_cascade_has_no_exact_policy_reward(cascade_world):
+    with pytest.raises(NotImplementedError, match="click_model='pbm'"):
+        cascade_world.policy_reward(PopularityPolicy(), LogDiscount(), 5)
+
+
+def test_segment_exposures_sum_to_the_expected_views_per_feed():
+    world = SimulatedWorld(n_users=300, n_items=30, n_factors=4, seed=1)
+    policy = PersonalisedPolicy(temperature=0.8, personalisation=2.0, n_segments=5, noise=0.5)
+    disc = ExponentialDiscount(gamma=0.8)
+    log = world.log(policy, feed_length=7, discount=disc)
+    assert log.exposure.shape == (5, 30) and log.logging_weights.shape == (5, 30)
+    np.testing.assert_allclose(log.exposure.sum(axis=1), disc.weights(7).sum(), atol=1e-10)
+    np.testing.assert_allclose(log.logging_weights.sum(axis=1), 1.0, atol=1e-12)
+    assert np.bincount(log.segment, minlength=5).min() > 0  # every segment has users
+    np.testing.assert_array_equal(log.propensity, log.exposure[log.segment[log.user], log.item])
+    # exposure of each segment = exact PL marginals of that segment's weights
+    for s in range(5):
+        np.testing.assert_allclose(
+            log.exposure[s], rank_marginals(log.logging_weights[s], 7) @ disc.weights(7), atol=1e-12
+        )
+    # segments are a function of the world's seed, not of the log's
+    np.testing.assert_array_equal(world.log(policy, feed_length=7, seed=9).segment, log.segment)
+    np.testing.assert_array_equal(policy.segments(world), log.segment)
+    other = SimulatedWorld(n_users=300, n_items=30, n_factors=4, seed=2)
+    assert (policy.segments(other) != log.segment).any()
+
+
+def test_personalised_weights_follow_the_stated_formula():
+    world = SimulatedWorld(n_users=200, n_items=25, n_factors=3, seed=7)
+    policy = PersonalisedPolicy(temperature=0.6, personalisation=1.5, n_segments=6)
+    segment = policy.segments(world)
+    # every user is in the segment whose anchor is nearest: recomputing the segment means
+    # and scoring by them must reproduce the weights
+    for s in range(6):
+        centroid = world.user_factors[segment == s].mean(axis=0)
+        score = (np.log(world.popularity) + 1.5 * world.item_factors @ centroid) / 0.6
+        expected = np.exp(score) / np.exp(score).sum()
+        np.testing.assert_allclose(policy.weights(world)[s], expected, rtol=1e-12)
+    # without personalisation (and noise) every segment logs like PopularityPolicy
+    flat = PersonalisedPolicy(temperature=0.6, personalisation=0.0, n_segments=6)
+    log = world.log(flat, feed_length=5)
+    popular = exposure(PopularityPolicy(0.6).weights(world), LogDiscount(), 5)
+    np.testing.assert_allclose(log.exposure, np.tile(popular, (6, 1)), atol=1e-14)
+
+
+def test_personalised_exposure_matches_empirical_frequencies():
+    # Per (segment, item), the empirical exposure (1/S_s) Σ_feeds δ(rank) has mean ε0(s, i) and
+    # variance (E[δ²] − ε0²)/S_s, E[δ²] from the exact marginals. Checked for the 5 most
+    # exposed items of each of 4 segments: 20 z-scores, |z| > 4 with probability < 1.3e-3.
+    world = SimulatedWorld(n_users=2000, n_items=30, n_factors=3, seed=2)
+    policy = PersonalisedPolicy(temperature=1.0, personalisation=2.0, n_segments=4)
+    disc = LogDiscount()
+    n, n_feeds = 8, 10
+    log = world.log(policy, feed_length=n, n_feeds=n_feeds, seed=9)
+    row_segment = log.segment[log.user]
+    z = []
+    for s in range(4):
+        rows = row_segment == s
+        feeds = rows.sum() / n
+        empirical = np.bincount(log.item[rows], weights=disc(log.rank[rows]), minlength=30) / feeds
+        second = rank_marginals(log.logging_weights[s], n) @ disc.weights(n) ** 2
+        top = np.argsort(-log.exposure[s])[:5]
+        se = np.sqrt((second[top] - log.exposure[s, top] ** 2) / feeds)
+        z.extend((empirical[top] - log.exposure[s, top]) / se)
+    assert np.abs(z).max() < 4
+    # the segments really log differently: their top items are not all the same
+    assert len({tuple(np.argsort(-e)[:5]) for e in log.exposure}) > 1
+
+
+def test_personalised_policy_reward_is_exact():
+    world = SimulatedWorld(n_users=300, n_items=20, n_factors=3, seed=8)
+    policy = PersonalisedPolicy(temperature=1.0, personalisation=2.0, n_segments=3)
+    disc = LogDiscount()
+    got = world.policy_reward(policy, disc, 6)
+    n_feeds = 200
+    log = world.log(policy, feed_length=6, n_feeds=n_feeds, seed=4)
+    rel = world.relevance()
+    expected = [rel[u] @ log.exposure[log.segment[u]] for u in range(world.n_users)]
+    np.testing.assert_allclose(got.per_user, expected, atol=1e-12)
+    # On-policy Monte Carlo: the mean clicks per user of feed number f (f = 0..199) are iid
+    # replicates with expectation policy_reward; 4 standard errors of their mean.
+    per_feed = np.bincount(log.feed, weights=log.click, minlength=n_feeds) / world.n_users
+    se = per_feed.std(ddof=1) / np.sqrt(n_feeds)
+    assert abs(per_feed.mean() - got.value) < 4 * se
+    assert se < 0.01 * got.value
+
+
+def test_ips_needs_per_segment_propensities_under_personalised_logging():
+    # Over 100 held-out logs (one feed per user), IPS-DCG with the true per-(user, item)
+    # exposure is unbiased for the online reward (Eq. 11, rescaled by |U| / n_users as users
+    # without clicks contribute 0): the replication mean lies within 3 SE of the truth. An
+    # item-only propensity — the segment-size-weighted mean exposure of each item, what any
+    # popularity-based model estimates at best — ignores that segments see the items they
+    # like more often, and the same estimator is then biased by far more than 5 SE.
+    world = SimulatedWorld(n_users=2000, n_items=40, n_factors=4, seed=3)
+    policy = PersonalisedPolicy(temperature=1.0, personalisation=1.0, n_segments=4)
+    disc = LogDiscount(cutoff=5)
+    top = TopK.from_scores(world.relevance() + world.popularity, 5)
+    truth = world.online_reward(top, disc).value
+    per_user, item_only = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        for seed in range(100):
+            log = world.log(policy, feed_length=6, seed=100 + seed)
+            for propensity, out in (
+                (log.propensity_matrix(log.clicks), per_user),
+                (log.exposure[log.segment].mean(axis=0), item_only),
+            ):
+                est = ips_dcg(log.clicks, top, discount=disc, propensity=propensity)
+                out.append(est.value * est.n_users / world.n_users)
+    per_user, item_only = np.array(per_user), np.array(item_only)
+    se = per_user.std(ddof=1) / np.sqrt(per_user.size)
+    se_item = item_only.std(ddof=1) / np.sqrt(item_only.size)
+    assert abs(per_user.mean() - truth) < 3 * se
+    assert se < 0.01 * truth
+    assert abs(item_only.mean() - truth) > 5 * max(se, se_item)
+    with pytest.raises(ValueError, match="propensity_matrix"):
+        log.propensity_model()
+
+
+def test_propensity_matrix_and_feed_log_carry_the_row_exposure():
+    world = SimulatedWorld(n_users=50, n_items=12, n_factors=3, base_logit=1.0, seed=5)
+    for policy in (PersonalisedPolicy(n_segments=3), PopularityPolicy()):
+        log = world.log(policy, feed_length=4, n_feeds=2, seed=1)
+        y_true = log.clicks.tocoo()
+        matrix = log.propensity_matrix(log.clicks)
+        assert matrix.nnz == log.clicks.nnz
+        segment = np.zeros(50, dtype=int) if log.segment is None else log.segment
+        eps = np.atleast_2d(log.exposure)
+        np.testing.assert_array_equal(
+            np.asarray(matrix[y_true.row, y_true.col]).ravel(), eps[segment[y_true.row], y_true.col]
+        )
+        if log.segment is None:  # item-only logs: the same numbers as propensity_model()
+            np.testing.assert_array_equal(log.propensity_model().propensity_, log.exposure)
+        feed_log = log.feed_log()
+        np.testing.assert_array_equal(feed_log.propensity, log.propensity)
+        weights = np.atleast_2d(log.logging_weights)
+        np.testing.assert_array_equal(feed_log.logging_weight, weights[segment[log.user], log.item])
+        assert feed_log.n_sessions == 100 and feed_log.n_items == 12
+    with pytest.raises(ValueError, match=r"y_true has shape \(49, 12\)"):
+        log.propensity_matrix(np.ones((49, 12)))
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (
+            lambda: SimulatedWorld(click_model="dbn"),
+            ValueError,
+            "click_model must be one of .* got 'dbn'",
+        ),
+        (
+            lambda: PersonalisedPolicy(temperature=0.0),
+            ValueError,
+            "temperature must be finite and > 0, got 0.0",
+        ),
+        (
+            lambda: PersonalisedPolicy(temperature=-1.0),
+            ValueError,
+            "temperature must be finite and > 0, got -1.0",
+        ),
+        (
+            lambda: PersonalisedPolicy(n_segments=0),
+            ValueError,
+            "n_segments must be a positive integer, got 0",
+        ),
+        (
+            lambda: PersonalisedPolicy(personalisation=np.inf),
+            ValueError,
+            "personalisation must be finite, got inf",
+        ),
+        (
+            lambda: PersonalisedPolicy(personalisation=np.nan),
+            ValueError,
+            "personalisation must be finite, got nan",
+        ),
+        (
+            lambda: PersonalisedPolicy(noise=-0.5),
+            ValueError,
+            "noise must be finite and >= 0, got -0.5",
+        ),
+        (
+            lambda: SimulatedWorld(n_users=3, n_items=6).log(
+                PersonalisedPolicy(n_segments=4), feed_length=2
+            ),
+            ValueError,
+            r"n_segments=4 exceeds the number of users \(3\)",
+        ),
+        (
+            lambda: SimulatedWorld(n_users=3, n_items=6, click_model="cascade").log(
+                UniformPolicy(), feed_length=3, discount=CustomDiscount([0.5, 0.8, 0.2])
+            ),
+            ValueError,
+            r"click_model='cascade' needs a non-increasing discount, but δ\(2\) = 0.8 > δ\(1\) = 0.5",
+        ),
+        (
+            lambda: SimulatedWorld(n_users=3, n_items=6, click_model="cascade").online_reward(
+                np.ones((3, 6)), CustomDiscount([0.5, 0.8])
+            ),
+            ValueError,
+            "needs a non-increasing discount",
+        ),
+        (
+            lambda: SimulatedWorld(n_users=3, n_items=6).log("segments", feed_length=2),
+            TypeError,
+            "or a PersonalisedPolicy",
+        ),
+    ],
+)
+def test_invalid_world_options_are_named(make, error, message):
+    with pytest.raises(error, match=message):
         make()

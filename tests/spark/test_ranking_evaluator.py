@@ -72,7 +72,7 @@ def random_frames(seed: int = 7, n_users: int = 300, n_items: int = 60, n_zero: 
             reward[:] = 0.0
         else:
             reward[0] = 1.0
-        held += [(user, int(i), r) for i, r in zip(items, reward)]
+        held += [(user, int(i), r) for i, r in zip(items, reward, strict=True)]
         n_pred = 0 if user % 10 == 0 else int(rng.integers(1, 31))
         # Five score levels: most users have ties inside their top K.
         recs += [

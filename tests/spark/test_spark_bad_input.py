@@ -104,7 +104,7 @@ def test_propensity_outside_unit_interval_is_refused(frames, value):
             frames["make"](frames["held"]),
             frames["make"](frames["recs"]),
             propensity=prop,
-            metrics="unbiased_dcg",
+            metrics="ips_dcg",
         )
 
 
@@ -115,7 +115,7 @@ def test_held_out_item_without_propensity_and_duplicate_propensity_rows(frames):
             frames["make"](frames["held"]),
             frames["make"](frames["recs"]),
             propensity=prop,
-            metrics="ndcg",
+            metrics="ips_ndcg",
         )
     prop = frames["spark"].createDataFrame(pd.concat([frames["prop"], frames["prop"].iloc[[1]]]))
     with pytest.raises(ValueError, match="propensity has 2 rows for item 11"):
@@ -123,7 +123,7 @@ def test_held_out_item_without_propensity_and_duplicate_propensity_rows(frames):
             frames["make"](frames["held"]),
             frames["make"](frames["recs"]),
             propensity=prop,
-            metrics="ndcg",
+            metrics="ips_ndcg",
         )
 
 
@@ -142,14 +142,48 @@ def test_id_types_must_agree_and_options_are_checked(frames):
     with pytest.raises(ValueError, match="column 'user' must have one type in every frame"):
         run(frames["make"](frames["held"]), recs)
     held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
-    with pytest.raises(ValueError, match="give propensity="):
-        run(held, recs, metrics="unbiased_dcg")
-    with pytest.raises(ValueError, match="metrics must name"):
+    with pytest.raises(ValueError, match=r"ips_dcg needs propensity=.*'dcg'"):
+        run(held, recs, metrics="ips_dcg")
+    with pytest.raises(ValueError, match=r"unknown estimator 'ndcg@10'.*'ndcg'"):
         run(held, recs, metrics="ndcg@10")
+    with pytest.raises(ValueError, match=r"twice.*'dcg', 'dcg'"):
+        run(held, recs, metrics=("dcg", "dcg"))
     with pytest.raises(ValueError, match='clip="auto"'):
         run(held, recs, clip="auto")
     with pytest.raises(TypeError, match="held_out must be a Spark DataFrame"):
         run(frames["held"], recs)
+
+
+@pytest.mark.parametrize(
+    "name, plain",
+    [
+        ("ips_dcg", "dcg"),
+        ("snips_dcg", "dcg"),
+        ("ips_ndcg", "ndcg"),
+        ("ips_pn_dcg", "pn_dcg"),
+        ("ips_recall", "recall"),
+    ],
+)
+def test_weighted_name_without_propensity_is_refused_naming_the_plain_one(frames, name, plain):
+    held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
+    for call in (rs.evaluate, rs.per_user):
+        with pytest.raises(ValueError, match=rf"{name} needs propensity=.*'{plain}'"):
+            call(held, recs, metrics=("dcg", name), discount=D)
+    with pytest.raises(ValueError, match=rf"{name} needs propensity=.*'{plain}'"):
+        rs.stratified(
+            held, recs, stratify_by=frames["make"](frames["prop"]), metric=name, discount=D
+        )
+
+
+def test_estimators_spark_does_not_compute_are_refused_with_what_to_use(frames):
+    held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
+    prop = frames["make"](frames["prop"])
+    with pytest.raises(ValueError, match=r"dr_dcg needs a reward model.*recpack_ope\.metrics"):
+        run(held, recs, metrics="dr_dcg", propensity=prop)
+    with pytest.raises(ValueError, match=r"stratified_ndcg.*spark\.stratified.*metric='ndcg'"):
+        run(held, recs, metrics="stratified_ndcg", propensity=prop)
+    with pytest.raises(ValueError, match=r"unknown estimator 'logged_dcg' on held-out data"):
+        run(held, recs, metrics="logged_dcg")
 
 
 def test_feed_log_errors_name_the_problem(frames):

@@ -10,7 +10,10 @@ import pytest
 import scipy.sparse as sp
 
 import recpack_ope as ro
+from recpack_ope import metrics as core_metrics
 from recpack_ope import spark as rs
+from recpack_ope.logged import DeterministicRanker, FeedLog
+from recpack_ope.registry import estimator, names
 
 N_USERS, N_ITEMS, D = 240, 40, ro.LogDiscount(5)
 
@@ -25,7 +28,9 @@ def same(estimate, reference):
     assert estimate.n_users == reference.n_users
     assert estimate.n_excluded_users == reference.n_excluded_users
     close(estimate.value, reference.value, 1e-12)
-    for ours, theirs in zip(estimate.confidence_interval(0.9), reference.confidence_interval(0.9)):
+    for ours, theirs in zip(
+        estimate.confidence_interval(0.9), reference.confidence_interval(0.9), strict=True
+    ):
         close(ours, theirs, 1e-9)
     close(estimate.standard_error, reference.standard_error, 1e-9)
     assert (estimate.diagnostics is None) == (reference.diagnostics is None)
@@ -94,21 +99,43 @@ def world(spark):
 
 
 def core(metric, y_true, y_score, p, clip):
+    """The in-memory estimate of the Spark estimator ``metric`` (its core function)."""
+    weights = {"propensity": p, "clip": clip}
     calls = {
-        "dcg": lambda: ro.dcg(y_true, y_score, discount=D),
-        "unbiased_dcg": lambda: ro.unbiased_dcg(
-            y_true, y_score, discount=D, propensity=p, clip=clip
-        ),
-        "snips_dcg": lambda: ro.unbiased_dcg(
-            y_true, y_score, discount=D, propensity=p, clip=clip, self_normalised=True
-        ),
-        "ndcg": lambda: ro.ndcg(y_true, y_score, discount=D, propensity=p, clip=clip),
-        "pn_dcg": lambda: ro.pn_dcg(y_true, y_score, discount=D, propensity=p, clip=clip),
-        "recall": lambda: ro.recall(y_true, y_score, k=5, propensity=p, clip=clip),
+        "dcg": lambda: core_metrics.dcg(y_true, y_score, discount=D),
+        "ndcg": lambda: core_metrics.ndcg(y_true, y_score, discount=D),
+        "pn_dcg": lambda: core_metrics.pn_dcg(y_true, y_score, discount=D),
+        "recall": lambda: core_metrics.recall(y_true, y_score, k=5),
+        "ips_dcg": lambda: core_metrics.ips_dcg(y_true, y_score, discount=D, **weights),
+        "snips_dcg": lambda: core_metrics.snips_dcg(y_true, y_score, discount=D, **weights),
+        "ips_ndcg": lambda: core_metrics.ips_ndcg(y_true, y_score, discount=D, **weights),
+        "ips_pn_dcg": lambda: core_metrics.ips_pn_dcg(y_true, y_score, discount=D, **weights),
+        "ips_recall": lambda: core_metrics.ips_recall(y_true, y_score, k=5, **weights),
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ro.ReliabilityWarning)
         return calls[metric]()
+
+
+#: Every held-out estimator of the registry that Spark computes: all but the doubly robust
+#: (a reward model) and the stratified one (``rs.stratified``).
+ON_SPARK = tuple(
+    n for n in names("held_out") if estimator(n).weighting not in ("doubly_robust", "stratified")
+)
+
+
+def test_spark_computes_every_held_out_estimator_but_dr_and_stratified():
+    assert ON_SPARK == (
+        "dcg",
+        "ndcg",
+        "pn_dcg",
+        "recall",
+        "ips_dcg",
+        "snips_dcg",
+        "ips_ndcg",
+        "ips_pn_dcg",
+        "ips_recall",
+    )
 
 
 @pytest.mark.parametrize("clip", [None, 8.0])
@@ -118,7 +145,7 @@ def test_every_held_out_estimator_and_comparison_equals_in_memory(world, clip):
         result = rs.evaluate(
             world["held"],
             world["frames"],
-            metrics=tuple(rs.METRICS),
+            metrics=ON_SPARK,
             discount=D,
             propensity=world["p_frame"],
             clip=clip,
@@ -126,24 +153,28 @@ def test_every_held_out_estimator_and_comparison_equals_in_memory(world, clip):
         )
     references = {}
     for model, y_score in world["scores"].items():
-        for metric in rs.METRICS:
+        for metric in ON_SPARK:
+            # Plain estimators ignore the propensities given for the weighted ones.
             references[model, metric] = core(metric, world["y_true"], y_score, world["p"], clip)
             same(result[model][metric], references[model, metric])
             assert result[model][metric].n_excluded_users == world["zero_users"] > 0
-    for metric in rs.METRICS:
+    for metric in ON_SPARK:
         ours = result.compare("m0", "m2", metric, level=0.9)
         theirs = references["m0", metric].compare(references["m2", metric], 0.9, names=("m0", "m2"))
         assert ours.name == theirs.name
         close(ours.difference, theirs.difference, 1e-12)
         close(ours.p_value, theirs.p_value, 1e-9)
-        for a, b in zip(ours.confidence_interval, theirs.confidence_interval):
+        for a, b in zip(ours.confidence_interval, theirs.confidence_interval, strict=True):
             close(a, b, 1e-9)
 
 
-def test_single_frame_functions_and_per_user_frame(world, spark):
-    one = rs.pn_dcg(world["held"], world["frames"]["m1"], discount=D, n_partitions=16)
+def test_single_frame_and_per_user_frame(world, spark):
+    one = rs.evaluate(
+        world["held"], world["frames"]["m1"], metrics="pn_dcg", discount=D, n_partitions=16
+    )
     reference = core("pn_dcg", world["y_true"], world["scores"]["m1"], None, None)
-    same(one, reference)
+    assert list(one.estimates) == ["model"]
+    same(one["model"]["pn_dcg"], reference)
     frame = rs.per_user(
         world["held"],
         world["frames"]["m1"],
@@ -158,9 +189,42 @@ def test_single_frame_functions_and_per_user_frame(world, spark):
     assert set(table["model"]) == {"model"}
 
 
+def test_plain_names_stay_plain_when_propensities_are_given(world):
+    """``ndcg`` with ``propensity=`` is the plain nDCG (no weights, no diagnostics), in the
+    estimates, the per-user frame and as a stratified base; ``ips_ndcg`` is the weighted one."""
+    y_true, y_score = world["y_true"], world["scores"]["m0"]
+    options = {"discount": D, "propensity": world["p_frame"], "n_partitions": 16}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        result = rs.evaluate(
+            world["held"], world["frames"]["m0"], metrics=("ndcg", "ips_ndcg"), **options
+        )["model"]
+        table = rs.per_user(
+            world["held"], world["frames"]["m0"], metrics=("recall", "pn_dcg"), **options
+        ).toPandas()
+        strata = rs.stratified(
+            world["held"],
+            world["frames"]["m0"],
+            stratify_by=world["p_frame"],
+            metric="ndcg",
+            **options,
+        )
+    plain = core("ndcg", y_true, y_score, None, None)
+    same(result["ndcg"], plain)
+    assert result["ndcg"].diagnostics is None
+    same(result["ips_ndcg"], core("ips_ndcg", y_true, y_score, world["p"], None))
+    assert result["ips_ndcg"].value != pytest.approx(plain.value, rel=1e-6)
+    table = table.sort_values("user")
+    pn = core("pn_dcg", y_true, y_score, None, None)
+    np.testing.assert_allclose(table[["pn_dcg_dcg", "pn_dcg_idcg"]], pn.terms, rtol=1e-12)
+    recall = core("recall", y_true, y_score, None, None)
+    np.testing.assert_allclose(table["recall"], recall.terms[:, 0], rtol=1e-12)
+    same(strata.holdout, plain)
+
+
 def test_win_rates_equal_in_memory(world):
     ours = rs.win_rates(world["held"], world["frames"], weighting="dcg", n_partitions=16)
-    theirs = ro.win_rates(world["y_true"], world["scores"], weighting="dcg")
+    theirs = core_metrics.win_rates(world["y_true"], world["scores"], weighting="dcg")
     for m, name in enumerate(theirs.names):
         assert ours[name].n_users == theirs.per_user.shape[0]
         assert ours[name].n_excluded_users == theirs.n_excluded_users
@@ -206,7 +270,7 @@ def test_logged_dcg_equals_in_memory(spark, normalise):
     target = pd.concat(
         [target, pd.DataFrame({"context": np.arange(100, 140), "item": 0, "score": 1.0})]
     )
-    feed = ro.FeedLog.from_arrays(
+    feed = FeedLog.from_arrays(
         log.session,
         log.item,
         log["rank"],
@@ -219,7 +283,7 @@ def test_logged_dcg_equals_in_memory(spark, normalise):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ro.ReliabilityWarning)
         reference = ro.logged_dcg(
-            feed, ro.DeterministicRanker(scores), discount=D, clip=6.0, normalise=normalise
+            feed, DeterministicRanker(scores), discount=D, clip=6.0, normalise=normalise
         )
         ours = rs.logged_dcg(
             spark.createDataFrame(log),
@@ -234,10 +298,10 @@ def test_logged_dcg_equals_in_memory(spark, normalise):
 
 @pytest.mark.parametrize(
     "binning, n_strata, metric",
-    [("width", 2, "ndcg"), ("mass", 3, "pn_dcg"), ("width", 4, "unbiased_dcg")],
+    [("width", 2, "ndcg"), ("mass", 3, "pn_dcg"), ("width", 4, "ips_dcg")],
 )
 def test_stratified_equals_in_memory(world, binning, n_strata, metric):
-    weighted = metric == "unbiased_dcg"
+    weighted = metric == "ips_dcg"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ro.ReliabilityWarning)
         ours = rs.stratified(
@@ -252,12 +316,14 @@ def test_stratified_equals_in_memory(world, binning, n_strata, metric):
             clip=8.0 if weighted else None,
             n_partitions=16,
         )
-        core_metric = {"ndcg": ro.ndcg, "pn_dcg": ro.pn_dcg, "unbiased_dcg": ro.unbiased_dcg}[
-            metric
-        ]
+        core_metric = {
+            "ndcg": core_metrics.ndcg,
+            "pn_dcg": core_metrics.pn_dcg,
+            "ips_dcg": core_metrics.ips_dcg,
+        }[metric]
         extra = {"propensity": world["p"], "clip": 8.0} if weighted else {}
         theirs = {
-            m: ro.stratified(
+            m: core_metrics.stratified(
                 core_metric,
                 world["y_true"],
                 s,
@@ -273,7 +339,9 @@ def test_stratified_equals_in_memory(world, binning, n_strata, metric):
         estimate = ours[model]
         assert estimate.name == reference.name
         close(estimate.value, reference.value, 1e-12)
-        for a, b in zip(estimate.confidence_interval(0.9), reference.confidence_interval(0.9)):
+        for a, b in zip(
+            estimate.confidence_interval(0.9), reference.confidence_interval(0.9), strict=True
+        ):
             close(a, b, 1e-9)
         same(estimate.holdout, reference.holdout)
         assert (

@@ -13,10 +13,10 @@ import sys
 import numpy as np
 import pytest
 from conftest import hide_package
-from recpack_ope.demo import REFERENCE, DemoConfig, model_pool, run_demo, write_report
 from scipy import stats
 
 from recpack_ope.cli import main
+from recpack_ope.studies.demo import REFERENCE, DemoConfig, model_pool, run_demo, write_report
 
 SMALL = DemoConfig(n_users=3000, n_items=300, backend="numpy")
 
@@ -39,10 +39,10 @@ def test_pool_has_at_least_20_models_of_varied_quality(result):
 
 def test_intervals_are_the_estimators_own(result):
     # recompute one model's nDCG interval from its per-user values with scipy's t interval
-    from recpack_ope.baselines import Popularity
-
-    from recpack_ope import LogDiscount, TopK, ndcg
+    from recpack_ope import LogDiscount, ndcg
+    from recpack_ope.metrics.ranking import TopK
     from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
+    from recpack_ope.simulation.baselines import Popularity
 
     world = SimulatedWorld(n_users=SMALL.n_users, n_items=SMALL.n_items, seed=SMALL.seed)
     policy = PopularityPolicy(temperature=SMALL.temperature)

@@ -2,13 +2,17 @@ import json
 
 import numpy as np
 import pytest
-from recpack_ope.disagreement_study import (
+
+from recpack_ope.logged.pairwise_disagreement import (
+    counterfactual_disagreement,
+    pairwise_disagreement,
+)
+from recpack_ope.studies.disagreement import (
     BannerStudyConfig,
     run_banner_study,
     simulate_banners,
     write_report,
 )
-from recpack_ope.pairwise_disagreement import counterfactual_disagreement, pairwise_disagreement
 
 CONFIG = BannerStudyConfig(n_products=300, n_banners=8000, n_shuffled=8000, max_size=8, n_models=12)
 

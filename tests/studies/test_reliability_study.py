@@ -11,8 +11,9 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from recpack_ope import LogDiscount, PowerLawPropensity, ScoreCalibration, dcg, dr_dcg
+from recpack_ope import LogDiscount, PowerLawPropensity, dr_dcg, ips_dcg, snips_dcg
 from recpack_ope.metrics.ranking import TopK
+from recpack_ope.reward import ScoreCalibration
 from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
 from recpack_ope.simulation.baselines import EASE
 from recpack_ope.studies.reliability import (
@@ -30,12 +31,12 @@ def test_over_all_users_pads_non_clickers_with_zero_by_hand():
     scores = np.array([[0.9, 0.1, 0.5], [0, 0, 0], [0.1, 0.9, 0.0], [0, 0, 0]])
     p = np.array([0.5, 0.25, 0.1])
     d = LogDiscount(2)
-    ips = dcg(y, scores, discount=d, propensity=p)
+    ips = ips_dcg(y, scores, discount=d, propensity=p)
     padded = over_all_users(ips, 4)
     per_user = np.array([2 + 10 * d(2)[()], 0, 8, 0])  # c/p · δ: user 0 items 0, 2; user 2 item 1
     assert padded.value == pytest.approx(per_user.mean(), rel=1e-12)
     assert padded.standard_error == pytest.approx(per_user.std(ddof=1) / 2, rel=1e-12)
-    sn = dcg(y, scores, discount=d, propensity=p, self_normalised=True)
+    sn = snips_dcg(y, scores, discount=d, propensity=p)
     assert over_all_users(sn, 4).value == pytest.approx(sn.value * 2 / 4, rel=1e-12)
 
 
@@ -58,7 +59,7 @@ def test_records_equal_an_independent_evaluation():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ests = [
-            dcg(log.clicks, r, discount=discount, propensity=log.propensity_model())
+            ips_dcg(log.clicks, r, discount=discount, propensity=log.propensity_model())
             for r in rankings
         ]
     values = np.array([e.value * e.n_users / 500 for e in ests])
@@ -122,7 +123,10 @@ def test_records_equal_an_independent_evaluation():
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a, b = dcg(log.clicks, rankings[best], **kw), dcg(log.clicks, rankings[second], **kw)
+        a, b = (
+            ips_dcg(log.clicks, rankings[best], **kw),
+            ips_dcg(log.clicks, rankings[second], **kw),
+        )
     cv = a.compare(b, control_variate=True)
     lo, hi = cv.confidence_interval
     comparison = next(c for c in result.comparisons if c["seed"] == 1 and c["source"] == "true")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recpack_ope.rpp_power import RPPPowerConfig, run_rpp_power
 from scipy import stats
 
 from recpack_ope.cli import main
+from recpack_ope.studies.rpp_power import RPPPowerConfig, run_rpp_power
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

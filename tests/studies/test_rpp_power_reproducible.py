@@ -1,4 +1,4 @@
-"""rpp-power gives the same numbers under numpy 1 and numpy 2 (issue 18, item 5).
+"""rpp-power gives the same numbers under numpy 1 and numpy 2.
 
 The study's nine item-kNN models differed between the environments: ``ItemKNN.fit`` pruned each
 item's neighbours with ``np.argpartition``, and which of the neighbours tied with the k-th

@@ -2,14 +2,14 @@ import json
 
 import numpy as np
 import pytest
-from recpack_ope.logged_dcg import logged_dcg
-from recpack_ope.plackett_luce import exposure
-from recpack_ope.policies import DeterministicRanker
-from recpack_ope.sensitivity import SensitivityConfig, run_sensitivity, write_report
 from scipy import stats
 
 from recpack_ope import LogDiscount
+from recpack_ope.logged.logged_dcg import logged_dcg
+from recpack_ope.logged.plackett_luce import exposure
+from recpack_ope.logged.policies import DeterministicRanker
 from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
+from recpack_ope.studies.sensitivity import SensitivityConfig, run_sensitivity, write_report
 
 CONFIG = SensitivityConfig(
     n_users=600,

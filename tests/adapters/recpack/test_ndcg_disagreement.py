@@ -11,23 +11,24 @@ import numpy as np
 import pandas as pd
 import pytest
 from recpack.datasets import MovieLens1M, MovieLens100K
-from recpack_ope.adapters.ndcg_disagreement import (
+from scipy import stats
+
+from recpack_ope.cli import main
+from recpack_ope.io.recpack_datasets import load_interactions
+from recpack_ope.studies.ndcg_disagreement import (
     PAPER_MODELS,
     DisagreementConfig,
     model_grid,
     run_disagreement,
     write_report,
 )
-from recpack_ope.adapters.recpack_datasets import load_interactions
-from scipy import stats
-
-from recpack_ope.cli import main
 
 pytestmark = pytest.mark.usefixtures("quiet_recpack")
 
 
 def test_ml100k_equals_recpacks_own_loader_on_the_same_ratings(movielens, tmp_path):
-    """Our route (widedeep file → RecPack's filters) vs RecPack reading a u.data of the same ratings."""
+    """Our route (widedeep file → RecPack's filters) vs RecPack reading a u.data of the same
+    ratings."""
     u_data = tmp_path / "u.data"
     pd.DataFrame(
         {

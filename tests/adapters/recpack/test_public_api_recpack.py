@@ -1,10 +1,10 @@
-"""The RecPack-only modules of the flat layout keep their public names (see test_public_api)."""
+"""The RecPack-only modules keep their public names (see test_public_api)."""
 
 import pytest
 from conftest import check_importable
 
 PUBLIC = {
-    "recpack_ope.adapters.ndcg_disagreement": (
+    "recpack_ope.studies.ndcg_disagreement": (
         "DisagreementConfig",
         "DisagreementResult",
         "PAPER",
@@ -24,8 +24,8 @@ PUBLIC = {
         "recpack_ranking",
         "summary",
     ),
-    "recpack_ope.adapters.recpack_datasets": ("DATASETS", "load_interactions"),
-    "recpack_ope.adapters.recpack_models": ("recpack_pool",),
+    "recpack_ope.io.recpack_datasets": ("DATASETS", "load_interactions"),
+    "recpack_ope.studies.recpack_models": ("recpack_pool",),
 }
 
 

@@ -1,6 +1,10 @@
-"""The RecPack adapter in real RecPack pipelines, checked against RecPack's own metrics.
+"""The RecPack adapter in real RecPack pipelines, checked against RecPack's own metrics, and
+its bad and edge-case input (issue 19).
 
-Needs RecPack (legacy environment); the modern nox session excludes this folder explicitly.
+Every bad input either gets a clear error naming the argument and the offending value (or raw
+item id), or, where the input is valid, the number an independent route gives (IPS-DCG by
+hand, propensities placed by hand). Needs RecPack (legacy environment); the modern nox session
+excludes this folder explicitly.
 """
 
 from __future__ import annotations
@@ -9,10 +13,12 @@ import math
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from hyperopt import hp
 from recpack.algorithms import EASE
+from recpack.matrix import InteractionMatrix
 from recpack.metrics import DCGK
 from recpack.pipelines import METRIC_REGISTRY, PipelineBuilder
 from recpack.pipelines.hyperparameter_optimisation import GridSearchInfo, HyperoptInfo
@@ -23,18 +29,25 @@ from recpack_ope.adapters.recpack import (
     RecPackAdapter,
     compare,
     metric_results,
+    preferences,
     recpack_ranking,
     summary,
 )
-from recpack_ope.adapters.recpack_datasets import load_interactions
 from scipy import stats
 
-from recpack_ope import LogDiscount, PowerLawPropensity, TopK, dcg, ndcg, pn_dcg
 from recpack_ope.inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
+from recpack_ope.io.recpack_datasets import load_interactions
+from recpack_ope.metrics import cache
+from recpack_ope.metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
+from recpack_ope.metrics.ranking import TopK
+from recpack_ope.metrics.recall import ips_recall, recall
+from recpack_ope.propensity.discount import LogDiscount
+from recpack_ope.propensity.models import PowerLawPropensity
 from recpack_ope.propensity.weights import RECOMMENDED_CLIP
+from recpack_ope.reward.models import RewardMatrix
 
-# Unweighted, registered by every adapter; the deprecated names mean DCG without propensities.
-OURS = ("PlainDCGK", "PlainNDCGK", "PostNormalisedDCGK", "UnbiasedDCGK", "SNUnbiasedDCGK")
+# Unweighted, registered by every adapter.
+OURS = ("PlainDCGK", "PlainNDCGK", "PostNormalisedDCGK", "PlainRecallK")
 RPP = ("RPPK", "dcgRPPK", "invRPPK")
 
 pytestmark = pytest.mark.usefixtures("quiet_recpack")
@@ -54,9 +67,7 @@ def scenario(ml100k):
 
 @pytest.fixture(scope="module")
 def pipeline(scenario):
-    """EASE, KUNN, ItemKNN and Popularity (ties in its scores) with RecPack's and our metrics.
-
-    The FutureWarnings of the deprecated names are kept as ``p.future_warnings_``."""
+    """EASE, KUNN, ItemKNN and Popularity (ties in its scores) with RecPack's and our metrics."""
     RecPackAdapter().register()
     RecPackAdapter(propensity=PowerLawPropensity(), clip=500).fit(
         scenario.full_training_data
@@ -73,26 +84,29 @@ def pipeline(scenario):
     builder.add_algorithm("KUNN", params={"Ku": 50, "Ki": 50})
     builder.add_algorithm("ItemKNN", params={"K": 50})
     builder.add_algorithm("Popularity", params={"K": scenario.full_training_data.shape[1]})
-    power_law = (
-        "PowerLawIPSDCGK",
-        "PowerLawUnbiasedDCGK",
-        "PowerLawStratifiedNDCGK",
-        "DefaultIPSDCGK",
-        "AutoIPSDCGK",
-    )
-    for name in ("DCGK", "NDCGK", *OURS, *power_law):
+    power_law = ("PowerLawIPSDCGK", "PowerLawStratifiedNDCGK", "DefaultIPSDCGK", "AutoIPSDCGK")
+    for name in ("DCGK", "NDCGK", "RecallK", *OURS, *power_law):
         builder.add_metric(name, K=[10, 100])
     builder.set_data_from_scenario(scenario)
     p = builder.build()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", FutureWarning)
-        p.run()
-    p.future_warnings_ = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    p.run()
     return p
 
 
 def _metric(pipeline, algorithm, name):
     return pipeline._metric_acc.acc[algorithm][name]
+
+
+def test_recpack_keeps_the_metric_objects_where_the_adapter_reads_them(pipeline):
+    """The adapter's one private read of RecPack, ``pipeline._metric_acc.acc`` (identifier →
+    metric name → metric object): it fails here when RecPack changes it."""
+    accumulated = pipeline._metric_acc.acc
+    table = pipeline.get_metrics()
+    assert list(accumulated) == list(table.index)
+    for algorithm, metrics in accumulated.items():
+        assert set(metrics) == set(table.columns)
+        for name, metric in metrics.items():
+            assert metric.name == name and metric.value == table.loc[algorithm, name]
 
 
 def ideal_dcg_binary(y_true: sp.csr_matrix, K: int) -> np.ndarray:
@@ -111,21 +125,19 @@ def test_uniform_metrics_equal_recpack_for_every_algorithm(pipeline, scenario, K
     for algorithm in table.index:
         recpack_dcg = _metric(pipeline, algorithm, f"DCGK_{K}")
         recpack_ndcg = _metric(pipeline, algorithm, f"NDCGK_{K}")
+        recpack_recall = _metric(pipeline, algorithm, f"RecallK_{K}")
         ours = {name: _metric(pipeline, algorithm, f"{name}_{K}") for name in OURS}
-        # Plain metrics are RecPack's; the deprecated names without propensities are plain DCG
-        # (self-normalisation with equal weights changes nothing)
-        for name in ("PlainDCGK", "UnbiasedDCGK", "SNUnbiasedDCGK"):
-            assert ours[name].value == pytest.approx(recpack_dcg.value, abs=1e-12), (
-                algorithm,
-                name,
-            )
-            assert ours[name].result_.diagnostics is None  # unweighted
+        # Plain metrics are RecPack's
+        assert ours["PlainDCGK"].value == pytest.approx(recpack_dcg.value, abs=1e-12), algorithm
         assert ours["PlainNDCGK"].value == pytest.approx(recpack_ndcg.value, abs=1e-12), algorithm
+        assert ours["PlainRecallK"].value == pytest.approx(recpack_recall.value, abs=1e-12)
+        for metric in ours.values():
+            assert metric.result_.diagnostics is None  # unweighted
         # per user too, including Popularity's tied scores
         for name, theirs in (
             ("PlainDCGK", recpack_dcg),
-            ("UnbiasedDCGK", recpack_dcg),
             ("PlainNDCGK", recpack_ndcg),
+            ("PlainRecallK", recpack_recall),
         ):
             r_ours, r_theirs = ours[name].results, theirs.results
             assert r_ours["user_id"].tolist() == r_theirs["user_id"].tolist() == evaluated.tolist()
@@ -170,13 +182,13 @@ def test_metrics_on_the_same_predictions_rank_them_once():
     from recpack_ope.adapters import recpack as module
 
     y_pred = sp.csr_matrix(np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.4]]))
-    first = module._LAST.get(y_pred, 2)
-    assert module._LAST.get(y_pred, 2) is first  # reused by the next metric
-    assert module._LAST.get(y_pred, 1) is not first  # another K
+    first = module._CACHE.ranking(y_pred, 2)
+    assert module._CACHE.ranking(y_pred, 2) is first  # reused by the next metric
+    assert module._CACHE.ranking(y_pred, 1) is not first  # another K
     y_pred.data[0] = 0.0  # edited in place: ranked again, never served stale
-    np.testing.assert_array_equal(module._LAST.get(y_pred, 2).items, [[2, 1], [1, 2]])
+    np.testing.assert_array_equal(module._CACHE.ranking(y_pred, 2).items, [[2, 1], [1, 2]])
     copy = y_pred.copy()  # equal content, another object
-    assert module._LAST.get(copy, 2) is not module._LAST.get(y_pred, 2)
+    assert module._CACHE.ranking(copy, 2) is not module._CACHE.ranking(y_pred, 2)
 
 
 def test_power_law_weights_land_on_recpack_item_indices(pipeline, scenario):
@@ -205,15 +217,10 @@ def test_power_law_weights_land_on_recpack_item_indices(pipeline, scenario):
     ours = _metric(pipeline, ease, "PowerLawIPSDCGK_100")
     np.testing.assert_allclose(ours.results["score"], expected, rtol=1e-12)
     assert ours.value == pytest.approx(np.mean(expected), rel=1e-12)
-    # the deprecated name keeps its meaning: IPS-weighted with the adapter's propensities
-    old = _metric(pipeline, ease, "PowerLawUnbiasedDCGK_100")
-    np.testing.assert_array_equal(old.results["score"], ours.results["score"])
 
 
 def test_stratified_ndcg_recombines_recpack_ranks_per_propensity_stratum(pipeline, scenario):
     """Σ_s P(s)·nDCG_s by loops over RecPack's own top-K ranks, strata by pandas.cut."""
-    import pandas as pd
-
     p = METRIC_REGISTRY.get("PowerLawStratifiedNDCGK").adapter.propensity.propensity_
     y_true = sp.csr_matrix(scenario.test_data_out.binary_values)
     users, items = y_true.nonzero()
@@ -247,15 +254,13 @@ def test_stratified_ndcg_recombines_recpack_ranks_per_propensity_stratum(pipelin
 
 def test_stratified_metric_needs_propensities():
     assert "StratifiedNDCGK" not in RecPackAdapter().register(prefix="Plain")
-    with pytest.raises(ValueError, match="builds strata from propensities; the adapter has none"):
+    with pytest.raises(ValueError, match="StratifiedNDCGK needs propensity.*use PlainNDCGK"):
         RecPackAdapter().evaluate(
             "StratifiedNDCGK", sp.csr_matrix([[1.0]]), sp.csr_matrix([[1.0]]), 1
         )
 
 
 def test_propensities_keyed_by_raw_item_id_are_mapped_to_recpack_indices():
-    import pandas as pd
-
     mapping = pd.DataFrame({"movieId": [50, 7, 300], "iid": [2, 0, 1]})
     raw = {7: 0.1, 300: 0.2, 50: 0.5, 999: 0.9}  # 999 is not in the data: ignored
     adapter = RecPackAdapter(propensity=raw, item_id_mapping=mapping, clip=None)
@@ -291,7 +296,7 @@ def test_register_twice_rebinds_and_refuses_foreign_names(scenario):
 
     METRIC_REGISTRY.register("ForeignPlainDCGK", DCGK)
     try:
-        with pytest.raises(ValueError, match="'ForeignPlainDCGK' that is not recpack-ope's"):
+        with pytest.raises(ValueError, match="'ForeignPlainDCGK' not recpack-ope's"):
             RecPackAdapter().register(prefix="Foreign")
     finally:
         del METRIC_REGISTRY.registered["ForeignPlainDCGK"]
@@ -304,7 +309,7 @@ def test_register_twice_rebinds_and_refuses_foreign_names(scenario):
 def test_metric_contract_errors():
     RecPackAdapter().register()
     metric = METRIC_REGISTRY.get("PlainDCGK")(K=5)
-    with pytest.raises(AssertionError, match="Shape mismatch"):
+    with pytest.raises(ValueError, match=r"y_true has shape \(3, 4\) but y_pred has \(3, 5\)"):
         metric.calculate(sp.csr_matrix((3, 4)), sp.csr_matrix((3, 5)))
     with pytest.raises(ValueError, match="K must be a positive integer"):
         METRIC_REGISTRY.get("PlainDCGK")(K=0)
@@ -357,7 +362,7 @@ def _validation_values(scenario, l2s, K):
         model.fit(scenario.validation_training_data)
         X = sp.csr_matrix(model.predict(val_in))
         X = X - X.multiply(val_in.binary_values)  # RecPack's remove_history
-        values[l2] = dcg(
+        values[l2] = ips_dcg(
             val_out.binary_values,
             X,
             discount=LogDiscount(K),
@@ -416,13 +421,15 @@ def test_hyperopt_sweep_picks_the_best_trial(validation_scenario):
 
 # --- names that say whether a metric is IPS-weighted (issue 16) -------------------------------
 
-WEIGHTED = ("IPSDCGK", "SNIPSDCGK", "IPSNDCGK", "IPSPostNormalisedDCGK")
+WEIGHTED = ("IPSDCGK", "SNIPSDCGK", "IPSNDCGK", "IPSPostNormalisedDCGK", "IPSRecallK")
 PLAIN_FOR = {
     "IPSDCGK": "PlainDCGK",
     "SNIPSDCGK": "PlainDCGK",
     "IPSNDCGK": "PlainNDCGK",
     "IPSPostNormalisedDCGK": "PostNormalisedDCGK",
+    "IPSRecallK": "PlainRecallK",
     "StratifiedNDCGK": "PlainNDCGK",
+    "DRDCGK": "PlainDCGK",
 }
 
 
@@ -435,12 +442,10 @@ def test_registered_names_depend_on_the_propensities():
         # RecPack's builder finds the name, and constructing the metric says why it cannot be
         assert f"NoP{name}" in METRIC_REGISTRY
         with pytest.raises(
-            ValueError,
-            match=f"NoP{name} .*the adapter registered under prefix "
-            f"'NoP' has no propensities; use NoP{replacement} ",
+            ValueError, match=f"NoP{name} needs propensity.*prefix 'NoP'.*use NoP{replacement} "
         ):
             METRIC_REGISTRY.get(f"NoP{name}")(K=10)
-        with pytest.raises(ValueError, match=f"the adapter has none \\(use {replacement}\\)"):
+        with pytest.raises(ValueError, match=f"^{name} needs propensity.*use {replacement} "):
             RecPackAdapter().evaluate(name, sp.csr_matrix([[1.0]]), sp.csr_matrix([[1.0]]), 1)
 
 
@@ -452,9 +457,7 @@ def test_pipeline_asking_for_an_ips_metric_without_propensities_says_why(scenari
     builder.set_data_from_scenario(scenario)
     pipeline = builder.build()
     with pytest.raises(
-        ValueError,
-        match="UnweightedIPSNDCGK is IPS-weighted, but the adapter "
-        ".* has no propensities; use UnweightedPlainNDCGK",
+        ValueError, match="UnweightedIPSNDCGK needs propensity.*use UnweightedPlainNDCGK "
     ):
         pipeline.run()
 
@@ -467,34 +470,6 @@ def test_an_adapter_without_propensities_keeps_earlier_ips_metrics():
     # the names every adapter registers are rebound to the last one
     for name in OURS:
         assert METRIC_REGISTRY.get(f"Keep{name}").adapter.propensity is None
-
-
-def test_deprecated_names_warn_and_name_their_replacement(pipeline):
-    messages = pipeline.future_warnings_
-    expected = {
-        "UnbiasedDCGK": "PlainDCGK",
-        "SNUnbiasedDCGK": "PlainDCGK",
-        "PowerLawUnbiasedDCGK": "PowerLawIPSDCGK",
-    }
-    for old, new in expected.items():
-        assert any(m.startswith(f"{old} is deprecated") and f"use {new}," in m for m in messages), (
-            old
-        )
-    # constructed one at a time: a FutureWarning for the old names only
-    RecPackAdapter().register(prefix="Old")
-    RecPackAdapter(propensity=[0.5, 1.0]).register(prefix="OldP")
-    for prefix, old, new in (
-        ("Old", "UnbiasedDCGK", "PlainDCGK"),
-        ("Old", "SNUnbiasedDCGK", "PlainDCGK"),
-        ("OldP", "UnbiasedDCGK", "IPSDCGK"),
-        ("OldP", "SNUnbiasedDCGK", "SNIPSDCGK"),
-    ):
-        with pytest.warns(FutureWarning, match=f"^{prefix}{old} is deprecated.*use {prefix}{new},"):
-            METRIC_REGISTRY.get(f"{prefix}{old}")(K=5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        for name in (*OURS[:3], *WEIGHTED, "StratifiedNDCGK"):
-            METRIC_REGISTRY.get(f"OldP{name}")(K=5)
 
 
 @pytest.fixture(scope="module")
@@ -515,28 +490,25 @@ def test_weighted_metrics_are_the_cores_with_the_adapters_clip(small, clip):
     y_true, y_pred, p = small
     classes = RecPackAdapter(propensity=p, clip=clip).register(prefix="Core")
     core = {
-        "IPSDCGK": (dcg, {}),
-        "SNIPSDCGK": (dcg, {"self_normalised": True}),
-        "IPSNDCGK": (ndcg, {}),
-        "IPSPostNormalisedDCGK": (pn_dcg, {}),
-        "PlainDCGK": (dcg, {}),
-        "PlainNDCGK": (ndcg, {}),
-        "PostNormalisedDCGK": (pn_dcg, {}),
+        "IPSDCGK": ips_dcg,
+        "SNIPSDCGK": snips_dcg,
+        "IPSNDCGK": ips_ndcg,
+        "IPSPostNormalisedDCGK": ips_pn_dcg,
+        "IPSRecallK": ips_recall,
+        "PlainDCGK": dcg,
+        "PlainNDCGK": ndcg,
+        "PostNormalisedDCGK": pn_dcg,
+        "PlainRecallK": recall,
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReliabilityWarning)
-        for name, (function, options) in core.items():
+        for name, function in core.items():
             metric = classes[f"Core{name}"](K=3)
             metric.calculate(y_true, y_pred)
             weighted = name in WEIGHTED
-            expected = function(
-                y_true,
-                y_pred,
-                discount=LogDiscount(3),
-                propensity=p if weighted else None,
-                clip=clip if weighted else None,
-                **options,
-            )
+            cutoff = {"k": 3} if "Recall" in name else {"discount": LogDiscount(3)}
+            given = {"propensity": p, "clip": clip} if weighted else {}
+            expected = function(y_true, y_pred, **cutoff, **given)
             assert metric.value == pytest.approx(expected.value, rel=1e-12), name
             np.testing.assert_allclose(metric.results["score"], expected.per_user, rtol=1e-12)
             assert metric.result_.diagnostics == expected.diagnostics, name
@@ -650,7 +622,7 @@ def test_default_clipping_is_the_recommended_one(pipeline, scenario):
     for algorithm, row in table.iterrows():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReliabilityWarning)
-            expected = dcg(
+            expected = ips_dcg(
                 y_true,
                 _recpack_top_k(pipeline, algorithm, y_true.shape[0], 100),
                 discount=LogDiscount(100),
@@ -672,7 +644,7 @@ def test_auto_clipping_is_selected_per_algorithm(pipeline, scenario):
     for algorithm, row in table.iterrows():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReliabilityWarning)
-            expected = dcg(
+            expected = ips_dcg(
                 y_true,
                 _recpack_top_k(pipeline, algorithm, y_true.shape[0], 100),
                 discount=LogDiscount(100),
@@ -692,14 +664,14 @@ def test_cached_ranking_is_redone_when_scores_move_between_items_or_users():
     from recpack_ope.adapters import recpack as module
 
     y_pred = sp.csr_matrix(np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.4]]))
-    np.testing.assert_array_equal(module._LAST.get(y_pred, 2).items, [[0, 2], [1, 2]])
+    np.testing.assert_array_equal(module._CACHE.ranking(y_pred, 2).items, [[0, 2], [1, 2]])
     y_pred.indices[:3] = [2, 1, 0]  # row 0 now scores item 2 at 0.9, item 0 at 0.5
-    np.testing.assert_array_equal(module._LAST.get(y_pred, 2).items, [[2, 0], [1, 2]])
+    np.testing.assert_array_equal(module._CACHE.ranking(y_pred, 2).items, [[2, 0], [1, 2]])
     data, indices = np.array([0.9, 0.5, 0.3, 0.8]), np.array([0, 1, 2, 3])
     moved = sp.csr_matrix((data, indices, np.array([0, 1, 4])), shape=(2, 4))
-    np.testing.assert_array_equal(module._LAST.get(moved, 2).items, [[0, -1], [3, 1]])
+    np.testing.assert_array_equal(module._CACHE.ranking(moved, 2).items, [[0, -1], [3, 1]])
     moved.indptr[1] = 2  # row 0 now holds items 0, 1 (0.9, 0.5); row 1 items 2, 3 (0.3, 0.8)
-    np.testing.assert_array_equal(module._LAST.get(moved, 2).items, [[0, 1], [3, 2]])
+    np.testing.assert_array_equal(module._CACHE.ranking(moved, 2).items, [[0, 1], [3, 2]])
 
 
 def test_metrics_on_one_ranking_prepare_the_held_out_data_once(monkeypatch):
@@ -707,12 +679,11 @@ def test_metrics_on_one_ranking_prepare_the_held_out_data_once(monkeypatch):
     first metric on a ranking serves the others while the contents of ``y_true`` and the
     propensities stay the same, and is prepared again when either changes (also when an item
     moves so that the sums of the indices stay equal). Every value equals the core's."""
-    from recpack_ope.adapters import recpack as module
 
     prepared = []
-    original = module.prepare_held_out
+    original = cache.prepare_held_out
     monkeypatch.setattr(
-        module, "prepare_held_out", lambda *a, **kw: prepared.append(1) or original(*a, **kw)
+        cache, "prepare_held_out", lambda *a, **kw: prepared.append(1) or original(*a, **kw)
     )
     rng = np.random.default_rng(8)
     y_pred = sp.csr_matrix(rng.random((6, 8)))
@@ -722,23 +693,23 @@ def test_metrics_on_one_ranking_prepare_the_held_out_data_once(monkeypatch):
     p = np.linspace(0.2, 0.9, 8)
     adapter = RecPackAdapter(propensity=p, clip=None)
     ranking, discount = TopK.from_scores(y_pred, 3), LogDiscount(3)
-    options = {
-        "IPSDCGK": {},
-        "SNIPSDCGK": {"self_normalised": True},
-        "IPSNDCGK": {"normalise": "per_user"},
-        "IPSPostNormalisedDCGK": {"normalise": "post"},
+    core = {
+        "IPSDCGK": ips_dcg,
+        "SNIPSDCGK": snips_dcg,
+        "IPSNDCGK": ips_ndcg,
+        "IPSPostNormalisedDCGK": ips_pn_dcg,
+        "PlainDCGK": dcg,
     }
 
     def check(name, truth, propensity):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReliabilityWarning)
             ours = adapter.evaluate(name, truth.copy(), y_pred, 3)  # a new object, as in RecPack
-            core = dcg(
-                truth, ranking, discount=discount, propensity=propensity, **options.get(name, {})
-            )
-        assert ours.value == pytest.approx(core.value, rel=1e-12)
+            given = {} if propensity is None else {"propensity": propensity}
+            expected = core[name](truth, ranking, discount=discount, **given)
+        assert ours.value == pytest.approx(expected.value, rel=1e-12)
 
-    for name in options:
+    for name in list(core)[:4]:
         check(name, y_true, p)
     assert len(prepared) == 1
     check("PlainDCGK", y_true, None)  # no propensities: other held-out weights
@@ -764,6 +735,396 @@ def test_predictions_edited_in_place_keeping_sums_are_ranked_again():
     from recpack_ope.adapters import recpack as module
 
     y_pred = sp.csr_matrix(np.array([[4.0, 1.0, 2.0, 5.0]]))
-    assert module._LAST.get(y_pred, 2).items.tolist() == [[3, 0]]
+    assert module._CACHE.ranking(y_pred, 2).items.tolist() == [[3, 0]]
     y_pred.data[:] = [1.0, 4.0, 5.0, 2.0]
-    assert module._LAST.get(y_pred, 2).items.tolist() == [[2, 1]]
+    assert module._CACHE.ranking(y_pred, 2).items.tolist() == [[2, 1]]
+
+
+# --- bad and edge-case input (issue 19) ---------------------------------------------------
+
+MAPPING = pd.DataFrame({"movieId": [50, 7, 300], "iid": [2, 0, 1]})
+RAW = {7: 0.1, 300: 0.2, 50: 0.5}
+Y_TRUE = sp.csr_matrix(np.array([[0, 0, 1.0], [1.0, 0, 0]]))
+Y_PRED = sp.csr_matrix(np.array([[0.1, 0.2, 0.9], [0.3, 0.5, 0.0]]))
+
+
+def _corrupt_indices():
+    m = Y_PRED.copy()
+    m.indices[0] = 9  # column 9 of a 3-column matrix
+    return m
+
+
+def _corrupt_coo_row():
+    m = Y_PRED.tocoo()
+    m.row[1] = 5  # row 5 of a 2-row matrix: scipy's compiled tocsr would write out of bounds
+    return m
+
+
+def _corrupt_indptr():
+    m = Y_PRED.copy()
+    m.indptr[1] = 9
+    return m
+
+
+@pytest.fixture(scope="module")
+def small_pipeline():
+    """Popularity, ItemKNN and EASE on 60 users × 30 items, with ours and RecPack's DCGK."""
+    rng = np.random.default_rng(0)
+    rows = [(u, i) for u in range(60) for i in rng.choice(30, 8, replace=False)]
+    scenario = WeakGeneralization(0.5, validation=False, seed=0)
+    scenario.split(InteractionMatrix(pd.DataFrame(rows, columns=["uid", "iid"]), "iid", "uid"))
+    RecPackAdapter().register(prefix="Bad")
+    builder = PipelineBuilder()
+    builder.add_algorithm("Popularity", params={"K": 30})
+    builder.add_algorithm("ItemKNN", params={"K": 10})
+    builder.add_metric("BadPlainDCGK", K=5)
+    builder.add_metric("BadRPPK", K=5)
+    builder.add_metric("DCGK", K=5)
+    builder.set_data_from_scenario(scenario)
+    p = builder.build()
+    p.run()
+    p.scenario_ = scenario
+    return p
+
+
+# --- K1: structurally corrupt sparse input ----------------------------------------------------
+
+
+@pytest.mark.parametrize("corrupt", [_corrupt_indices, _corrupt_coo_row, _corrupt_indptr])
+def test_corrupt_predictions_are_refused_before_compiled_code(corrupt):
+    adapter = RecPackAdapter(propensity=[0.5, 0.5, 0.5], clip=None)
+    match = "y_pred is a corrupt (sparse|CSR) matrix"
+    with pytest.raises(ValueError, match=match):
+        adapter.evaluate("IPSDCGK", Y_TRUE, corrupt(), 2)  # the COO case returned 0 before
+    with pytest.raises(ValueError, match=match):
+        recpack_ranking(corrupt(), 2)
+    metric = adapter.register(prefix="Corrupt")["CorruptPlainDCGK"](K=2)
+    with pytest.raises(ValueError, match=match):
+        metric.calculate(Y_TRUE, corrupt())
+
+
+def test_corrupt_impressions_are_refused_at_construction():
+    shown = sp.csr_matrix(np.eye(2, 3))
+    shown.indices[0] = 8
+    with pytest.raises(
+        ValueError, match="impressions is a corrupt sparse matrix: stored entry 0 .*column index 8"
+    ):
+        RecPackAdapter(propensity=[0.5, 0.5, 0.5], impressions=shown)
+
+
+# --- K2: id maps and propensity vectors of the item space -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [
+        MAPPING,
+        MAPPING.sample(frac=1.0, random_state=1).reset_index(drop=True),  # rows in any order
+        {50: 2, 7: 0, 300: 1},
+        pd.Series({50: 2, 7: 0, 300: 1}),
+        MAPPING.astype({"iid": float}),  # whole numbers stored as floats
+    ],
+)
+def test_every_form_of_id_map_places_raw_propensities_on_the_same_indices(mapping):
+    adapter = RecPackAdapter(propensity={**RAW, 999: 0.9}, item_id_mapping=mapping, clip=None)
+    # by hand: index 0 is raw 7, index 1 raw 300, index 2 raw 50
+    np.testing.assert_array_equal(adapter.propensity.propensity_, [0.1, 0.2, 0.5])
+    # IPS-DCG@2 by hand: user 0 holds out item 2 (p 0.5) at rank 1; user 1 item 0 (p 0.1) at rank 2
+    result = adapter.evaluate("IPSDCGK", Y_TRUE, Y_PRED, K=2)
+    np.testing.assert_allclose(result.per_user, [1 / 0.5, (1 / 0.1) / math.log2(3)], rtol=1e-12)
+
+
+BAD_MAPPINGS = [
+    (
+        pd.DataFrame({"movieId": [50, 7, 300, 7], "iid": [2, 0, 1, 3]}),
+        "maps raw item id 7 to item indices 0 and 3",
+    ),
+    ({50: 2, 7: 0, 300: 0}, "gives item index 0 to raw item ids 7 and 300"),
+    (
+        pd.DataFrame({"movieId": [50, 7, 300], "iid": [1, 0, 1]}),
+        "gives item index 1 to raw item ids 50 and 300",
+    ),
+    (pd.Series({50: 2, 7: 0, 300: -1}), r"maps raw item id 300 to item index -1, outside 0..2"),
+    (
+        pd.DataFrame({"movieId": [50, 7, 300], "iid": [3, 0, 1]}),
+        r"maps raw item id 50 to item index 3, outside 0..2",
+    ),
+    (
+        pd.DataFrame({"movieId": [50, 7, 300], "iid": [2.0, 0.0, 1.5]}),
+        "maps raw item id 300 to 1.5, not an integer item index",
+    ),
+    (
+        pd.DataFrame({"movieId": [50, 7, 300], "iid": [2.0, 0.0, np.nan]}),
+        "item_id_mapping has a missing value at label 300",
+    ),
+    ({50: 2, 7: "zero", 300: 1}, r"item_id_mapping has non-numeric value 'zero'"),
+    (
+        pd.DataFrame({"movieId": [50, 7, 300], "idx": [2, 0, 1]}),
+        r"must have the item index column 'iid' and one raw item id column.*\['movieId', 'idx'\]",
+    ),
+    (pd.DataFrame({"iid": [2, 0, 1]}), r"got columns \['iid'\]"),
+    (MAPPING.assign(title=list("abc")), r"got columns \['movieId', 'iid', 'title'\]"),
+    (pd.DataFrame({"movieId": [], "iid": []}), "item_id_mapping is empty"),
+    (
+        [(50, 2), (7, 0), (300, 1)],
+        "item_id_mapping must be .*got list",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mapping", "match"), BAD_MAPPINGS, ids=[m[:40] for _, m in BAD_MAPPINGS])
+def test_bad_id_maps_are_refused_with_the_raw_id_or_index(mapping, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        RecPackAdapter(propensity=RAW, item_id_mapping=mapping)
+
+
+BAD_PROPENSITIES = [
+    (
+        pd.Series([0.1, 0.2, 0.5, 0.3], index=[7, 300, 50, 7]),
+        "propensity has raw item id 7 more than once",
+    ),
+    (
+        pd.Series([0.1, 0.2, 0.5, 0.3, 0.3], index=[7, 300, 50, 9, 9]),
+        "propensity has raw item id 9 more than once",
+    ),
+    ({7: 0.1, 50: 0.5}, r"no propensity for raw item id 300 \(1 of RecPack's 3 items have none\)"),
+    (
+        {"7": 0.1, "300": 0.2, "50": 0.5},
+        r"no propensity for raw item id 7 \(3 of RecPack's 3 items",
+    ),
+    ({7: None, 300: 0.2, 50: 0.5}, "propensity has a missing value at label 7"),
+    ({7: 0.1, 300: "x", 50: 0.5}, r"propensity has non-numeric value 'x' at \(item index 1\)"),
+    (
+        {7: 0.1j, 300: 0.2, 50: 0.5},
+        r"propensity has complex dtype complex128 \(value 0.1j at \(item index 0\)\)",
+    ),
+    (
+        {7: 0.1, 300: 0.2, 50: 1.5},
+        r"propensity 1.5 of raw item id 50 \(item index 2\) lies outside \(0, 1\]",
+    ),
+    ({7: 0.1, 300: -0.2, 50: 0.5}, r"propensity -0.2 of raw item id 300 \(item index 1\)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("propensity", "match"), BAD_PROPENSITIES, ids=[m[:40] for _, m in BAD_PROPENSITIES]
+)
+def test_bad_raw_id_propensities_are_refused_with_the_raw_id(propensity, match):
+    with pytest.raises(ValueError, match=match):
+        RecPackAdapter(propensity=propensity, item_id_mapping=MAPPING)
+
+
+class _Model:
+    """A propensity model whose vector has ``extra`` items more than the data ``X``."""
+
+    def __init__(self, extra: int):
+        self.extra = extra
+
+    def fit(self, X):
+        self.propensity_ = np.full(X.shape[1] + self.extra, 0.5)
+        return self
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (
+            lambda: RecPackAdapter(
+                propensity=[0.5] * 3, reward_model=RewardMatrix(np.full((2, 4), 0.5))
+            ),
+            "reward_model covers 4 items but propensity covers 3",
+        ),
+        (
+            lambda: RecPackAdapter(propensity=[0.5] * 3, impressions=sp.csr_matrix((2, 5))),
+            "impressions covers 5 items but propensity covers 3",
+        ),
+        (
+            lambda: RecPackAdapter(propensity=_Model(-1)).fit(sp.csr_matrix(np.ones((3, 4)))),
+            "propensity covers 3 items but X covers 4",
+        ),
+        (
+            lambda: RecPackAdapter(propensity=[0.5] * 5).fit(sp.csr_matrix(np.ones((3, 4)))),
+            "propensity covers 5 items but X covers 4",
+        ),
+        (
+            lambda: RecPackAdapter(propensity=_Model(0), impressions=np.ones((2, 3))).fit(
+                sp.csr_matrix(np.ones((3, 4)))
+            ),
+            "impressions covers 3 items but X covers 4",
+        ),
+        (
+            lambda: RecPackAdapter(propensity=[0.5] * 4, clip=None).evaluate(
+                "IPSDCGK", Y_TRUE, Y_PRED, 2
+            ),
+            r"propensity has shape \(4,\) but y_true has 3 items",
+        ),
+        (
+            lambda: RecPackAdapter(propensity=[0.5] * 2).evaluate(
+                "StratifiedNDCGK", Y_TRUE, Y_PRED, 2
+            ),
+            r"stratify_by has shape \(2,\) but y_true has 3 items",
+        ),
+    ],
+)
+def test_propensities_of_another_item_space_are_refused(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+# --- K5: every argument ---------------------------------------------------------------------------
+
+
+ARGUMENTS = [
+    (
+        lambda: RecPackAdapter(binning="quantile"),
+        r"binning must be one of \('width', 'mass'\), got 'quantile'",
+    ),
+    (lambda: RecPackAdapter(binning=None), r"binning must be one of \('width', 'mass'\), got None"),
+    (lambda: RecPackAdapter(n_strata=0), "n_strata must be a positive integer, got 0"),
+    (lambda: RecPackAdapter(discount="log"), "discount must be a Discount model, got str"),
+    (
+        lambda: RecPackAdapter(reward_model=RewardMatrix(np.full((2, 3), 0.5))),
+        "reward_model is used only by DRDCGK .*which need propensities",
+    ),
+    (
+        lambda: RecPackAdapter(impressions=np.ones((2, 3))),
+        "impressions is used only by IPSDCGK and DRDCGK .*which need propensities",
+    ),
+    (
+        lambda: RecPackAdapter(propensity=[0.5] * 3, impressions=-np.ones((2, 3))),
+        r"impressions has value -1.0 at \(user 0, item 0\); impressions are expected examinations",
+    ),
+    (
+        lambda: RecPackAdapter(propensity=[0.5] * 3, impressions="shown"),
+        "impressions must hold real numbers",
+    ),
+    (
+        lambda: RecPackAdapter(propensity=[0.5] * 3, reward_model="EASE"),
+        "reward_model must have a predict",
+    ),
+    (
+        lambda: RecPackAdapter(propensity=[0.5, 0.5, 0.5], item_id_mapping=MAPPING),
+        "item_id_mapping only places .*with propensity=list it would be ignored",
+    ),
+    (
+        lambda: RecPackAdapter(item_id_mapping=MAPPING),
+        "with propensity=NoneType it would be ignored",
+    ),
+    (
+        lambda: RecPackAdapter(propensity=PowerLawPropensity(), item_id_mapping=MAPPING),
+        "with propensity=PowerLawPropensity it would be ignored",
+    ),
+    (
+        lambda: RecPackAdapter(propensity=RAW),
+        "propensities keyed by raw item id need item_id_mapping",
+    ),
+    (
+        lambda: RecPackAdapter().evaluate(["PlainDCGK"], Y_TRUE, Y_PRED, 2),
+        r"unknown estimator \['PlainDCGK'\]",
+    ),
+    (
+        lambda: RecPackAdapter().evaluate("PlainDCGK", Y_TRUE, sp.csr_matrix((2, 4)), 2),
+        r"y_true has shape \(2, 3\) but y_pred has \(2, 4\)",
+    ),  # returned 0 before
+    (
+        lambda: RecPackAdapter().evaluate("PlainDCGK", Y_TRUE, Y_PRED, 0),
+        "K must be a positive integer, got 0",
+    ),
+    (
+        lambda: RecPackAdapter().register(prefix="two words"),
+        "prefix must be a valid Python identifier or '', got 'two words'",
+    ),
+    (
+        lambda: RecPackAdapter().register(prefix=None),
+        "prefix must be a valid Python identifier or '', got None",
+    ),
+    (
+        lambda: RecPackAdapter().register(prefix="Args")["ArgsPlainDCGK"](K=[10, 0]),
+        r"ArgsPlainDCGK: K must be a positive integer, got \[10, 0\]",
+    ),
+    (
+        lambda: RecPackAdapter().register(prefix="Args")["ArgsRPPK"](K=2.5),
+        "ArgsRPPK: K must be a positive integer, got 2.5",
+    ),
+    (lambda: recpack_ranking(Y_PRED, -1), "K must be a positive integer, got -1"),
+]
+
+
+@pytest.mark.parametrize(("call", "match"), ARGUMENTS, ids=[m[:40] for _, m in ARGUMENTS])
+def test_invalid_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_a_bad_cutoff_in_a_pipelines_k_list_names_the_metric(small_pipeline):
+    builder = PipelineBuilder()
+    builder.add_algorithm("Popularity", params={"K": 30})
+    builder.add_metric("BadPlainDCGK", K=[5, 0])
+    builder.set_data_from_scenario(small_pipeline.scenario_)
+    with pytest.raises(ValueError, match="BadPlainDCGK: K must be a positive integer, got 0"):
+        builder.build().run()
+
+
+@pytest.mark.parametrize("call", [summary, metric_results, preferences])
+@pytest.mark.parametrize("bad", ["pipeline", None, object()])
+def test_pipeline_arguments_must_be_pipelines(call, bad):
+    with pytest.raises(TypeError, match="pipeline must be a RecPack Pipeline after run"):
+        call(bad, "BadPlainDCGK_5")
+
+
+def test_compare_names_the_algorithm_argument(small_pipeline):
+    names = list(small_pipeline.get_metrics().index)
+    with pytest.raises(ValueError, match="algorithm_a .*got 0"):
+        compare(small_pipeline, 0, names[1], "BadPlainDCGK_5")
+    with pytest.raises(ValueError, match=r"algorithm_b .*got \['x'\]"):
+        compare(small_pipeline, names[0], ["x"], "BadPlainDCGK_5")
+    # valid: the paired difference of the per-user DCG values RecPack's own DCGK keeps
+    result = compare(small_pipeline, names[0], names[1], "BadPlainDCGK_5")
+    per_user = [
+        small_pipeline._metric_acc.acc[n]["DCGK_5"].results["score"].to_numpy() for n in names[:2]
+    ]
+    assert result.difference == pytest.approx((per_user[0] - per_user[1]).mean(), abs=1e-12)
+
+
+# --- K8: messages that blame the right thing --------------------------------------------------
+
+
+def test_metric_values_read_before_calculate_say_so():
+    classes = RecPackAdapter(propensity=[0.5, 0.5, 0.5]).register(prefix="Early")
+    for name in ("EarlyIPSDCGK", "EarlyPlainNDCGK", "EarlyRPPK"):
+        metric = classes[name](K=2)
+        for attribute in ("value", "results"):
+            with pytest.raises(
+                ValueError,
+                match=rf"{name}_2 has no value yet: call calculate\(y_true, y_pred\) first",
+            ):
+                getattr(metric, attribute)
+
+
+def test_a_propensity_model_that_stores_nothing_is_named_at_fit():
+    class Forgetful:
+        def fit(self, X):
+            return self  # but stores no propensity_
+
+    with pytest.raises(TypeError, match=r"Forgetful.fit\(X\) set no propensity_"):
+        RecPackAdapter(propensity=Forgetful()).fit(sp.csr_matrix(np.ones((2, 3))))
+
+
+def test_summary_of_recpacks_own_metric_or_one_not_in_the_pipeline_says_which(small_pipeline):
+    with pytest.raises(
+        ValueError, match="'DCGK_5' is not a recpack-ope metric, so it keeps no per-user terms"
+    ):
+        summary(small_pipeline, "DCGK_5")
+    with pytest.raises(
+        ValueError,
+        match=r"metric 'BadPlainDCGK_10' is not in the pipeline; it has \['BadPlainDCGK_5', ",
+    ):
+        summary(small_pipeline, "BadPlainDCGK_10")
+    with pytest.raises(ValueError, match="'BadPlainDCGK_5' is not an RPP metric"):
+        preferences(small_pipeline, "BadPlainDCGK_5")
+    # valid: the summary's values are RecPack's DCGK means
+    table = summary(small_pipeline, "BadPlainDCGK_5")
+    for name in table.index:
+        assert table.loc[name, "value"] == pytest.approx(
+            small_pipeline._metric_acc.acc[name]["DCGK_5"].value, abs=1e-12
+        )

@@ -14,10 +14,10 @@ import scipy.sparse as sp
 from recpack.matrix import InteractionMatrix
 from recpack_ope.adapters.recpack import RecPackAdapter
 
-from recpack_ope import PopularityPropensity, PowerLawPropensity
 from recpack_ope.cli import main
 from recpack_ope.io.movielens import DownloadError
 from recpack_ope.io.recpack_datasets import load_interactions
+from recpack_ope.propensity.models import PopularityPropensity, PowerLawPropensity
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,14 @@ from recpack_ope.adapters.recpack import (
     recpack_ranking,
     summary,
 )
-from recpack_ope.adapters.recpack_datasets import load_interactions
 
-from recpack_ope import LogDiscount, PowerLawPropensity, ScoreCalibration, SystemScores, dr_dcg
+from recpack_ope.inference.significance import tied_with_best
+from recpack_ope.inference.systems import SystemScores
+from recpack_ope.io.recpack_datasets import load_interactions
+from recpack_ope.metrics.doubly_robust import dr_dcg
+from recpack_ope.propensity.discount import LogDiscount
+from recpack_ope.propensity.models import PowerLawPropensity
+from recpack_ope.reward.calibration import ScoreCalibration
 
 pytestmark = pytest.mark.usefixtures("quiet_recpack")
 
@@ -99,7 +104,7 @@ def test_dr_metric_is_the_cores_dr_dcg_on_recpacks_rankings(run, prefix, with_im
 
 def test_dr_metric_without_a_reward_model_says_why():
     RecPackAdapter(propensity=[0.5, 1.0]).register(prefix="NoModel")
-    with pytest.raises(ValueError, match="is doubly robust and needs a reward model"):
+    with pytest.raises(ValueError, match="NoModelDRDCGK needs reward_model.*use NoModelPlainDCGK"):
         METRIC_REGISTRY.get("NoModelDRDCGK")(K=10)
     with pytest.raises(TypeError, match="reward_model must have a predict"):
         RecPackAdapter(propensity=[0.5, 1.0], reward_model=object())
@@ -122,7 +127,7 @@ def test_summary_marks_the_algorithms_tied_with_the_best(run):
     pipeline = run["pipeline"]
     table = summary(pipeline, "DRIPSDCGK_10")
     results = metric_results(pipeline, "DRIPSDCGK_10")
-    tied = SystemScores.from_estimates(results).tied_with_best(alpha=0.05)
+    tied = tied_with_best(SystemScores.from_estimates(results), alpha=0.05)
     assert table.index[0] == tied.best and bool(table.loc[tied.best, "tied_with_best"])
     assert {a for a in table.index if table.loc[a, "tied_with_best"]} == set(tied.tied)
     for name, p in zip(tied.names, tied.p_value, strict=True):

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from recpack_ope.adapters.recpack_models import recpack_pool
-from recpack_ope.baselines import EASE, ItemKNN
-from recpack_ope.demo import EASE_GRID, KNN_GRID, DemoConfig, model_pool, run_demo
+
+from recpack_ope.simulation.baselines import EASE, ItemKNN
+from recpack_ope.studies.demo import EASE_GRID, KNN_GRID, DemoConfig, model_pool, run_demo
+from recpack_ope.studies.recpack_models import recpack_pool
 
 
 @pytest.fixture(scope="module")

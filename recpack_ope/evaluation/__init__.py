@@ -7,9 +7,25 @@ It sits above :mod:`recpack_ope.registry` and below the engines, adapters and st
   estimator of the registry computed from them (sharing one prepared ranking)
 * ``strata_report`` – one model's Closed / IPS / DR / Q1…QS / Stratified report
   (Jadidinejad et al. TOIS'21 Table 2), with one reliability warning per model
+* ``files``         – :func:`~recpack_ope.evaluation.files.evaluate_files`: models evaluated
+  from parquet or CSV files (``recpack-ope evaluate``), rows, table, comparisons, JSON or CSV
+* ``rpp_report``    – :func:`~recpack_ope.evaluation.rpp_report.rpp_report`: trec_eval-format
+  runs compared by RPP, dcgRPP and invRPP (``recpack-ope rpp``)
 """
 
+from .files import FileEvaluation, evaluate_files
 from .inputs import EstimatorInputs
+from .rpp_report import RPPReport, rpp_report
 from .strata_report import ESS_ROW, ReportMetric, StrataReport, strata_report
 
-__all__ = ["ESS_ROW", "EstimatorInputs", "ReportMetric", "StrataReport", "strata_report"]
+__all__ = [
+    "ESS_ROW",
+    "EstimatorInputs",
+    "FileEvaluation",
+    "RPPReport",
+    "ReportMetric",
+    "StrataReport",
+    "evaluate_files",
+    "rpp_report",
+    "strata_report",
+]

@@ -9,18 +9,23 @@ held-out estimator of :data:`recpack_ope.registry.ESTIMATORS` from them.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import scipy.sparse as sp
 
 from .._validation import as_csr, check_clip, check_positive_int, check_rewards, shown
+from ..inference.diagnostics import ReliabilityWarning
 from ..inference.result import EstimateResult
+from ..metrics.cache import RankingCache
+from ..metrics.dcg import _dcg
+from ..metrics.ranking import TopK
+from ..metrics.stratified import BINNINGS
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
 from ..propensity.weights import RECOMMENDED_CLIP
 from ..registry import Estimator
 from ..reward.validation import check_reward_model
-from ..metrics.cache import RankingCache
-from ..metrics.dcg import _dcg
-from ..metrics.stratified import BINNINGS
 
 __all__ = ["EstimatorInputs"]
 
@@ -67,6 +72,9 @@ class EstimatorInputs:
     >>> EstimatorInputs().missing(estimator("ips_dcg"))
     ['propensity']
     """
+
+    #: How the adapter's ``fit`` is called, and the argument the model's ``fit`` gets: messages.
+    fit_example, fit_argument = "adapter.fit(scenario.full_training_data)", "X"
 
     def __init__(
         self,
@@ -136,11 +144,16 @@ class EstimatorInputs:
         """Fit the propensity model on training interactions (users × items); a no-op without
         a propensity model."""
         if self.propensity is not None:
-            self.propensity.fit(X)
+            fitted, model = self.propensity.fit(X), type(self.propensity).__name__
             if not hasattr(self.propensity, "propensity_"):
                 raise TypeError(
-                    f"{type(self.propensity).__name__}.fit(X) set no propensity_: a propensity "
+                    f"{model}.fit({self.fit_argument}) set no propensity_: a propensity "
                     "model's fit must store one propensity per item as propensity_"
+                )
+            if fitted is not self.propensity:
+                raise TypeError(
+                    f"{model}.fit({self.fit_argument}) returned {type(fitted).__name__}, not a "
+                    "fitted propensity model (set propensity_ and return self)"
                 )
             if len(np.shape(X)) == 2:
                 self._check_items(X)
@@ -156,13 +169,60 @@ class EstimatorInputs:
         if not self.fitted:
             raise ValueError(
                 f"{type(self.propensity).__name__} is not fitted: call fit on the training "
-                f"interactions (e.g. adapter.fit(scenario.full_training_data)) before {before}"
+                f"interactions (e.g. {self.fit_example}) before {before}"
             )
 
     def missing(self, estimator: Estimator) -> list[str]:
         """What ``estimator`` needs and these inputs lack (``"propensity"``,
         ``"reward_model"``)."""
         return estimator.missing(propensity=self.propensity, reward_model=self.reward_model)
+
+    def at(self, K: int | None) -> Discount:
+        """The discount at cutoff ``K``; None keeps the configured one (the whole ranking)."""
+        return self.discount if K is None else self.discount.with_cutoff(K)
+
+    def one_user(
+        self, estimator: Estimator, relevant, ranked, K: int | None, framework: str, instead: str
+    ) -> float:
+        """One user's value of ``estimator`` at cutoff ``K`` (None: the whole ranking), for a
+        ``framework`` whose loop averages per-user values itself: ``relevant`` are the user's
+        held-out item indices, ``ranked`` the ranked ones (both >= 0); ``instead`` says
+        how to evaluate on all users at once, for messages. Weights are not diagnosed: one
+        user's weights say nothing of the average's reliability.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from recpack_ope.registry import estimator
+        >>> inputs = EstimatorInputs(propensity=[0.5, 1.0, 0.25], clip=None)
+        >>> ips_dcg = estimator("ips_dcg")  # item 2 (weight 4) ranked 2nd: 4 / log2(3)
+        >>> round(inputs.one_user(ips_dcg, np.array([2]), np.array([0, 2, 1]), 2, "Cornac", ""), 6)
+        2.523719
+        """
+        if not estimator.per_user_mean:
+            raise ValueError(
+                f"{estimator.display(self.at(K))} is not a mean of per-user "
+                f"values, which {framework}'s per-user averaging cannot produce; {instead}"
+            )
+        if self.propensity is not None and isinstance(self.clip, str):
+            raise ValueError(
+                f"{estimator.display(self.at(K))} has clip={self.clip!r}, chosen "
+                f"from all users at once; {framework}'s ranking loop computes one user at a time: "
+                f"give a number or None, or {instead}"
+            )
+        relevant, ranked = np.asarray(relevant, np.int64), np.asarray(ranked, np.int64)[:K]
+        seen = np.concatenate([relevant, ranked, [-1]]).max() + 1
+        n_items = seen if self.propensity is None else np.shape(self.propensity.propensity_)[-1]
+        if seen > n_items:
+            raise ValueError(
+                f"item index {seen - 1} has no propensity: the propensities cover {n_items} "
+                "items (fit them on the data evaluated)"
+            )
+        one = np.zeros_like(relevant)
+        y = sp.csr_matrix((np.ones(relevant.size), (one, relevant)), shape=(1, n_items))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            return self.evaluate(estimator, y, TopK(ranked[None, :]), K).value
 
     def evaluate(
         self, estimator: Estimator, y_true, y_score, K: int, cache: RankingCache | None = None
@@ -174,7 +234,7 @@ class EstimatorInputs:
         """
         estimator.check(propensity=self.propensity, reward_model=self.reward_model)
         self.require_fitted("evaluating")
-        discount = self.discount.with_cutoff(K)
+        discount = self.at(K)
         ranking = y_score if cache is None else cache.ranking(y_score, K)
         family = estimator.plain or estimator.name
         weighted = estimator.weighting in ("ips", "self_normalised")

@@ -17,10 +17,11 @@ import numpy as np
 
 from ..inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from ..inference.result import EstimateResult
+from ..metrics.simpsons_paradox import SimpsonsParadoxReport, simpsons_paradox
+from ..metrics.stratified import StratifiedResult, stratified
 from ..propensity.discount import Discount
 from ..propensity.weights import RECOMMENDED_CLIP
 from ..registry import ESTIMATORS, Estimator, estimator
-from ..metrics.stratified import StratifiedResult, stratified
 
 __all__ = ["ESS_ROW", "ReportMetric", "StrataReport", "strata_report"]
 
@@ -147,6 +148,27 @@ class StrataReport:
         for label, row in rows.items():
             row["SIZE"] = sizes.get(label, n)
         return rows
+
+    def simpsons_paradox(
+        self,
+        other: StrataReport,
+        metric: str | None = None,
+        alpha: float = 0.05,
+        names: tuple[str, str] = ("a", "b"),
+    ) -> SimpsonsParadoxReport:
+        """Jadidinejad et al. Table 2 of this model against ``other`` on the column ``metric``
+        (default: the first): :func:`recpack_ope.metrics.simpsons_paradox.simpsons_paradox` of
+        the two stratified results, with their IPS rows."""
+        metric = next(iter(self.estimates)) if metric is None else metric
+        if metric not in self.estimates or metric not in other.estimates:
+            raise ValueError(f"no metric {metric!r}; the results have {list(self.estimates)}")
+        return simpsons_paradox(
+            self.estimates[metric],
+            other.estimates[metric],
+            alpha=alpha,
+            names=names,
+            ips=(self.ips[metric], other.ips[metric]),
+        )
 
     def unreliable_ips(self) -> dict[str, WeightDiagnostics]:
         """Column → diagnostics of the IPS values whose ESS ratio is below threshold."""

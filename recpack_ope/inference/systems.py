@@ -24,7 +24,7 @@ from .result import EstimateResult, PairedEstimate
 if TYPE_CHECKING:
     from .significance import TiedWithBest
 
-__all__ = ["SystemScores", "PreferenceMatrix"]
+__all__ = ["SystemScores", "PreferenceMatrix", "distinct_names"]
 
 
 def _system_names(names) -> tuple[str, ...]:
@@ -39,6 +39,22 @@ def _system_names(names) -> tuple[str, ...]:
         repeated = next(n for i, n in enumerate(names) if n in names[:i])
         raise ValueError(f"system names must be distinct; {repeated!r} appears more than once")
     return names
+
+
+def distinct_names(names) -> tuple[str, ...]:
+    """System names made distinct: a name given more than once is numbered in order of
+    appearance (``"BPR (1)"``, ``"BPR (2)"``), the others are kept.
+
+    Examples
+    --------
+    >>> from recpack_ope.inference.systems import distinct_names
+    >>> distinct_names(["BPR", "MostPop", "BPR"])
+    ('BPR (1)', 'MostPop', 'BPR (2)')
+    """
+    names = [str(n) for n in names]
+    return tuple(
+        f"{n} ({names[:i].count(n) + 1})" if names.count(n) > 1 else n for i, n in enumerate(names)
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,6 +142,28 @@ class SystemScores:
             name=name or first.name,
             n_excluded_users=first.n_excluded_users,
         )
+
+    @classmethod
+    def from_user_values(
+        cls, per_system: Mapping[str, Mapping[object, float]], name: str
+    ) -> SystemScores:
+        """Per-user values of one metric keyed by user, as frameworks keep them (Cornac's
+        ``metric_user_results``), paired on the users every system has, in sorted order.
+
+        Examples
+        --------
+        >>> from recpack_ope.inference.systems import SystemScores
+        >>> per_user = {"a": {3: 1.0, 1: 0.0}, "b": {1: 0.5, 3: 0.25, 9: 1.0}}
+        >>> s = SystemScores.from_user_values(per_user, "Recall@5")
+        >>> s.user_ids.tolist(), s.per_user.tolist()
+        ([1, 3], [[0.0, 0.5], [1.0, 0.25]])
+        """
+        if not isinstance(per_system, Mapping) or not per_system:
+            raise ValueError("per_system must map system names to {user: value} mappings")
+        users = sorted(set.intersection(*(set(v) for v in per_system.values())))
+        values = np.array([[v[u] for v in per_system.values()] for u in users], dtype=np.float64)
+        values = values.reshape(len(users), len(per_system))
+        return cls(tuple(per_system), values, np.asarray(users), name)
 
     @property
     def means(self) -> np.ndarray:

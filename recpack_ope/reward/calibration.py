@@ -36,7 +36,7 @@ from .models import (
     lookup,
 )
 
-__all__ = ["ScoreCalibration"]
+__all__ = ["ScoreCalibration", "calibrated_reward_model"]
 
 
 class ScoreCalibration(BaseEstimator):
@@ -241,6 +241,24 @@ class ScoreCalibration(BaseEstimator):
         through this calibration, evaluated lazily at the pairs asked for."""
         self._check_fitted()
         return CalibratedScores(scores, self)
+
+
+def calibrated_reward_model(scores, clicks, propensity=None, **options) -> CalibratedScores:
+    """A recommender's ``scores`` as the reward model of a doubly robust estimate: calibrated
+    to click probabilities on held-out ``clicks`` (:class:`ScoreCalibration` with ``options``,
+    weighted by ``propensity`` when given) and read through that calibration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.reward.calibration import calibrated_reward_model
+    >>> scores = np.array([[2.0, -1.0, 0.5, 1.0], [0.0, 1.5, -2.0, 1.0]])
+    >>> clicks = np.array([[1, 0, 1, 0], [0, 1, 0, 1]])
+    >>> calibrated_reward_model(scores, clicks).predict(np.array([0, 1]), np.array([0, 2])).shape
+    (2,)
+    """
+    calibration = ScoreCalibration(**options).fit(scores, clicks, propensity=propensity)
+    return calibration.reward_model(scores)
 
 
 # --------------------------------------------------------------------------- validation

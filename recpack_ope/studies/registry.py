@@ -14,6 +14,7 @@ import argparse
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any, NamedTuple
 
@@ -111,10 +112,27 @@ class Study:
         """The command as typed after ``recpack-ope``."""
         return f"reproduce {self.name}" if self.reproduction else self.name
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the options of :attr:`options` to ``parser``."""
+    def add_arguments(self, parser: argparse.ArgumentParser, reports: Path) -> None:
+        """Add the options of :attr:`options` to ``parser``, then where the report goes (a
+        folder under ``reports`` by default) and how much the run shows."""
         for o in self.options:
             parser.add_argument(*o.flags, **o.kwargs)
+        if self.per_dataset:  # resolved by folder() once the data set is known
+            help_ = f"report folder (default: {reports / self.name}-DATASET)"
+            parser.add_argument("--output", default=None, help=help_)
+        else:
+            parser.add_argument("--output", default=str(reports / self.name), help="report folder")
+        parser.add_argument("--no-plots", action="store_true", help=f"skip {self.plots}")
+        if self.progress:
+            parser.add_argument("--quiet", action="store_true", help="no progress bar")
+        if self.verbose is not None:
+            parser.add_argument("--verbose", action="store_true", help=self.verbose)
+
+    def folder(self, args: argparse.Namespace, config: Any, reports: Path) -> Path:
+        """Where the report goes: ``--output``, else ``reports/<study>-<dataset>``."""
+        if args.output is not None:
+            return Path(args.output)
+        return reports / f"{self.name}-{config.dataset}"
 
     def load(self) -> ModuleType:
         """Import the study's module (raises ImportError naming a missing framework)."""

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from recpack_ope.evaluation.strata_report import ESS_ROW, ReportMetric, strata_report
 from recpack_ope.inference.diagnostics import ReliabilityWarning
 from recpack_ope.metrics.ranking import TopK
 from recpack_ope.metrics.simpsons_paradox import simpsons_paradox
-from recpack_ope.evaluation.strata_report import ESS_ROW, ReportMetric, strata_report
 from recpack_ope.propensity.discount import LogDiscount
 from recpack_ope.reward.models import RewardMatrix
 
@@ -121,3 +121,24 @@ def test_two_reports_compare_in_the_papers_layout():
     # B ranks both of every user's items in its top 2: DCG 1 + 1/log2(3) each.
     assert report.row("Holdout").value_b == pytest.approx(_d(1) + _d(2))
     assert report.row("Holdout").value_a == a.rows()["Closed"]["DCG@3"]
+
+
+def test_report_simpsons_paradox_is_the_cores_comparison_of_the_two_reports():
+    metrics = {"DCG@3": ReportMetric("dcg", LogDiscount(3))}
+    a = strata_report(Y, RANKING, P, metrics, clip=None)
+    b = strata_report(Y, TopK(np.array([[2, 0, 1, 3], [1, 3, 0, 2]])), P, metrics, clip=None)
+    direct = simpsons_paradox(
+        a.estimates["DCG@3"],
+        b.estimates["DCG@3"],
+        names=("A", "B"),
+        ips=(a.ips["DCG@3"], b.ips["DCG@3"]),
+    )
+    ours = a.simpsons_paradox(b, names=("A", "B"))
+    assert ours.names == ("A", "B")
+    assert [(r.label, r.value_a, r.value_b) for r in ours.rows] == [
+        (r.label, r.value_a, r.value_b) for r in direct.rows
+    ]
+    # B ranks item 2 first for user 0 and item 1 first for user 1: Closed DCG@3 by hand
+    assert ours.row("Holdout").value_b == pytest.approx(np.mean([_d(1) + _d(2), _d(1) + _d(2)]))
+    with pytest.raises(ValueError, match=r"no metric 'nDCG'; the results have \['DCG@3'\]"):
+        a.simpsons_paradox(b, "nDCG")

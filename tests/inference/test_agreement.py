@@ -88,7 +88,7 @@ def test_steiger_test_on_vectors_detects_the_better_metric():
 def test_steiger_rejects_bad_input():
     with pytest.raises(ValueError, match="n > 3"):
         steiger_z(0.1, 0.2, 0.3, 3)
-    with pytest.raises(ValueError, match=r"r_yz must lie strictly inside \(-1, 1\), got 1.0"):
+    with pytest.raises(ValueError, match=r"r_yz.*got 1.0"):
         steiger_z(0.1, 0.2, 1.0, 10)
     with pytest.raises(ValueError, match="method must be one of"):
         steiger_test([1, 2, 3, 4], [1, 2, 3, 4], [4, 3, 2, 1], method="spearman")
@@ -128,7 +128,7 @@ def test_pandas_missing_metric_values_are_refused_with_labels():
         (lambda: steiger_z(0.5, 0.4, 0.3, 10.5), r"integer n > 3 observations, got 10.5"),
         (
             lambda: steiger_z("0.5", 0.4, 0.3, 10),
-            r"r_xy must lie strictly inside \(-1, 1\), got '0.5'",
+            r"r_xy.*got '0.5'",
         ),
         (
             lambda: steiger_test([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [2, 1, 3, 5, 4]),

@@ -57,7 +57,9 @@ def test_auto_curve_equals_fixed_threshold_estimates(case, estimator):
         selection = auto.clip_selection
         assert isinstance(selection, ClipSelection)
         assert selection.thresholds.tolist() == clip_candidates(1 / p[y.indices]).tolist()
-        for m, value, se in zip(selection.thresholds, selection.values, selection.standard_errors):
+        for m, value, se in zip(
+            selection.thresholds, selection.values, selection.standard_errors, strict=True
+        ):
             fixed = estimator(y, scores, clip=None if math.isinf(m) else m, **kw)
             assert value == pytest.approx(fixed.value, rel=1e-12)
             assert se == pytest.approx(fixed.standard_error, rel=1e-12)
@@ -117,7 +119,13 @@ def test_auto_rmse_is_within_a_factor_of_the_best_fixed_threshold():
             # Per-user mean over evaluated users → expected reward per user of the world.
             scale = r.n_users / users
             selected.append(r.value * scale)
-            curve = dict(zip(r.clip_selection.thresholds.tolist(), r.clip_selection.values * scale))
+            curve = dict(
+                zip(
+                    r.clip_selection.thresholds.tolist(),
+                    r.clip_selection.values * scale,
+                    strict=True,
+                )
+            )
             curves.append(curve)
     common = set.intersection(*(set(c) for c in curves))
     rmse = {m: np.sqrt(np.mean([(c[m] - truth) ** 2 for c in curves])) for m in common}

@@ -60,7 +60,7 @@ def test_paired_comparison_is_the_paired_t_test():
     with pytest.raises(ValueError, match="control_variate"):
         ea.compare(eb, control_variate=True)
     with pytest.raises(AttributeError, match="per-user values stay"):
-        ea.influence
+        _ = ea.influence
 
 
 def test_estimate_over_a_subset_equals_the_estimate_on_that_subset():

@@ -129,16 +129,16 @@ ESTIMATE = dcg(Y, S, discount=D)
     [
         (
             lambda: ESTIMATE.confidence_interval("0.9"),
-            r"level must be a number in \(0, 1\), got '0.9'",
+            r"level.*got '0.9'",
         ),
         (lambda: ESTIMATE.compare(3), "other must be an estimate"),
         (
             lambda: EstimateResult("x", np.ones(2), (2,), np.arange(2), 0),
-            r"exponents must be a non-empty tuple of \+1 and -1, got \(2,\)",
+            r"exponents.*got \(2,\)",
         ),
         (
             lambda: EstimateResult("x", np.ones(2), (1,), np.arange(2), -1),
-            "n_excluded_users must be an integer >= 0, got -1",
+            "n_excluded_users.*-1",
         ),
         (
             lambda: EstimateResult("x", np.array([1.0, np.inf]), (1,), np.array([4, 7]), 0),

@@ -159,7 +159,7 @@ def test_tukey_refuses_a_request_beyond_its_budget_and_counts_like_before():
     scores = _scores()
     with pytest.raises(
         ValueError,
-        match=r"n_resamples=1000000000000 would permute 1.8e\+13 values \(6 users × 3 systems per resample\)",
+        match=r"n_resamples=1000000000000 .*1.8e\+13 values",
     ):
         randomised_tukey_hsd(scores, 10**12)
     # The streaming count equals keeping every maximum: brute force with the same draws.
@@ -227,7 +227,7 @@ def test_complex_values_are_refused(call, match):
         (lambda: discriminative_power([_scores()]), "samples must map measure names"),
         (
             lambda: discriminative_power({"m": _scores()}, alpha="0.05"),
-            r"alpha must be a number in \(0, 1\), got '0.05'",
+            r"alpha.*got '0.05'",
         ),
         (lambda: discriminative_power({"m": [[1.0]]}), "sample must be a SystemScores"),
     ],
@@ -249,7 +249,8 @@ def holm_by_definition(p):
 
 
 def holm_rejects(p, alpha):
-    """Holm's step-down procedure at level alpha: reject p_(1), p_(2), … while p_(k) ≤ α/(n − k + 1)."""
+    """Holm's step-down procedure at level alpha: reject p_(1), p_(2), … while
+    p_(k) ≤ α/(n − k + 1)."""
     n = len(p)
     rejected = set()
     for k, i in enumerate(sorted(range(n), key=lambda i: p[i]), 1):
@@ -260,7 +261,8 @@ def holm_rejects(p, alpha):
 
 
 def bh_rejects(p, alpha):
-    """BH step-up procedure at level alpha: reject the k smallest, k the largest with p_(k) ≤ kα/n."""
+    """BH step-up procedure at level alpha: reject the k smallest, k the largest with
+    p_(k) ≤ kα/n."""
     n = len(p)
     ranked = sorted(range(n), key=lambda i: p[i])
     k_max = max((k for k, i in enumerate(ranked, 1) if p[i] <= k * alpha / n), default=0)
@@ -284,10 +286,11 @@ def seeded_metric_sample(seed, n_users=30, shifts=(0.0, 0.04, 0.08, 0.3)):
 
 def test_hand_worked_adjustments():
     p = [0.01, 0.04, 0.03, 0.005]
-    # Sorted: 0.005 (#3), 0.01 (#0), 0.03 (#2), 0.04 (#1); n = 4.
+    # Sorted: 0.005 (p[3]), 0.01 (p[0]), 0.03 (p[2]), 0.04 (p[1]); n = 4.
     # Holm: 4·0.005 = 0.02, 3·0.01 = 0.03, 2·0.03 = 0.06, 1·0.04 = 0.04 → running max 0.06.
     np.testing.assert_allclose(adjust_p_values(p, "holm"), [0.03, 0.06, 0.06, 0.02], rtol=1e-12)
-    # BH: 4/1·0.005 = 0.02, 4/2·0.01 = 0.02, 4/3·0.03 = 0.04, 4/4·0.04 = 0.04 → running min from the top.
+    # BH: 4/1·0.005 = 0.02, 4/2·0.01 = 0.02, 4/3·0.03 = 0.04, 4/4·0.04 = 0.04 → running min
+    # from the top.
     np.testing.assert_allclose(adjust_p_values(p, "bh"), [0.02, 0.04, 0.04, 0.02], rtol=1e-12)
     np.testing.assert_allclose(
         adjust_p_values(p, "bonferroni"), [0.04, 0.16, 0.12, 0.02], rtol=1e-12
@@ -582,12 +585,12 @@ def test_tied_with_best_rejects_bad_samples():
     one_system = SystemScores(
         names=("a",), per_user=np.zeros((5, 1)), user_ids=np.arange(5), name="m"
     )
-    with pytest.raises(ValueError, match=r"sample must hold at least 2 systems, got 1"):
+    with pytest.raises(ValueError, match=r"sample.*2 systems.*got 1"):
         tied_with_best(one_system)
     one_user = SystemScores(
         names=("a", "b"), per_user=np.zeros((1, 2)), user_ids=np.arange(1), name="m"
     )
-    with pytest.raises(ValueError, match=r"sample must hold at least 2 users, got 1"):
+    with pytest.raises(ValueError, match=r"sample.*2 users.*got 1"):
         tied_with_best(one_user)
     nan = SystemScores(
         names=("a", "b"), per_user=[[0.1, 0.2], [np.nan, 0.3]], user_ids=np.arange(2), name="m"

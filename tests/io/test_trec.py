@@ -419,3 +419,62 @@ def test_invalid_utf8_in_a_column_not_read_gets_the_same_answer_on_both_paths(
     fast = outcome()
     without_pyarrow(monkeypatch)
     assert fast == outcome()
+
+
+@pytest.fixture
+def trec_files(tmp_path):
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\n")
+    run = tmp_path / "input.run1"
+    run.write_text("q1 Q0 d1 1 2.0 r\nq1 Q0 d2 2 1.0 r\nq2 Q0 d3 1 1.0 r\n")
+    return qrels, run
+
+
+def test_truncated_gzip_names_the_file(trec_files, tmp_path):
+    qrels, run = trec_files
+    for source, name in ((run, "input.cut.gz"), (qrels, "qrels.gz")):
+        data = gzip.compress(source.read_bytes() * 40)
+        (tmp_path / name).write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"run file '.*input\.cut\.gz'.*truncated"):
+        read_trec(str(qrels), [str(tmp_path / "input.cut.gz")])
+    with pytest.raises(ValueError, match=r"qrels file '.*qrels\.gz'.*truncated"):
+        read_trec(str(tmp_path / "qrels.gz"), [str(run)])
+
+
+def test_a_run_list_given_as_one_path_is_refused(trec_files):
+    qrels, run = trec_files
+    for runs in (str(run), run):
+        with pytest.raises(ValueError, match=r"runs.*single path .*input\.run1"):
+            read_trec(str(qrels), runs)
+    with pytest.raises(TypeError, match="runs.*'NoneType'"):
+        read_trec(str(qrels), None)
+    with pytest.raises(TypeError, match=r"run file path.*\bint\b"):
+        read_trec(str(qrels), [3])
+    collection = read_trec(qrels, [run])  # paths as Path objects are fine
+    np.testing.assert_array_equal(collection.runs["run1"].items, [[0, 1], [2, -1]])
+
+
+@pytest.mark.parametrize(
+    "qrels_text, kwargs, error, message",
+    [
+        ("q1 0 d1 nan\nq2 0 d3 2\n", {}, ValueError, "grade nan on line 1"),
+        ("q1 0 d1 1\nq2 0 d3 inf\n", {}, ValueError, "grade inf on line 2"),
+        ("q1 0 d1 1\n", dict(depth=np.inf), ValueError, "depth.*inf"),
+        ("q1 0 d1 1\n", dict(depth=np.nan), ValueError, "depth.*nan"),
+        ("q1 0 d1 1\n", dict(relevance_threshold="1"), ValueError, "relevance_threshold.*'1'"),
+        ("q1 0 d1 1\n", dict(relevance_threshold=1j), ValueError, "relevance_threshold.*1j"),
+        ("q1 0 d1 1\n", dict(relevance_threshold=np.nan), ValueError, "relevance_threshold.*nan"),
+    ],
+)
+def test_trec_values_and_options(tmp_path, trec_files, qrels_text, kwargs, error, message):
+    qrels = tmp_path / "bad_qrels"
+    qrels.write_text(qrels_text)
+    with pytest.raises(error, match=message):
+        read_trec(str(qrels), [str(trec_files[1])], **kwargs)
+
+
+def test_trec_paths_that_are_not_files(trec_files, tmp_path):
+    with pytest.raises(ValueError, match=r"qrels file '.*' is a directory"):
+        read_trec(str(tmp_path), [str(trec_files[1])])
+    with pytest.raises(TypeError, match=r"qrels file path.*\blist\b"):
+        read_trec([str(trec_files[0])], [str(trec_files[1])])

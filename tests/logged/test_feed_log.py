@@ -6,6 +6,19 @@ import scipy.sparse as sp
 from recpack_ope.logged.feed_log import FeedLog
 
 
+def small_log(**changes) -> FeedLog:
+    """Two sessions of two products, one click each, propensity 0.5 everywhere."""
+    cols = dict(
+        session=[0, 0, 1, 1],
+        item=[0, 1, 0, 2],
+        rank=[1, 2, 1, 2],
+        reward=[1.0, 0.0, 0.0, 1.0],
+        propensity=[0.5, 0.5, 0.5, 0.5],
+    )
+    cols.update(changes)
+    return FeedLog.from_arrays(**cols)
+
+
 def _columns():
     return dict(
         session=np.array(["b", "a", "a", "b", "a"]),
@@ -190,3 +203,136 @@ def test_feed_log_errors_name_the_row_on_every_path(layout):
     big = np.tile([0, 2**62, 2**62], 3)
     with pytest.raises(ValueError, match=f"session 3 shows item {2**62} twice"):
         build(item=big, context=np.zeros(9, dtype=int))
+
+
+BASE = dict(session=[0, 0, 1, 1], item=[0, 1, 0, 2], rank=[1, 2, 1, 2], reward=[1.0, 0.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(rank=[1, -1, 1, 2]), "rank of row 1 is -1"),
+        (dict(rank=[1, 2.0**60, 1, 2]), r"rank of row 1 is 1\.15\d*e\+18"),
+        (
+            dict(rank=np.array([1, 2**63 + 5, 1, 2], dtype=np.uint64)),
+            r"rank of row 1 is 9223372036854775813",
+        ),
+        (dict(rank=np.array([1, 2j, 1, 2])), r"rank.*complex.*2j at position 1"),
+        (dict(rank=["1", "2", "1", "2"]), "rank.*real numbers.*<U1"),
+        (dict(rank=[1, 1, 1, 2]), "session 0 shows two items at rank 1"),
+        (dict(item=[0, 0, 0, 2]), "session 0 shows item 0 twice"),
+        (dict(reward=np.array([1, 1j, 0, 1])), r"reward.*complex.*1j at position 1"),
+        (dict(reward=np.array([1, 0j, 0, 1])), "reward has complex dtype"),
+        (dict(reward=["1", "0", "0", "1"]), "reward.*real numbers.*<U1"),
+        (dict(reward=[1.0, -0.5, 0.0, 1.0]), "reward of row 1 is -0.5"),
+        (dict(propensity=np.array([0.5, 0.5j, 0.5, 0.5])), "propensity has complex dtype"),
+        (dict(propensity=[0.5, 1.5, 0.5, 0.5]), r"propensity 1\.5 of row 1"),
+        (dict(propensity=[0.5, np.nan, 0.5, 0.5]), r"propensity nan of row 1"),
+        (dict(logging_weight=np.array([0.1, 0.1j, 0.1, 0.1])), "logging_weight has complex dtype"),
+        (dict(item=np.array([0, 1j, 0, 2])), "item ids.*complex"),
+        (
+            dict(item=np.array([0, "a", 0, "b"], dtype=object)),
+            r"item ids.*row 0 is int 0, row 1 is str 'a'",
+        ),
+        (dict(item=np.array(["a", None, "a", "b"], dtype=object)), r"item id of row 1.*None"),
+        (dict(item=np.array(["a", pd.NA, "a", "b"], dtype=object)), r"item id of row 1.*<NA>"),
+        (dict(item=np.array([1.0, np.nan, 1.0, 2.0], dtype=object)), r"item id of row 1.*nan"),
+        (dict(session=np.array([0, "a", 1, 1], dtype=object)), "session ids mix types"),
+        (
+            dict(item=np.array([0, 2**63 + 5, 0, 2], dtype=np.uint64)),
+            "item id of row 1 is 9223372036854775813",
+        ),
+        (dict(item=[0, -3, 0, 2]), "item ids.*-3 in row 1"),
+        (
+            dict(item=[0, 2**40, 0, 2], context=[2**30, 2**30, 7, 7]),
+            r"contexts × items.*\(1073741825, 1099511627777\)",
+        ),
+        (dict(n_items=3.0), r"n_items.*3\.0"),
+        (dict(n_contexts="5"), "n_contexts.*'5'"),
+        (dict(n_items=2), "n_items=2.*item index 2"),
+        (dict(propensity=[0.5, 0.5, 0.5]), "propensity has 3 rows.*4"),
+        (dict(propensity=[[0.5, 0.5, 0.5, 0.5]]), r"propensity.*1-D.*\(1, 4\)"),
+        (dict(session=[[0, 0, 1, 1]]), r"session.*1-D.*\(1, 4\)"),
+        (dict(reward=[1.0, 0.0]), "reward has 2 rows.*4"),
+    ],
+)
+def test_feed_log_columns_are_checked(change, message):
+    cols = dict(BASE)
+    cols.update(change)
+    with pytest.raises(ValueError, match=message):
+        FeedLog.from_arrays(**cols)
+
+
+def test_large_integer_ids_stay_exact():
+    # 2**53 and 2**53 + 1 would be one float; as int64 (also from a nullable Int64 column)
+    # they stay two items.
+    frame = pd.DataFrame(
+        dict(
+            BASE,
+            item=pd.array([2**53, 2**53 + 1, 0, 2], dtype="Int64"),
+            session=["a", "a", "b", "b"],
+        )
+    )
+    log = FeedLog.from_pandas(frame)
+    assert log.item.dtype == np.int64 and log.n_items == 2**53 + 2
+    np.testing.assert_array_equal(np.sort(log.item[:2]), [2**53, 2**53 + 1])
+
+
+@pytest.mark.parametrize(
+    "column, values, message",
+    [
+        ("rank", pd.array([1, None, 1, 2], dtype="Int64"), r"'rank' \(rank\).*missing.*row 1"),
+        (
+            "reward",
+            pd.array([1.0, None, 0.0, 1.0], dtype="Float64"),
+            r"'reward' \(reward\).*missing.*row 1",
+        ),
+        (
+            "reward",
+            pd.array([True, None, False, True], dtype="boolean"),
+            r"'reward' \(reward\).*missing",
+        ),
+        (
+            "item",
+            pd.array(["a", None, "a", "b"], dtype="string"),
+            r"'item' \(item\).*missing.*row 1",
+        ),
+        ("item", pd.Categorical(["b", None, "b", "c"]), r"'item' \(item\).*missing.*row 1"),
+        (
+            "session",
+            pd.array([0, None, 1, 1], dtype="Int64"),
+            r"'session' \(session\).*missing",
+        ),
+        ("p", pd.array([0.5, None, 0.5, 0.5], dtype="Float64"), r"'p' \(propensity\).*missing"),
+    ],
+)
+def test_nullable_columns_with_missing_values_are_named(column, values, message):
+    frame = pd.DataFrame(BASE).assign(p=0.5)
+    frame[column] = values
+    with pytest.raises(ValueError, match=message):
+        FeedLog.from_pandas(frame, propensity="p")
+
+
+def test_nullable_and_categorical_columns_without_missing_values_are_read():
+    frame = pd.DataFrame(
+        dict(
+            session=pd.array([0, 0, 1, 1], dtype="Int64"),
+            item=pd.Categorical(["y", "x", "y", "z"]),
+            rank=pd.array([1, 2, 1, 2], dtype="Int64"),
+            reward=pd.array([True, False, False, True], dtype="boolean"),
+            p=pd.array([0.5, 0.25, 0.5, 1.0], dtype="Float64"),
+        )
+    )
+    log = FeedLog.from_pandas(frame, propensity="p")
+    np.testing.assert_array_equal(log.item_labels, ["x", "y", "z"])
+    np.testing.assert_array_equal(log.item, [1, 0, 1, 2])
+    np.testing.assert_array_equal(log.reward, [1.0, 0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(log.propensity, [0.5, 0.25, 0.5, 1.0])
+
+
+def test_frames_that_are_not_frames_or_repeat_columns():
+    with pytest.raises(TypeError, match=r"frame.*DataFrame.*\bdict\b"):
+        FeedLog.from_pandas(dict(BASE))
+    frame = pd.DataFrame(BASE)
+    with pytest.raises(ValueError, match=r"'rank' \(rank\) appears 2 times"):
+        FeedLog.from_pandas(pd.concat([frame, frame[["rank"]]], axis=1))

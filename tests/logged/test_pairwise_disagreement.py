@@ -2,7 +2,10 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from test_banner_marginals import brute_force
+from test_feed_log import small_log
+from test_policies import CORRUPT_SCORES, corrupt_csr
 
 from recpack_ope.logged.feed_log import FeedLog
 from recpack_ope.logged.pairwise_disagreement import (
@@ -179,9 +182,81 @@ def test_errors():
     with pytest.raises(ValueError, match="needs the logging policy's Plackett–Luce weights"):
         Disagreement.counterfactual(bare)
     gap = FeedLog.from_arrays([0, 0], [0, 1], [1, 3], [1, 0], logging_weight=[0.5, 0.5])
-    with pytest.raises(ValueError, match="banner 0 shows 2 products but its last rank is 3"):
+    with pytest.raises(ValueError, match="banner 0 .*2 products.*last rank is 3"):
         Disagreement.counterfactual(gap)
     with pytest.raises(ValueError, match="ties every pair"):
         pairwise_disagreement(log, np.zeros(log.n_rows))
     with pytest.raises(ValueError, match="one value per logged row"):
         pairwise_disagreement(log, np.zeros(3))
+
+
+def test_counterfactual_disagreement_with_extreme_logging_weights():
+    # Banner 0: weights 1e-300 and ~1, no outside mass: a re-draw puts product 1 first with
+    # probability 1, so the click at rank 1 (score 0) meets score 1: one disagreement.
+    # Banner 1: weights 1e-300 and 1e-310 with outside mass ~1: both orders equally likely
+    # (ratio (W − 1e-300)/(W − 1e-310)), so the click at rank 2 (score 3) meets product 0
+    # (score 2) with weight 1/2, no disagreement. Value 1 / (1 + 1/2).
+    log = FeedLog.from_arrays(
+        [0, 0, 1, 1],
+        [0, 1, 0, 2],
+        [1, 2, 1, 2],
+        [1.0, 0.0, 0.0, 1.0],
+        logging_weight=[1e-300, 1 - 1e-300, 1e-300, 1e-310],
+    )
+    result = counterfactual_disagreement(log, np.arange(4.0))
+    assert result.value == pytest.approx(2 / 3, abs=1e-12)
+
+
+@pytest.mark.parametrize("rewards", [[0, 0, 0, 0], [1, 1, 1, 1]])
+def test_disagreement_on_a_log_without_comparable_banners_says_so(rewards):
+    log = small_log(reward=rewards, logging_weight=[0.3] * 4)
+    with pytest.raises(ValueError, match="no banner with both a clicked and a non-clicked"):
+        pairwise_disagreement(log, np.arange(4.0))
+    with pytest.raises(ValueError, match=r"of its 2 banners, \d have no click"):
+        counterfactual_disagreement(log, np.arange(4.0))
+
+
+def test_pairs_of_weight_zero_blame_the_log_not_the_model():
+    log = small_log()
+    classic = Disagreement.classic(log)
+    zero = Disagreement(
+        log,
+        "counterfactual disagreement",
+        classic.clicked,
+        classic.other,
+        np.zeros(classic.weight.size),
+        None,
+        classic.banners,
+        classic.n_rejected,
+    )
+    with pytest.raises(ValueError, match=r"every \(clicked, non-clicked\) pair has weight 0"):
+        zero.evaluate(np.arange(4.0))
+    with pytest.raises(ValueError, match="the model ties every pair"):
+        classic.evaluate(np.zeros(4))
+
+
+def test_scores_of_logged_rows_must_be_real_and_exact():
+    log = small_log()
+    with pytest.raises(ValueError, match=r"scores.*complex.*1j at position 0"):
+        pairwise_disagreement(log, np.array([1j, 1, 1, 1]))
+    with pytest.raises(ValueError, match=r"scores.*1152921504606846976 at row 0"):
+        pairwise_disagreement(log, np.array([2**60, 2**60 + 1, 0, 1]))
+    with pytest.raises(ValueError, match=r"scores has complex dtype"):
+        pairwise_disagreement(log, sp.csr_matrix(np.ones((2, 3)) * 1j))
+    # Below 2**53 integers are exact. Session 0: the click (score 0) is below the other
+    # product (1), a disagreement; session 1: the click (3) is above (2). Value 1/2.
+    assert pairwise_disagreement(log, np.array([0, 1, 2, 3])).value == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("kind, message", CORRUPT_SCORES)
+def test_corrupt_sparse_scores_are_refused_before_comparing(kind, message):
+    with pytest.raises(ValueError, match=message):
+        pairwise_disagreement(small_log(), corrupt_csr(kind))
+
+
+def test_options_of_counterfactual_disagreement():
+    weighted = small_log(logging_weight=[0.3] * 4)
+    with pytest.raises(ValueError, match="seed.*'a'"):
+        counterfactual_disagreement(weighted, np.arange(4.0), seed="a")
+    with pytest.raises(ValueError, match="progress.*'yes'"):
+        counterfactual_disagreement(weighted, np.arange(4.0), progress="yes")

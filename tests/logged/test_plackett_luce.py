@@ -214,7 +214,11 @@ def test_exact_marginals_of_a_huge_catalogue_refuse_with_their_cost():
 @pytest.mark.parametrize(
     "make, error, message",
     [
-        (lambda: rank_marginals([1.0, 2.0], 1, log_weights="yes"), ValueError, "log_weights.*'yes'"),
+        (
+            lambda: rank_marginals([1.0, 2.0], 1, log_weights="yes"),
+            ValueError,
+            "log_weights.*'yes'",
+        ),
         (lambda: rank_marginals([1.0, 2j], 1), ValueError, r"weights.*complex.*2j.*position 1"),
         (lambda: rank_marginals(["a", "b"], 1), ValueError, "weights.*real numbers.*<U1"),
         (

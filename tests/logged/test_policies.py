@@ -1,20 +1,25 @@
 """Ranking policies and their exposure: the Rao–Blackwellised exposure of a Plackett–Luce
 target and the per-context candidate sums.
 
-References: exposures by enumerating every partial ordering of the candidates.
+References: exposures by enumerating every partial ordering of the candidates (in exact
+rational arithmetic for scores thousands apart), hand calculation, and the closed form of
+equal scores.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_feed_log import small_log
+from test_plackett_luce import exact_marginals, exact_weights
 
 from recpack_ope.logged.feed_log import FeedLog
 from recpack_ope.logged.logged_dcg import logged_dcg
-from recpack_ope.logged.policies import PlackettLuceRanker, candidate_sums
+from recpack_ope.logged.policies import Exposure, PlackettLuceRanker, candidate_sums
 from recpack_ope.propensity.discount import ExponentialDiscount, LogDiscount
 
 
@@ -251,8 +256,6 @@ def test_bad_scores_are_named_as_one_context_at_a_time_would():
 
 
 def test_exposure_error_bound_adds_shared_draws_and_squares_independent_ones():
-    from recpack_ope.logged.policies import Exposure
-
     exposure = Exposure(np.array([0.5, 0.2, 0.1]), np.array([0.1, 0.2, 0.3]), np.array([0, 0, 1]))
     # groups {0, 1} share draws: 1·0.1 + 2·0.2 = 0.5; group 2 alone: 0.3 (weights' signs ignored)
     assert exposure.error_bound(np.array([1.0, -2.0, 1.0]), np.array([4, 5, 6])) == pytest.approx(
@@ -266,3 +269,107 @@ def test_exposure_error_bound_adds_shared_draws_and_squares_independent_ones():
     for bad in (np.array([0, -1, 0]), np.array([0.0, 1.0, 0.0]), np.array([0, 1])):
         with pytest.raises(ValueError, match="Exposure groups must be integers >= 0"):
             Exposure(exposure.values, exposure.standard_error, bad)
+
+
+def test_plackett_luce_ranker_with_scores_thousands_apart():
+    # Used to be refused ("weight 0.0"): exp(-2000) underflows, the ranking is still defined.
+    scores = np.array([0.0, -2000.0, -2001.0])
+    log = FeedLog.from_arrays(
+        [0, 0, 0], [0, 1, 2], [1, 2, 3], [1.0, 0.0, 0.0], propensity=[1.0, 1.0, 1.0]
+    )
+    disc = LogDiscount(cutoff=3)
+    got = PlackettLuceRanker(scores, method="exact").exposure(log, disc).values
+    expected = exact_marginals(exact_weights(scores, True), 3) @ disc.weights(3)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_exact_exposure_over_a_huge_catalogue_refuses_with_its_cost():
+    log = FeedLog.from_arrays([0], [0], [1], [1.0], n_items=200_000, propensity=[1.0])
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"200000 items over 200000 ranks .* 298\.0 GiB"):
+        PlackettLuceRanker(np.linspace(0.0, 1.0, 200_000), method="exact").exposure(
+            log, LogDiscount()
+        )
+    assert time.perf_counter() - start < 5
+    # With a cutoff (the feed length) the same catalogue is cheap: equal scores show every
+    # item at each of the 3 ranks with probability 1/200,000.
+    cut = PlackettLuceRanker(np.zeros(200_000), method="exact").exposure(log, LogDiscount(cutoff=3))
+    assert cut.values[0] == pytest.approx((1 + 1 / np.log2(3) + 1 / 2) / 200_000, rel=1e-12)
+
+
+def pl(**kwargs):
+    return PlackettLuceRanker(np.zeros(3), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: pl(temperature="1"), "temperature.*'1'"),
+        (lambda: pl(temperature=None), "temperature.*None"),
+        (lambda: pl(temperature=True), "temperature.*True"),
+        (lambda: pl(temperature=1j), "temperature.*1j"),
+        (lambda: pl(temperature=np.inf), "temperature.*inf"),
+        (lambda: pl(n_samples=1), r"n_samples.*\b1\b"),
+        (lambda: pl(seed="a"), "seed.*'a'"),
+        (lambda: pl(seed=-1), "seed.*-1"),
+        (lambda: pl(seed=1.5), r"seed.*1\.5"),
+        (lambda: pl(method=["exact"]), r"method.*\['exact'\]"),
+    ],
+)
+def test_plackett_luce_ranker_arguments(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def corrupt_csr(kind: str) -> sp.csr_matrix:
+    """A 2 × 3 CSR matrix whose arrays were edited into an inconsistent state."""
+    m = sp.csr_matrix(np.arange(1.0, 7.0).reshape(2, 3))
+    if kind == "index":
+        m.indices[4] = 7
+    else:
+        m.indptr[1] = 7
+    return m
+
+
+CORRUPT_SCORES = [
+    ("index", r"scores is a corrupt sparse matrix.*entry 4 \(row 1\).*column index 7"),
+    ("indptr", r"scores is a corrupt CSR matrix.*indptr.*row 1 \(7 → 6\)"),
+]
+
+
+@pytest.mark.parametrize("kind, message", CORRUPT_SCORES)
+def test_corrupt_sparse_scores_are_refused_before_ranking(kind, message):
+    with pytest.raises(ValueError, match=message):
+        PlackettLuceRanker(corrupt_csr(kind)).exposure(small_log(), LogDiscount())
+
+
+def test_plackett_luce_scores_are_checked_when_ranking():
+    log = small_log()
+    disc = LogDiscount()
+    with pytest.raises(ValueError, match=r"scores.*complex.*1j at position 0"):
+        PlackettLuceRanker(np.array([1j, 0, 0])).exposure(log, disc)
+    with pytest.raises(ValueError, match=r"scores.*1152921504606846976 at item 0"):
+        PlackettLuceRanker(np.array([2**60, 2**60 + 1, 0])).exposure(log, disc)
+    with pytest.raises(ValueError, match=r"scores.*1152921504606846976 at context 1 item 0"):
+        PlackettLuceRanker(np.array([[0, 1, 2], [2**60, 0, 1]])).exposure(log, disc)
+    with pytest.raises(ValueError, match=r"scores has complex dtype"):
+        PlackettLuceRanker(sp.csr_matrix(np.ones((2, 3)) * 1j)).exposure(log, disc)
+    with pytest.raises(ValueError, match=r"scores / temperature overflows.*spanning inf"):
+        PlackettLuceRanker(np.array([1e308, -1e308, 0.0])).exposure(log, disc)
+
+
+def test_exposure_objects_are_checked():
+    for values, message in [
+        (np.array([np.nan, 1, 1, 1]), "Exposure values of row 0 is nan"),
+        (np.array([-5.0, 1, 1, 1]), "Exposure values of row 0 is -5.0"),
+        (np.ones((4, 1)), r"Exposure values.*1-D.*\(4, 1\)"),
+        (np.array([1j, 1, 1, 1]), "Exposure values has complex dtype"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            Exposure(values)
+    with pytest.raises(
+        ValueError, match=r"Exposure standard_error has shape \(2,\), values \(4,\)"
+    ):
+        Exposure(np.ones(4), np.ones(2))
+    with pytest.raises(ValueError, match="Exposure standard_error of row 1 is -1.0"):
+        Exposure(np.ones(4), np.array([0.0, -1.0, 0.0, 0.0]))

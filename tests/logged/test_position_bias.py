@@ -1,7 +1,10 @@
 """Position-bias estimation recovers a known examination curve from simulated PBM clicks."""
 
+import time
+
 import numpy as np
 import pytest
+from test_feed_log import small_log
 
 from recpack_ope.logged.feed_log import FeedLog
 from recpack_ope.logged.position_bias import PositionBiasEM, ShuffledPositionBias
@@ -69,3 +72,45 @@ def test_bad_input():
         ShuffledPositionBias().fit(gap)
     with pytest.raises(ValueError, match="relevance must be"):
         PositionBiasEM("user")
+
+
+def test_em_iterations_and_tolerance_are_bounded():
+    with pytest.raises(ValueError, match="max_iter=1000000000000 exceeds 100000"):
+        PositionBiasEM(max_iter=10**12)
+    for tol, message in [
+        (-1.0, "tol.*-1.0"),
+        (np.nan, "tol.*nan"),
+        (np.inf, "tol.*inf"),
+        ("1e-6", "tol.*'1e-6'"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            PositionBiasEM(tol=tol)
+
+
+def test_a_rank_of_a_trillion_is_refused_without_counting_to_it():
+    log = FeedLog.from_arrays([0, 0, 1, 1], [0, 1, 0, 1], [1, 10**12, 1, 2], [1, 0, 1, 0])
+    start = time.perf_counter()
+    for model in (PositionBiasEM(), ShuffledPositionBias()):
+        with pytest.raises(ValueError, match="no impression at rank 3"):
+            model.fit(log)
+    assert time.perf_counter() - start < 5
+
+
+def test_position_bias_on_a_log_without_clicks_says_so():
+    log = small_log(reward=[0, 0, 0, 0])
+    for model in (PositionBiasEM(), ShuffledPositionBias()):
+        with pytest.raises(ValueError, match=r"no click \(reward 1\) at ranks 1..2"):
+            model.fit(log)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: PositionBiasEM(n_ranks=0), r"n_ranks.*\b0\b"),
+        (lambda: ShuffledPositionBias(n_ranks=2.5), r"n_ranks.*2\.5"),
+        (lambda: PositionBiasEM(relevance=["item"]), r"relevance.*\['item'\]"),
+    ],
+)
+def test_arguments_are_checked(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

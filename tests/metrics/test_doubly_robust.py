@@ -15,8 +15,9 @@ import pytest
 import scipy.sparse as sp
 
 from recpack_ope.logged.doubly_robust import logged_dr_dcg
+from recpack_ope.logged.feed_log import FeedLog
 from recpack_ope.logged.logged_dcg import logged_dcg
-from recpack_ope.logged.policies import DeterministicRanker, PlackettLuceRanker
+from recpack_ope.logged.policies import DeterministicRanker, Exposure, PlackettLuceRanker
 from recpack_ope.metrics.dcg import _dcg, ips_dcg
 from recpack_ope.metrics.doubly_robust import dr_dcg
 from recpack_ope.propensity.discount import LogDiscount
@@ -381,9 +382,24 @@ def test_bad_reward_models_and_inputs_are_refused(tiny):
             clip=2.0,
         )
     with pytest.raises(TypeError, match="DeterministicRanker or PlackettLuceRanker"):
-        from recpack_ope.logged.policies import Exposure
-
         log = (
             SimulatedWorld(n_users=20, n_items=30).log(PopularityPolicy(), feed_length=5).feed_log()
         )
         logged_dr_dcg(log, Exposure(np.ones(log.n_rows)), discount=DISC, reward_model=Constant(0.1))
+
+
+def test_logged_dr_refuses_exposure_values_as_the_target():
+    log = FeedLog.from_arrays(
+        session=[0, 0, 1, 1],
+        item=[0, 1, 0, 2],
+        rank=[1, 2, 1, 2],
+        reward=[1.0, 0.0, 0.0, 1.0],
+        propensity=[0.5, 0.5, 0.5, 0.5],
+    )
+    with pytest.raises(TypeError, match=r"target.*DeterministicRanker.*\bExposure\b"):
+        logged_dr_dcg(
+            log,
+            Exposure(np.ones(4)),
+            discount=LogDiscount(),
+            reward_model=RewardMatrix(np.full((2, 3), 0.5)),
+        )

@@ -253,7 +253,10 @@ def test_from_scores_equals_brute_force(k, fmt, layout):
 
 def brute_ndcg(y, values, cutoff):
     """Per-user nDCG@cutoff by conftest's plain loops."""
-    delta = lambda r: 1 / math.log2(r + 1) if r <= cutoff else 0.0
+
+    def delta(r):
+        return 1 / math.log2(r + 1) if r <= cutoff else 0.0
+
     out = brute_force_dcg(y, values, delta)
     return np.array([out[u][0] / out[u][1] for u in sorted(out)])
 
@@ -316,7 +319,9 @@ def test_control_variate_totals_the_examination_of_the_ranked_items(form):
     for u in result.user_ids:
         order = brute_order(values, 5)[u]
         delta = 1 / np.log2(np.arange(2, order.size + 2))
-        expected.append(sum(d * e[u, i] / p[i] for d, i in zip(delta, order)) - delta.sum())
+        expected.append(
+            sum(d * e[u, i] / p[i] for d, i in zip(delta, order, strict=True)) - delta.sum()
+        )
     np.testing.assert_allclose(result.control, expected, rtol=1e-12, atol=1e-15)
 
 

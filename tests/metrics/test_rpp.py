@@ -289,7 +289,7 @@ def test_levels_accept_their_own_weighting_and_graded():
     [
         (
             lambda: rpp(LEVELS, S, S, weighting="dcg"),
-            "weighting='dcg' would be ignored: y_true is a RecallLevels built with weighting='uniform'",
+            "weighting='dcg'.*RecallLevels.*weighting='uniform'",
         ),
         (
             lambda: win_rates(LEVELS, {"a": S, "b": S}, graded=False),
@@ -311,10 +311,11 @@ rpp_module = importlib.import_module("recpack_ope.metrics.rpp")
 
 
 def definition_rpp(grades, list_a, list_b, weighting, graded):
-    """DESIGN.md §3 for one user: each list completed to a ranking of the whole corpus (taken
-    larger than any list) with the omitted items at the bottom in increasing grade order; f_i =
-    rank of the i-th relevant item; per grade threshold λ (or one binary threshold)
-    Σ_i p(i)·sgn(f'_i − f_i) with p(i) normalised over the m_λ levels, thresholds weighted by m_λ."""
+    """Recall-paired preference (docs/definitions.md) for one user: each list completed to a
+    ranking of the whole corpus (taken larger than any list) with the omitted items at the bottom
+    in increasing grade order; f_i = rank of the i-th relevant item; per grade threshold λ (or one
+    binary threshold) Σ_i p(i)·sgn(f'_i − f_i) with p(i) normalised over the m_λ levels,
+    thresholds weighted by m_λ."""
     corpus = list(range(len(grades))) + [-1] * 500  # -1: unjudged documents no list shows
 
     def full(listed):

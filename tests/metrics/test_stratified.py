@@ -71,7 +71,7 @@ def test_equal_mass_strata_keep_ties_together():
         ((np.ones(3), 0, "width"), "n_strata must be a positive integer, got 0"),
         (
             (np.ones(3), 2, "quantile"),
-            r"binning must be one of \('width', 'mass'\), got 'quantile'",
+            r"binning.*got 'quantile'",
         ),
         ((np.ones((2, 2)), 2, "width"), r"non-empty 1-D array of propensities, got shape \(2, 2\)"),
     ],
@@ -234,7 +234,7 @@ def test_bad_stratification_inputs_are_named():
     y, scores, propensity = _case()
     bad = propensity.copy()
     bad[3] = 1.5
-    with pytest.raises(ValueError, match=r"propensity 1.5 of item 3 lies outside \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"propensity 1.5 of item 3"):
         stratified(ndcg, y, scores, stratify_by=bad, discount=LogDiscount(5))
     with pytest.raises(TypeError, match="metric must return an EstimateResult"):
         stratified(lambda t, s: 0.5, y, scores, stratify_by=propensity)
@@ -385,7 +385,7 @@ def test_millions_of_strata_for_a_handful_of_interactions_are_refused_at_once():
     start = time.perf_counter()
     with pytest.raises(
         ValueError,
-        match=r"n_strata=5000000 exceeds the 6 held-out interactions: at least 4999994 strata",
+        match=r"n_strata=5000000 exceeds the 6 held-out interactions",
     ):
         stratified(
             dcg, Y, S, stratify_by=np.array([0.2, 0.4, 0.6, 0.8]), n_strata=5_000_000, discount=D
@@ -441,7 +441,7 @@ def test_complex_values_are_refused(call, match):
         ),
         (
             lambda: simpsons_paradox(*_stratified_pair(), alpha="0.1"),
-            r"alpha must be a number in \(0, 1\), got '0.1'",
+            r"alpha.*got '0.1'",
         ),
         (
             lambda: simpsons_paradox(ESTIMATE, _stratified_pair()[1]),

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
+import scipy.sparse as sp
 
 from recpack_ope.propensity.discount import (
     CustomDiscount,
@@ -47,7 +49,7 @@ def test_with_cutoff_keeps_the_curve_and_moves_the_cutoff():
     [
         (lambda: LogDiscount(0), "cutoff must be a positive integer or None, got 0"),
         (lambda: LogDiscount(2.5), "cutoff must be a positive integer"),
-        (lambda: ExponentialDiscount(0.0), r"gamma must lie in \(0, 1\], got 0.0"),
+        (lambda: ExponentialDiscount(0.0), r"gamma.*got 0.0"),
         (lambda: ExponentialDiscount(1.5), r"gamma must lie in \(0, 1\]"),
         (lambda: CustomDiscount([1.0, -0.1]), "rank 2 has -0.1"),
         (lambda: CustomDiscount([1.0, np.nan]), "rank 2 has nan"),
@@ -60,3 +62,63 @@ def test_with_cutoff_keeps_the_curve_and_moves_the_cutoff():
 def test_invalid_discounts(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        (pd.Series([1.0, 0.6, 0.3]), [1.0, 0.6, 0.3]),
+        (pd.Series([1.0, 0.6, 0.3], index=[1, 2, 3]), [1.0, 0.6, 0.3]),
+    ],
+    ids=["positions", "ranks"],
+)
+def test_custom_discount_series_in_rank_order(values, expected):
+    np.testing.assert_array_equal(CustomDiscount(values).values, expected)
+
+
+def test_custom_discount_series_out_of_rank_order_is_refused():
+    with pytest.raises(ValueError, match=r"values is a pandas Series indexed by \[3, 1, 2\]"):
+        CustomDiscount(pd.Series([0.3, 1.0, 0.6], index=[3, 1, 2]))
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: ExponentialDiscount(gamma="0.5"), r"gamma.*got '0\.5'"),
+        (lambda: ExponentialDiscount(gamma=None), r"gamma.*got None"),
+        (lambda: ExponentialDiscount(gamma=0.5 + 0j), r"gamma must be a number in \(0, 1\]"),
+        (lambda: ExponentialDiscount(gamma=True), r"gamma.*got True"),
+        (
+            lambda: ExponentialDiscount(gamma=np.array([0.5, 0.6])),
+            r"gamma must be a number in \(0, 1\]",
+        ),
+        (lambda: ExponentialDiscount(gamma=np.nan), r"gamma.*got nan"),
+        (lambda: ReciprocalDiscount(cutoff=-1), r"cutoff.*got -1"),
+        (lambda: LogDiscount(cutoff="3"), r"cutoff.*got '3'"),
+        (lambda: CustomDiscount(None), r"values.*1-D.*got shape \(\)"),
+        (lambda: CustomDiscount([[1.0, 0.5]]), r"values.*1-D.*got shape \(1, 2\)"),
+        (lambda: CustomDiscount(sp.csr_matrix([[1.0, 0.5]])), r"values.*1-D.*got a sparse matrix"),
+        (lambda: CustomDiscount(["a"]), r"values must hold real numbers"),
+        (lambda: CustomDiscount([1.0, -0.5]), r"rank 2 has -0\.5"),
+        (lambda: LogDiscount().weights(-1), r"\bn must.*got -1"),
+        (lambda: LogDiscount().weights(2.5), r"\bn must.*got 2\.5"),
+        (lambda: LogDiscount().weights(True), r"\bn must.*got True"),
+        (lambda: LogDiscount()(np.array(["a"])), r"ranks.*dtype <U1"),
+        (lambda: LogDiscount()(np.array([1, None], dtype=object)), r"ranks.*dtype object"),
+        (lambda: LogDiscount()(np.array([3, 0])), r"ranks.*minimum 0"),
+        (lambda: CustomDiscount(np.array([1 + 1j, 0.5])), r"values has complex dtype"),
+        (lambda: CustomDiscount(pd.array([1.0, None], dtype="Float64")), r"rank 2 has nan"),
+    ],
+)
+def test_discount_parameters_are_checked(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_discount_parameters_are_stored_as_plain_numbers():
+    assert repr(LogDiscount(cutoff=np.int64(3))) == "LogDiscount(cutoff=3)"
+    assert type(ExponentialDiscount(gamma=np.float32(0.5)).gamma) is float
+    assert LogDiscount().weights(0).shape == (0,)
+    # a rank beyond int64 is past any cutoff, not wrapped around to a valid index
+    huge = np.array([2**64 - 1, 1], dtype=np.uint64)
+    np.testing.assert_array_equal(CustomDiscount([1.0, 0.5])(huge), [0.0, 1.0])

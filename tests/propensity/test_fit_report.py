@@ -209,3 +209,42 @@ def test_from_counts_checks_alignment():
 def test_exported_from_the_propensity_subpackage():
     assert recpack_ope.propensity.PropensityFitReport is PropensityFitReport
     assert "PropensityFitReport" in recpack_ope.propensity.__all__
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(model=3), r"model must be a str.*\bint\b"),
+        (dict(counts=[1, -2]), r"counts.*item 1 has -2\.0"),
+        (dict(counts=[0, 0]), r"counts hold no interaction"),
+        (dict(counts=np.array([1, 2 + 1j])), r"counts has complex dtype"),
+        (dict(propensity=[0.0, 0.5]), r"propensity 0\.0 of item 0 lies outside"),
+        (dict(propensity=[np.nan, 0.5]), r"propensity nan of item 0 lies outside"),
+        (dict(propensity=[1.0]), r"same length, got shapes \(2,\) and \(1,\)"),
+        (dict(min_count=-1), r"min_count.*got -1"),
+        (
+            dict(gamma=2.0),
+            r"power-law fit needs all of gamma.*"
+            r"gamma_se, xmin, ks_distance, lr_lognormal, lr_exponential not given",
+        ),
+        (dict(gamma="x"), r"gamma.*got 'x'"),
+        (dict(lr_lognormal=(1.0,)), r"lr_lognormal.*got \(1\.0,\)"),
+        (dict(lr_exponential="ab"), r"lr_exponential.*got 'ab'"),
+        (
+            dict(
+                gamma=2.0,
+                gamma_se=0.1,
+                xmin=np.nan,
+                ks_distance=0.1,
+                lr_lognormal=(1, 0.5),
+                lr_exponential=(1, 0.5),
+            ),
+            r"gamma and xmin.*got 2\.0 and nan",
+        ),
+    ],
+)
+def test_fit_report_arguments_are_checked(kwargs, message):
+    arguments = dict(model="m", counts=[1, 2], propensity=[1.0, 0.5]) | kwargs
+    model, counts, propensity = (arguments.pop(k) for k in ("model", "counts", "propensity"))
+    with pytest.raises((ValueError, TypeError), match=message):
+        PropensityFitReport.from_counts(model, counts, propensity, **arguments)

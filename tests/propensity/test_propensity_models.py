@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import powerlaw
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
+from scipy.optimize import minimize_scalar
+from scipy.special import zeta
 from sklearn.base import clone
+from test_weights import (
+    coo_with_duplicate,
+    corrupt_indices,
+    corrupt_indptr,
+    propensity_with_duplicate,
+)
 
 from recpack_ope.metrics.dcg import dcg, ips_dcg
 from recpack_ope.propensity.discount import LogDiscount
@@ -168,3 +180,262 @@ def test_a_single_non_numeric_value_is_refused_by_name(value):
         real_array(value, "x")
     with pytest.raises(ValueError, match=r"propensity has non-numeric value .* at a 0-d position"):
         FixedPropensity(value).fit()
+
+
+def discrete_power_law_mle(counts, xmin):
+    """γ maximising the discrete power-law likelihood ``Π n^-γ / ζ(γ, xmin)`` of the counts
+    ``>= xmin``, by a bounded scalar search on the closed-form log-likelihood."""
+    x = np.asarray(counts, dtype=float)
+    x = x[x >= xmin]
+
+    def nll(a):
+        return a * np.log(x).sum() + x.size * np.log(zeta(a, xmin))
+
+    return minimize_scalar(nll, bounds=(1.0001, 30), method="bounded", options={"xatol": 1e-10}).x
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [
+        [1, 1, 1, 2],  # the known crash inside powerlaw
+        [1, 2],
+        [0, 1, 2, 3, 0],  # three distinct non-zero counts and unseen items
+        np.array([[1, 0, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]]),  # 2-D: counts [3, 1, 1, 1]
+        [2, 2, 5],
+    ],
+    ids=["1112", "12", "three-distinct", "matrix", "225"],
+)
+def test_power_law_with_too_few_distinct_counts_fits_all_counts(counts):
+    """powerlaw's xmin search needs four distinct counts; with two or three the tail starts at
+    the smallest count, and γ is the maximum-likelihood exponent of all counts."""
+    model = PowerLawPropensity().fit(counts)
+    n = item_counts(counts)
+    smallest = n[n > 0].min()
+    assert model.xmin_ == smallest
+    assert model.gamma_ == pytest.approx(discrete_power_law_mle(n[n > 0], smallest), rel=1e-4)
+    # Eq. 7 by hand: p_i = (max(n_i, 1) / max n)^((γ+1)/2)
+    expected = (np.maximum(n, 1) / n.max()) ** ((model.gamma_ + 1) / 2)
+    np.testing.assert_allclose(model.propensity_, expected, rtol=1e-12)
+    # the same fit as asking for the tail explicitly
+    assert PowerLawPropensity(xmin=int(smallest)).fit(counts).gamma_ == model.gamma_
+    report = model.report()
+    assert report.xmin == smallest and report.share_interactions_below_xmin == 0.0
+
+
+def test_power_law_with_four_distinct_counts_still_searches_xmin():
+    """Valid input keeps powerlaw's own KS search, bit for bit."""
+    counts = np.array([1, 1, 2, 2, 3, 5, 8, 0])
+    model = PowerLawPropensity().fit(counts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = powerlaw.Fit(counts[counts > 0].astype(float), discrete=True, verbose=False)
+        assert (model.gamma_, model.xmin_) == (fit.power_law.alpha, fit.xmin)
+    assert model.xmin_ == 2.0
+
+
+@pytest.mark.parametrize(
+    "counts, message",
+    [
+        ([5, 5, 5], r"two distinct non-zero item counts, got \[5\.0\]"),
+        ([7], r"two distinct non-zero item counts, got \[7\.0\]"),
+        ([0, 0, 0], r"two distinct non-zero item counts, got \[\]"),
+        (np.ones((2, 3)), r"two distinct non-zero item counts, got \[2\.0\]"),
+        ([1.5, 2.5, 3.0, 4.0], r"whole interaction counts; item 0 has 1\.5"),
+        ([1, 2, 3, 4.25], r"whole interaction counts; item 3 has 4\.25"),
+        ([1, 2, 1e300], r"2\*\*53; item 2 has 1e\+300"),
+        ([1, np.nan, 3], r"item counts.*item 1 has nan"),
+        ([1, -2, 3], r"item 1 has -2\.0"),
+        ([], r"count vector, got shape \(0,\)"),
+        (np.ones((2, 2, 2)), r"count vector, got shape \(2, 2, 2\)"),
+    ],
+)
+def test_power_law_refuses_counts_without_a_finite_fit(counts, message):
+    with pytest.raises(ValueError, match=message):
+        PowerLawPropensity().fit(counts)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: PowerLawPropensity().fit(corrupt_indices()), r"X is a corrupt.*index 7"),
+        (lambda: PopularityPropensity().fit(corrupt_indptr()), r"X is a corrupt CSR.*indptr"),
+        (lambda: FixedPropensity(corrupt_indices()).fit(), r"propensity is a corrupt"),
+    ],
+    ids=["powerlaw", "popularity", "fixed"],
+)
+def test_corrupt_sparse_input_is_refused_before_use(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_fixed_propensity_series_is_aligned_by_item_label():
+    p = np.array([0.2, 0.5, 0.8])
+    shuffled = pd.Series(p[[2, 0, 1]], index=[2, 0, 1])
+    np.testing.assert_array_equal(FixedPropensity(shuffled).fit().propensity_, p)
+
+
+def test_count_series_is_aligned_by_item_label():
+    items = np.array([3, 1, 1, 0, 3, 3, 2, 1, 3])
+    counts = pd.Series(items).value_counts()  # sorted by count, indexed by item
+    assert list(counts.index) != [0, 1, 2, 3]
+    np.testing.assert_array_equal(item_counts(counts), np.bincount(items))
+    np.testing.assert_array_equal(
+        PopularityPropensity().fit(counts).propensity_, np.bincount(items) / items.size
+    )
+    with pytest.raises(ValueError, match=r"X has no value for item 0"):
+        item_counts(pd.Series([2, 5], index=[2, 1]))
+    with pytest.raises(ValueError, match=r"X has no value for item 0"):
+        PowerLawPropensity().fit(pd.Series([1, 2, 3, 4, 10], index=[5, 4, 3, 2, 1]))
+    with pytest.raises(ValueError, match=r"X has item 1 more than once"):
+        PowerLawPropensity().fit(pd.Series([1, 2, 3, 4], index=[0, 1, 1, 2]))
+
+
+def test_interaction_dataframe_is_aligned_by_labels():
+    X = np.array([[1, 0, 1], [1, 1, 0], [0, 0, 1]])
+    frame = pd.DataFrame(X[:, [2, 0, 1]], columns=[2, 0, 1])
+    np.testing.assert_array_equal(item_counts(frame), [2, 1, 2])
+    with pytest.raises(ValueError, match=r"X is a DataFrame whose column labels.*item indices"):
+        item_counts(pd.DataFrame(X, columns=["a", "b", "c"]))
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda: PowerLawPropensity().fit(np.array([1, 2, 3 + 1j, 4])),
+            r"X has complex dtype.*\(3\+1j\) at position 2",
+        ),
+        (lambda: PopularityPropensity().fit(np.array([1 + 0j, 2])), r"X has complex dtype"),
+        (lambda: FixedPropensity(np.array([0.5 + 0j, 0.2])).fit(), r"propensity has complex dtype"),
+        (
+            lambda: FixedPropensity(sp.csr_matrix(np.array([[0.5 + 1j, 0.2]]))).fit(),
+            r"propensity has complex dtype.*stored value 0",
+        ),
+        (lambda: FixedPropensity("abc").fit(), r"propensity.*real numbers.*<U3"),
+        (lambda: PowerLawPropensity().fit(np.array(["1", "2", "3"])), r"X.*real numbers.*<U1"),
+    ],
+)
+def test_complex_and_non_numeric_values_are_refused(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda: PowerLawPropensity().fit(np.array([1, 2, 2**53 + 1, 3])),
+            r"X has integer 9007199254740993 at item 2",
+        ),
+        (
+            lambda: PopularityPropensity().fit(np.array([2**62, 2**62, 1])),
+            r"X has integer 4611686018427387904 at item 0",
+        ),
+        (
+            lambda: PopularityPropensity().fit(np.array([1e308, 1e308])),
+            r"2\*\*53; item 0 has 1e\+308",
+        ),
+    ],
+)
+def test_integers_float64_cannot_hold_are_refused(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda: PopularityPropensity().fit(pd.Series([1, None, 2], dtype="Int64")),
+            r"X has a missing value at label 1",
+        ),
+        (
+            lambda: PowerLawPropensity().fit(pd.array([1, None, 3, 4], dtype="Int64")),
+            r"item counts.*item 1 has nan",
+        ),
+        (
+            lambda: FixedPropensity(pd.array([0.5, None], dtype="Float64")).fit(),
+            r"propensity nan of item 1",
+        ),
+    ],
+)
+def test_nullable_missing_values_are_refused_with_their_position(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.mark.parametrize("form", ["coo", "csr", "csc"])
+def test_duplicate_propensity_entries_are_never_summed(form):
+    m = propensity_with_duplicate(form)
+    assert m.nnz == 5 and sp.csr_matrix(m)[0, 2] == pytest.approx(0.6)  # scipy would sum
+    with pytest.raises(ValueError, match=r"propensity stores \(user 0, item 2\) more than once"):
+        FixedPropensity(m).fit()
+
+
+def test_duplicate_coo_propensity_names_the_pair():
+    with pytest.raises(ValueError, match=r"propensity stores \(user 0, item 2\) more than once"):
+        FixedPropensity(coo_with_duplicate()).fit()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: PowerLawPropensity(xmin="a"), r"xmin.*'a'"),
+        (lambda: PowerLawPropensity(xmin=0), r"xmin.*got 0"),
+        (lambda: PowerLawPropensity(xmin=-1), r"xmin.*got -1"),
+        (lambda: PowerLawPropensity(xmin=2.5), r"xmin.*got 2\.5"),
+        (lambda: PowerLawPropensity(xmin=np.nan), r"xmin.*got nan"),
+        (lambda: PowerLawPropensity(xmin=True), r"xmin.*got True"),
+        (lambda: PowerLawPropensity(xmin=[1, 2]), r"xmin.*got \[1, 2\]"),
+        (lambda: PowerLawPropensity(xmin=5), r"xmin = 5 leaves no item count above it.*\b5\b"),
+        (lambda: PowerLawPropensity(xmin=100), r"xmin = 100 leaves no item count above it"),
+        (lambda: PowerLawPropensity(min_count=np.nan), r"min_count.*got nan"),
+        (lambda: PowerLawPropensity(min_count=np.inf), r"min_count.*got inf"),
+        (lambda: PowerLawPropensity(min_count="1"), r"min_count.*got '1'"),
+        (lambda: PowerLawPropensity(min_count=None), r"min_count.*got None"),
+        (lambda: PowerLawPropensity(min_count=True), r"min_count.*got True"),
+        (lambda: PowerLawPropensity(variant=["yang"]), r"variant.*\['yang'\]"),
+        (lambda: PopularityPropensity(min_count=0), r"min_count.*got 0"),
+        (lambda: PopularityPropensity(min_count=100), r"min_count = 100 exceeds.*N = 15"),
+    ],
+)
+def test_propensity_model_parameters_are_checked(make, message):
+    with pytest.raises(ValueError, match=message):
+        make().fit(np.array([1, 2, 3, 4, 5]))
+
+
+def test_popularity_min_count_up_to_n_keeps_probabilities():
+    p = PopularityPropensity(min_count=6).fit(np.array([0, 2, 4])).propensity_
+    np.testing.assert_array_equal(p, [1.0, 1.0, 1.0])  # max(n_i, 6) / 6
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: FixedPropensity([]).fit(), r"propensity.*got shape \(0,\)"),
+        (lambda: FixedPropensity(np.full((2, 2), 0.5)).fit(), r"propensity.*got shape \(2, 2\)"),
+        (lambda: FixedPropensity(0.5).fit(), r"propensity.*got shape \(\)"),
+        (lambda: FixedPropensity([0.5, np.nan]).fit(), r"propensity nan of item 1 lies outside"),
+        (lambda: FixedPropensity([0.5, 1.5]).fit(), r"propensity 1\.5 of item 1 lies outside"),
+    ],
+)
+def test_fixed_propensity_values_are_checked(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=2, max_size=25))
+def test_power_law_propensities_are_monotone_probabilities(counts):
+    """Any count vector either fits (propensities in (0, 1], largest 1, never decreasing in the
+    count) or is refused with a ValueError: never an exception from inside powerlaw."""
+    counts = np.array(counts)
+    distinct = np.unique(counts[counts > 0])
+    if distinct.size < 2:
+        with pytest.raises(ValueError, match="at least two distinct non-zero item counts"):
+            PowerLawPropensity().fit(counts)
+        return
+    p = PowerLawPropensity().fit(counts).propensity_
+    assert np.all((p > 0) & (p <= 1)) and p.max() == 1.0
+    order = np.argsort(counts, kind="stable")
+    assert np.all(np.diff(p[order]) >= 0)

@@ -8,6 +8,7 @@ import re
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
@@ -159,11 +160,12 @@ def test_sklearn_estimator_conventions():
 
 def test_subsampled_fit_is_close_to_the_full_fit_and_seeded():
     """200k pairs, max_pairs = 40k: the ~16k clicks are all kept and about 24k of the ~184k
-    non-clicks (q = (40k − n_clicks) / n0), weighted 1/q. The difference from the full fit has the covariance
-    I⁻¹ V I⁻¹ (sampling_covariance); every seed must land within 4 of its standard deviations,
-    the 20 seeds' mean difference within 4 standard errors of 0 (the 1/q weights make the
-    sampled log-likelihood unbiased), and their spread must match the predicted standard
-    deviation (the sd of 20 draws is uncertain by ~16 %, so 0.55–1.5 is > 2.8σ)."""
+    non-clicks (q = (40k − n_clicks) / n0), weighted 1/q. The difference from the full fit has
+    the covariance I⁻¹ V I⁻¹ (sampling_covariance); every seed must land within 4 of its
+    standard deviations, the 20 seeds' mean difference within 4 standard errors of 0 (the 1/q
+    weights make the sampled log-likelihood unbiased), and their spread must match the
+    predicted standard deviation (the sd of 20 draws is uncertain by ~16 %, so 0.55–1.5 is
+    > 2.8σ)."""
     a, b = 1.2, -3.0
     scores, clicks = simulate(400, 500, a, b, seed=8)
     full = ScoreCalibration().fit(scores, clicks)
@@ -301,8 +303,9 @@ def test_propensity_forms_give_the_same_fit():
 
 
 def test_propensities_with_subsampling_recover_parameters(examined_clicks):
-    """Subsampled to 100k of the 200k pairs (all ~35k clicks, ~65k of ~165k non-clicks), the fit's error has the covariance of the full
-    fit plus that of the sampling; it must lie within 4 of that total standard error."""
+    """Subsampled to 100k of the 200k pairs (all ~35k clicks, ~65k of ~165k non-clicks), the
+    fit's error has the covariance of the full fit plus that of the sampling; it must lie
+    within 4 of that total standard error."""
     scores, clicks, p, se = examined_clicks
     s, y, pp = scores.ravel(), clicks.ravel(), p.ravel()
     cal = ScoreCalibration(max_pairs=100_000, seed=3).fit(scores, clicks, propensity=p)
@@ -476,15 +479,15 @@ BAD = {
     ),
     "complex probabilities": (
         lambda: RewardMatrix(np.full((2, 2), 0.5 + 0j)),
-        r"probabilities must hold real numbers, got dtype complex128",
+        r"probabilities.*got dtype complex128",
     ),
     "sparse complex probabilities": (
         lambda: RewardMatrix(sp.csr_matrix(np.full((2, 2), 0.5 + 0j))),
-        r"probabilities must hold real numbers, got dtype complex128",
+        r"probabilities.*got dtype complex128",
     ),
     "1-D probabilities": (
         lambda: RewardMatrix(np.full(4, 0.5)),
-        r"probabilities must be a 2-D users×items matrix, got shape \(4,\)",
+        r"probabilities.*got shape \(4,\)",
     ),
     "user out of range": (
         lambda: RewardMatrix(np.full((3, 4), 0.5)).predict(
@@ -498,11 +501,11 @@ BAD = {
     ),
     "float indices": (
         lambda: RewardMatrix(np.full((3, 4), 0.5)).predict(np.array([0.0]), np.array([0])),
-        r"users must hold integer indices, got dtype float64",
+        r"users.*got dtype float64",
     ),
     "2-D indices": (
         lambda: RewardMatrix(np.full((3, 4), 0.5)).predict(np.zeros((1, 1), int), np.array([0])),
-        r"users must be a 1-D array of indices, got shape \(1, 1\)",
+        r"users.*got shape \(1, 1\)",
     ),
     "unpaired indices": (
         lambda: RewardMatrix(np.full((3, 4), 0.5)).predict(np.array([0, 1]), np.array([0])),
@@ -515,32 +518,32 @@ BAD = {
     ),
     "complex scores for a reward model": (
         lambda: CalibratedScores(GOOD_SCORES + 0j, SimpleNamespace(slope_=1.0, intercept_=0.0)),
-        r"scores must hold real numbers, got dtype complex128",
+        r"scores.*got dtype complex128",
     ),
     "non-finite calibration": (
         lambda: CalibratedScores(GOOD_SCORES, SimpleNamespace(slope_=np.nan, intercept_=0.0)),
         r"calibration has slope_ nan",
     ),
     # calibration: parameters
-    "max_pairs zero": (lambda: fit(max_pairs=0), r"max_pairs must be a positive integer, got 0"),
+    "max_pairs zero": (lambda: fit(max_pairs=0), r"max_pairs.*got 0"),
     "max_pairs negative": (
         lambda: fit(max_pairs=-5),
-        r"max_pairs must be a positive integer, got -5",
+        r"max_pairs.*got -5",
     ),
     "max_pairs float": (
         lambda: fit(max_pairs=2.5),
-        r"max_pairs must be a positive integer, got 2\.5",
+        r"max_pairs.*got 2\.5",
     ),
     "max_pairs bool": (
         lambda: fit(max_pairs=True),
-        r"max_pairs must be a positive integer, got True",
+        r"max_pairs.*got True",
     ),
-    "seed negative": (lambda: fit(seed=-1), r"seed must be a non-negative integer, got -1"),
-    "seed string": (lambda: fit(seed="0"), r"seed must be a non-negative integer, got '0'"),
+    "seed negative": (lambda: fit(seed=-1), r"seed.*got -1"),
+    "seed string": (lambda: fit(seed="0"), r"seed.*got '0'"),
     # calibration: clicks
     "no click": (
         lambda: fit(clicks=np.zeros((6, 5))),
-        r"clicks holds no click.*at least one click \(positive\) and cannot be fitted",
+        r"clicks holds no click",
     ),
     "no click, sparse": (
         lambda: fit(clicks=sp.csr_matrix((6, 5))),
@@ -548,7 +551,7 @@ BAD = {
     ),
     "no non-click": (
         lambda: fit(clicks=np.ones((6, 5))),
-        r"clicks holds no non-click.*at least one non-click \(negative\) and cannot be fitted",
+        r"clicks holds no non-click",
     ),
     "negative click": (
         lambda: fit(clicks=with_value(GOOD_CLICKS, (0, 3), -1)),
@@ -568,16 +571,16 @@ BAD = {
     ),
     "1-D clicks": (
         lambda: fit(clicks=np.ones(30)),
-        r"clicks must be a 2-D users×items matrix, got shape \(30,\)",
+        r"clicks.*got shape \(30,\)",
     ),
     "complex clicks": (
         lambda: fit(clicks=GOOD_CLICKS + 0j),
-        r"clicks must hold real numbers, got dtype complex128",
+        r"clicks.*got dtype complex128",
     ),
     # calibration: scores
     "nan score": (
         lambda: fit(scores=with_value(GOOD_SCORES, (1, 2), np.nan)),
-        r"scores has value nan at \(user 1, item 2\); scores must be finite",
+        r"scores has value nan at \(user 1, item 2\)",
     ),
     "inf score, sparse": (
         lambda: fit(scores=sp.csr_matrix(with_value(GOOD_SCORES, (5, 4), -np.inf))),
@@ -585,15 +588,15 @@ BAD = {
     ),
     "complex scores": (
         lambda: fit(scores=GOOD_SCORES + 0j),
-        r"scores must hold real numbers, got dtype complex128",
+        r"scores.*got dtype complex128",
     ),
     "1-D scores": (
         lambda: fit(scores=np.ones(30)),
-        r"scores must be a 2-D users×items matrix, got shape \(30,\)",
+        r"scores.*got shape \(30,\)",
     ),
     "constant scores": (
         lambda: fit(scores=np.full((6, 5), 2.0)),
-        r"scores take the single value 2 at every pair used: a slope cannot be fitted",
+        r"scores take the single value 2",
     ),
     "separating scores": (
         lambda: fit(scores=GOOD_CLICKS.astype(float)),
@@ -634,7 +637,7 @@ BAD = {
     ),
     "complex propensity": (
         lambda: fit(propensity=np.ones(5) + 0j),
-        r"propensity must hold real numbers, got dtype complex128",
+        r"propensity.*got dtype complex128",
     ),
     # calibration: use before fit
     "predict_proba before fit": (
@@ -647,7 +650,7 @@ BAD = {
     ),
     "predict_proba of nan": (
         lambda: fit().predict_proba(np.array([[0.0, 1.0], [np.nan, 2.0]])),
-        r"values has nan at index \(1, 0\); scores must be finite",
+        r"values has nan at index \(1, 0\)",
     ),
 }
 
@@ -683,3 +686,52 @@ def test_any_object_with_predict_is_a_reward_model():
 
     assert isinstance(Constant(), RewardModel)
     assert not isinstance(object(), RewardModel)
+
+
+def corrupt_indptr():
+    m = sp.csr_matrix(np.eye(3) * 0.5)
+    m.indptr[1] = 5  # rows would overlap: 5 > indptr[2] = 2
+    return m
+
+
+def test_corrupt_sparse_probabilities_are_refused_before_use():
+    with pytest.raises(ValueError, match=r"probabilities is a corrupt CSR matrix"):
+        RewardMatrix(corrupt_indptr())
+
+
+def test_reward_and_score_frames_are_aligned_by_labels():
+    probabilities = np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]])
+    frame = pd.DataFrame(probabilities[::-1, [1, 2, 0]], index=[1, 0], columns=[1, 2, 0])
+    users, items = np.array([0, 1, 1]), np.array([2, 0, 1])
+    np.testing.assert_array_equal(RewardMatrix(frame).predict(users, items), [0.3, 0.4, 0.5])
+    cal = SimpleNamespace(slope_=2.0, intercept_=-1.0)
+    np.testing.assert_allclose(
+        CalibratedScores(frame, cal).predict(users, items),
+        1 / (1 + np.exp(-(2.0 * probabilities[users, items] - 1.0))),
+        rtol=1e-15,
+    )
+    with pytest.raises(ValueError, match=r"probabilities is a DataFrame.*label (np\.int64\()?5\b"):
+        RewardMatrix(pd.DataFrame(probabilities, columns=[0, 5, 1]))
+
+
+def test_scores_beyond_2_53_are_refused_with_their_position():
+    with pytest.raises(ValueError, match=r"scores.*-1152921504606846976 at \(user 0, item 1\)"):
+        CalibratedScores(np.array([[1, -(2**60)]]), SimpleNamespace(slope_=1.0, intercept_=0.0))
+
+
+def test_missing_probabilities_are_refused_with_their_position():
+    frame = pd.DataFrame({0: pd.array([0.5, None], dtype="Float64"), 1: [0.1, 0.2]})
+    with pytest.raises(ValueError, match=r"probabilities.*missing.*\(index 1, column 0\)"):
+        RewardMatrix(frame)
+
+
+def test_reward_matrix_sums_duplicates_as_documented():
+    m = sp.coo_matrix(([0.25, 0.5], ([0, 0], [1, 1])), shape=(1, 2))
+    np.testing.assert_array_equal(
+        RewardMatrix(m).predict(np.array([0, 0]), np.array([1, 0])), [0.75, 0.0]
+    )
+
+
+def test_calibrated_scores_refuse_a_non_numeric_calibration():
+    with pytest.raises(ValueError, match=r"calibration has slope_ 'a' and intercept_ 0\.0"):
+        CalibratedScores(np.zeros((2, 2)), SimpleNamespace(slope_="a", intercept_=0.0))

@@ -1,0 +1,571 @@
+"""Models evaluated from files: long tables in, every model's estimates out.
+
+:func:`evaluate_files` reads parquet or CSV tables with :mod:`recpack_ope.io.tables` —
+held-out rewards with one recommendations table per model, or a feed log with one target
+ranking per target — and computes the estimators of :data:`recpack_ope.registry.ESTIMATORS`
+named by ``metrics``. Its :class:`FileEvaluation` holds every model's estimates: one row per
+model and estimator with its confidence interval, the paired comparison of two models, a
+Markdown table, and JSON or CSV files. ``recpack-ope evaluate`` prints and writes it;
+:func:`recpack_ope.spark.files.evaluate_files` builds the same result on Spark.
+
+Arguments are checked by :func:`plan_files` before any file is read; a bad one raises
+:class:`ArgumentError`, whose message the command line spells with its option names.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import numbers
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..inference.result import Comparison
+from ..io.tables import feed_log_tables, held_out_tables
+from ..logged.policies import DeterministicRanker
+from ..propensity.discount import LogDiscount
+from ..registry import ESTIMATORS
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "FILE_METRICS",
+    "ArgumentError",
+    "FileEvaluation",
+    "FilePlan",
+    "evaluate_files",
+    "offered",
+    "plan_files",
+]
+
+#: Estimators files can feed: every one of the registry but those needing a reward model,
+#: which a table of rewards cannot give.
+FILE_METRICS = tuple(n for n, e in ESTIMATORS.items() if "reward_model" not in e.needs)
+
+#: Estimators computed when ``metrics`` is None, by input; propensities add ``ips_dcg`` and
+#: ``ips_pn_dcg`` to those of held-out data.
+DEFAULT_METRICS = {"held-out": ("dcg", "ndcg", "pn_dcg", "recall"), "feed-log": ("logged_dcg",)}
+
+#: The arguments an :class:`ArgumentError` may name.
+PARAMETERS = (
+    "held_out",
+    "recommendations",
+    "propensity",
+    "feed_log",
+    "targets",
+    "metrics",
+    "k",
+    "clip",
+    "level",
+    "compare",
+)
+
+
+def offered(kind: str) -> str:
+    """The estimators of :data:`FILE_METRICS` for ``"held-out"`` or ``"feed-log"`` data, as
+    a comma-separated list.
+
+    Examples
+    --------
+    >>> from recpack_ope.evaluation.files import offered
+    >>> offered("feed-log")
+    'logged_dcg, logged_ndcg, logged_pn_dcg'
+    """
+    return ", ".join(m for m in FILE_METRICS if ESTIMATORS[m].data == kind.replace("-", "_"))
+
+
+class ArgumentError(ValueError):
+    """A bad argument of :func:`evaluate_files` (not bad data in a file).
+
+    Parameters
+    ----------
+    template : str
+        The message, naming arguments of :data:`PARAMETERS` as ``{name}`` and values as
+        ``{value}`` placeholders.
+    **values
+        The values the template shows.
+
+    Examples
+    --------
+    >>> from recpack_ope.evaluation.files import ArgumentError
+    >>> error = ArgumentError("{k} must be a positive integer, got {got}", got=0)
+    >>> str(error)
+    'k must be a positive integer, got 0'
+    >>> error.spelled({"k": "--k"})
+    '--k must be a positive integer, got 0'
+    """
+
+    def __init__(self, template: str, **values: Any) -> None:
+        self.template = template
+        self.values = values
+        super().__init__(self.spelled())
+
+    def spelled(self, names: Mapping[str, str] | None = None) -> str:
+        """The message with the arguments named by ``names`` (argument → spelling), e.g. as
+        options of a command line; arguments it lacks keep their Python names."""
+        names = names or {}
+        return self.template.format(**{p: names.get(p, p) for p in PARAMETERS}, **self.values)
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """The checked arguments of one evaluation of files (see :func:`plan_files`).
+
+    Attributes
+    ----------
+    kind : {"held-out", "feed-log"}
+        Held-out rewards with recommendations, or a feed log with target rankings.
+    data : pathlib.Path
+        The held-out rewards or the feed log.
+    models : dict
+        Model (target) name → its recommendations (ranking) file.
+    propensity : pathlib.Path or None
+        Exposure propensities of held-out items.
+    metrics : tuple of str
+        Estimators of :data:`recpack_ope.registry.ESTIMATORS`, in the order rows list them.
+    k : int
+        Cutoff of the discount ``1/log2(rank + 1)`` and of recall.
+    clip : float or None
+        Clipping of the inverse propensities.
+    level : float
+        Confidence level of the intervals.
+    compare : tuple of two str, or None
+        The models of the paired comparison ``a − b``.
+    """
+
+    kind: str
+    data: Path
+    models: dict
+    propensity: Path | None
+    metrics: tuple[str, ...]
+    k: int
+    clip: float | None
+    level: float
+    compare: tuple[str, str] | None
+
+    @property
+    def discount(self) -> LogDiscount:
+        """The discount ``1/log2(rank + 1)`` cut off at :attr:`k`."""
+        return LogDiscount(self.k)
+
+    def result(self, estimates: Mapping, engine: str) -> FileEvaluation:
+        """The :class:`FileEvaluation` of ``estimates`` (model → metric → estimate)."""
+        return FileEvaluation(
+            estimates, self.kind, self.k, self.clip, self.level, self.compare, engine
+        )
+
+
+def _named(given, option: str, what: str) -> dict[str, Path]:
+    if not isinstance(given, Mapping):
+        raise ArgumentError(
+            "{" + option + "} must map {what} names to files, got {got}",
+            what=what,
+            got=type(given).__name__,
+        )
+    bad = [name for name in given if not isinstance(name, str)]
+    if bad:
+        raise ArgumentError("{" + option + "} names must be strings, got {got!r}", got=bad[0])
+    return {name: Path(path) for name, path in given.items()}
+
+
+def plan_files(
+    held_out: str | os.PathLike | None = None,
+    recommendations: Mapping[str, str | os.PathLike] | None = None,
+    propensity: str | os.PathLike | None = None,
+    *,
+    feed_log: str | os.PathLike | None = None,
+    targets: Mapping[str, str | os.PathLike] | None = None,
+    metrics: Sequence[str] | None = None,
+    k: int = 10,
+    clip: float | None = None,
+    level: float = 0.95,
+    compare: Sequence[str] | None = None,
+) -> FilePlan:
+    """Check the arguments of :func:`evaluate_files` without reading the files.
+
+    Parameters and defaults are those of :func:`evaluate_files`.
+
+    Returns
+    -------
+    FilePlan
+        The input kind, the files, the estimators (the defaults filled in) and the settings.
+
+    Raises
+    ------
+    ArgumentError
+        Naming the argument: both or neither of held-out data and a feed log, an estimator
+        of the other kind of data, one needing a reward model, or a weighted one without
+        ``propensity`` (naming the plain one), an estimator listed twice, ``k`` < 1,
+        ``clip`` <= 0, ``level`` outside (0, 1), ``compare`` naming an unknown model, a file
+        that does not exist.
+
+    Examples
+    --------
+    >>> from recpack_ope.evaluation.files import plan_files
+    >>> plan_files("held_out.csv", {"A": "a.csv"}, k=0)
+    Traceback (most recent call last):
+    ...
+    recpack_ope.evaluation.files.ArgumentError: k must be a positive integer, got 0
+    """
+    on_log = feed_log is not None or bool(targets)
+    if on_log and (held_out is not None or recommendations or propensity is not None):
+        raise ArgumentError(
+            "give {held_out} with {recommendations} (and {propensity}), or {feed_log} with "
+            "{targets}, not both"
+        )
+    if on_log and (feed_log is None or not targets):
+        raise ArgumentError(
+            "{feed_log} needs at least one target ranking in {targets}, and {targets} a {feed_log}"
+        )
+    if not on_log and (held_out is None or not recommendations):
+        raise ArgumentError(
+            "give {held_out} with {recommendations} (one file per model), or {feed_log} with "
+            "{targets} (one file per target)"
+        )
+    kind = "feed-log" if on_log else "held-out"
+    models = (
+        _named(targets, "targets", "target")
+        if on_log
+        else _named(recommendations, "recommendations", "model")
+    )
+    if metrics is None:
+        weighted = ("ips_dcg", "ips_pn_dcg") if propensity is not None else ()
+        metrics = DEFAULT_METRICS[kind] + weighted
+    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+    for m in metrics:
+        entry = ESTIMATORS.get(m)
+        if m not in FILE_METRICS or entry.data != kind.replace("-", "_"):
+            why = " (it needs a reward model: Python only)" if m in ESTIMATORS else ""
+            raise ArgumentError(
+                "{metrics} of {kind} data are {offered}, got {got!r}{why}",
+                kind=kind,
+                offered=offered(kind),
+                got=m,
+                why=why,
+            )
+        if kind == "held-out" and entry.missing(propensity=propensity):
+            raise ArgumentError(
+                "{metrics} {got} weights by inverse propensities: give {propensity}, or use "
+                "{plain!r} for the unweighted estimator",
+                got=m,
+                plain=entry.plain,
+            )
+    if len(set(metrics)) != len(metrics):
+        raise ArgumentError("{metrics} lists a metric twice: {got}", got=" ".join(metrics))
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ArgumentError("{k} must be a positive integer, got {got}", got=k)
+    if clip is not None and not clip > 0:
+        raise ArgumentError("{clip} must be a number > 0, got {got}", got=clip)
+    if not 0 < level < 1:
+        raise ArgumentError("{level} must lie in (0, 1), got {got}", got=level)
+    if compare is not None:
+        compare = tuple(compare)
+        if len(compare) != 2:
+            raise ArgumentError("{compare} takes two model names, got {got!r}", got=compare)
+        unknown = [name for name in compare if name not in models]
+        if unknown:
+            raise ArgumentError(
+                "{compare} names {got!r}, which is none of {known}",
+                got=unknown[0],
+                known=list(models),
+            )
+    data = Path(feed_log if on_log else held_out)
+    files = [("feed_log" if on_log else "held_out", "", data)]
+    if propensity is not None:
+        files.append(("propensity", "", Path(propensity)))
+    files += [
+        ("targets" if on_log else "recommendations", f" {n!r}:", p) for n, p in models.items()
+    ]
+    for argument, name, path in files:
+        if not path.is_file():
+            raise ArgumentError(
+                "{" + argument + "}{name} file {path!r} does not exist", name=name, path=str(path)
+            )
+    return FilePlan(
+        kind,
+        data,
+        models,
+        None if propensity is None else Path(propensity),
+        metrics,
+        k,
+        clip,
+        level,
+        compare,
+    )
+
+
+def evaluate_files(
+    held_out: str | os.PathLike | None = None,
+    recommendations: Mapping[str, str | os.PathLike] | None = None,
+    propensity: str | os.PathLike | None = None,
+    *,
+    feed_log: str | os.PathLike | None = None,
+    targets: Mapping[str, str | os.PathLike] | None = None,
+    metrics: Sequence[str] | None = None,
+    k: int = 10,
+    clip: float | None = None,
+    level: float = 0.95,
+    compare: Sequence[str] | None = None,
+) -> FileEvaluation:
+    """Evaluate models from parquet or CSV files with the registry's estimators, in memory.
+
+    Give ``held_out`` with ``recommendations`` (and optionally ``propensity``), or
+    ``feed_log`` with ``targets``. Files are ``.parquet``/``.pq`` or ``.csv`` with a header
+    line (read with pyarrow); ids are sorted, so tied scores go to the lower item id, as on
+    Spark. The estimators are the core functions of :data:`recpack_ope.registry.ESTIMATORS`
+    with the discount ``1/log2(rank + 1)`` cut off at ``k``.
+
+    Parameters
+    ----------
+    held_out : path, optional
+        Held-out rewards: columns ``user``, ``item``, ``reward`` (>= 0), one row per
+        (user, item).
+    recommendations : mapping of model name → path, optional
+        One model's recommendations for held-out users per file: columns ``user``, ``item``
+        and ``score`` (higher is better) or ``rank`` (1 = top).
+    propensity : path, optional
+        Exposure propensities: columns ``item``, ``propensity`` in (0, 1] for every held-out
+        item, read by the weighted estimators.
+    feed_log : path, optional
+        Logged feeds: columns ``session``, ``context``, ``item``, ``rank``, ``reward``,
+        ``propensity`` (the logging exposure).
+    targets : mapping of target name → path, optional
+        Deterministic target rankings of the feed log: columns ``context``, ``item`` and
+        ``score`` or ``rank``.
+    metrics : sequence of str, optional
+        Estimators of :data:`FILE_METRICS` for the kind of data; default
+        :data:`DEFAULT_METRICS` (with ``ips_dcg`` and ``ips_pn_dcg`` when ``propensity`` is
+        given).
+    k : int
+        Cutoff of the discount and of recall.
+    clip : float, optional
+        Clip inverse propensities at ``clip``; default unclipped.
+    level : float
+        Confidence level of the intervals and comparisons.
+    compare : (str, str), optional
+        Two models (targets) whose paired differences ``a − b`` over the same users are
+        reported for every estimator.
+
+    Returns
+    -------
+    FileEvaluation
+        Every model's estimates, with rows, table, comparisons and JSON or CSV output.
+
+    Raises
+    ------
+    ArgumentError
+        On a bad argument (see :func:`plan_files`), before any file is read.
+    ValueError
+        On bad rows, naming the file, the column and an offending row.
+    ImportError
+        Without pyarrow.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from recpack_ope.evaluation import evaluate_files
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "held_out.csv").write_text("user,item,reward\\n1,10,1\\n2,11,1\\n")
+    >>> _ = (folder / "a.csv").write_text("user,item,rank\\n1,10,1\\n2,12,1\\n2,11,2\\n")
+    >>> _ = (folder / "b.csv").write_text("user,item,score\\n1,11,0.9\\n1,10,0.4\\n")
+    >>> result = evaluate_files(
+    ...     folder / "held_out.csv",
+    ...     {"A": folder / "a.csv", "B": folder / "b.csv"},
+    ...     metrics=["dcg", "recall"],
+    ...     k=2,
+    ...     compare=("A", "B"),
+    ... )
+    >>> round(result.estimates["A"]["dcg"].value, 4), result.estimates["B"]["recall"].value
+    (0.8155, 0.5)
+    >>> round(result.comparisons["dcg"].difference, 4)  # A − B over the same users
+    0.5
+    >>> print(result.table())
+    | model | metric | value | 95% CI | n_users | excluded |
+    |---|---|---:|---|---:|---:|
+    | A | DCG@2 | 0.8155 | [-1.5293, 3.1602] | 2 | 0 |
+    | A | Recall@2 | 1.0000 | [1.0000, 1.0000] | 2 | 0 |
+    | B | DCG@2 | 0.3155 | [-3.6929, 4.3238] | 2 | 0 |
+    | B | Recall@2 | 0.5000 | [-5.8531, 6.8531] | 2 | 0 |
+    >>> [p.name for p in result.write(folder / "report.csv")]
+    ['report.csv', 'report-comparisons.csv']
+    """
+    plan = plan_files(
+        held_out,
+        recommendations,
+        propensity,
+        feed_log=feed_log,
+        targets=targets,
+        metrics=metrics,
+        k=k,
+        clip=clip,
+        level=level,
+        compare=compare,
+    )
+    if plan.kind == "feed-log":
+        tables = feed_log_tables(plan.data, plan.models)
+        estimates = {
+            name: {
+                m: ESTIMATORS[m].function(
+                    tables.log,
+                    DeterministicRanker(scores),
+                    discount=plan.discount,
+                    clip=plan.clip,
+                    **ESTIMATORS[m].options,
+                )
+                for m in plan.metrics
+            }
+            for name, scores in tables.scores.items()
+        }
+    else:
+        tables = held_out_tables(plan.data, plan.models, plan.propensity)
+        options = {"discount": plan.discount, "propensity": tables.propensity, "clip": plan.clip}
+        estimates = {
+            name: {m: ESTIMATORS[m](tables.y_true, scores, **options) for m in plan.metrics}
+            for name, scores in tables.scores.items()
+        }
+    return plan.result(estimates, "local")
+
+
+@dataclass(frozen=True, eq=False)
+class FileEvaluation:
+    """Every model's estimates from files (:func:`evaluate_files`).
+
+    Attributes
+    ----------
+    estimates : mapping
+        Model (target) name → estimator name → its estimate (an
+        :class:`~recpack_ope.inference.result.EstimateResult`, or a summary estimate of the
+        Spark engine), pairable with ``compare``.
+    input : {"held-out", "feed-log"}
+        What was evaluated: held-out rewards (estimates over users) or a feed log (over
+        sessions).
+    k : int
+        Cutoff of the discount and of recall.
+    clip : float or None
+        Clipping of the inverse propensities.
+    level : float
+        Confidence level of the intervals and comparisons.
+    compare : (str, str) or None
+        The two models of :attr:`comparisons`.
+    engine : {"local", "spark"}
+        What computed the estimates.
+    """
+
+    estimates: Mapping[str, Mapping[str, Any]]
+    input: str
+    k: int
+    clip: float | None
+    level: float = 0.95
+    compare: tuple[str, str] | None = None
+    engine: str = "local"
+
+    def rows(self) -> list[dict]:
+        """One row per model and estimator: ``model``, ``metric``, ``name``, ``value``,
+        ``ci_low``, ``ci_high``, ``standard_error``, ``n_users``, ``n_excluded_users`` (the
+        columns of :meth:`recpack_ope.spark.HeldOutEvaluation.table`)."""
+        rows = []
+        for model, by_metric in self.estimates.items():
+            for metric, est in by_metric.items():
+                lo, hi = est.confidence_interval(self.level)
+                rows.append(
+                    {
+                        "model": model,
+                        "metric": metric,
+                        "name": est.name,
+                        "value": est.value,
+                        "ci_low": lo,
+                        "ci_high": hi,
+                        "standard_error": est.standard_error,
+                        "n_users": est.n_users,
+                        "n_excluded_users": est.n_excluded_users,
+                    }
+                )
+        return rows
+
+    @functools.cached_property
+    def comparisons(self) -> dict[str, Comparison]:
+        """Estimator name → the paired comparison ``a − b`` of :attr:`compare` over the same
+        users; empty without ``compare``."""
+        if self.compare is None:
+            return {}
+        a, b = self.compare
+        return {
+            m: est.compare(self.estimates[b][m], self.level, names=(a, b))
+            for m, est in self.estimates[a].items()
+        }
+
+    def comparison_rows(self) -> list[dict]:
+        """One row per comparison: ``a``, ``b``, ``metric``, ``name``, ``difference``,
+        ``standard_error``, ``ci_low``, ``ci_high``, ``p_value``, ``n_users``."""
+        return [
+            {
+                "a": self.compare[0],
+                "b": self.compare[1],
+                "metric": m,
+                "name": c.name,
+                "difference": c.difference,
+                "standard_error": c.standard_error,
+                "ci_low": c.confidence_interval[0],
+                "ci_high": c.confidence_interval[1],
+                "p_value": c.p_value,
+                "n_users": c.n_users,
+            }
+            for m, c in self.comparisons.items()
+        ]
+
+    def table(self) -> str:
+        """The rows as a Markdown table: value, interval, users (sessions) and excluded."""
+        what = "users" if self.input == "held-out" else "sessions"
+        lines = [
+            f"| model | metric | value | {self.level * 100:g}% CI | n_{what} | excluded |",
+            "|---|---|---:|---|---:|---:|",
+        ]
+        lines += [
+            f"| {r['model']} | {r['name']} | {r['value']:.4f} | [{r['ci_low']:.4f}, "
+            f"{r['ci_high']:.4f}] | {r['n_users']} | {r['n_excluded_users']} |"
+            for r in self.rows()
+        ]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """The settings, :meth:`rows` and :meth:`comparison_rows`, as JSON writes them."""
+        return {
+            "engine": self.engine,
+            "input": self.input,
+            "k": self.k,
+            "clip": self.clip,
+            "level": self.level,
+            "rows": self.rows(),
+            "comparisons": self.comparison_rows(),
+        }
+
+    def write(self, path: str | os.PathLike) -> tuple[Path, ...]:
+        """Write ``path``: JSON (``.json``, :meth:`to_dict`) or CSV (``.csv``, the rows; the
+        comparisons, if any, in ``<stem>-comparisons.csv`` beside it).
+
+        Returns
+        -------
+        tuple of pathlib.Path
+            The files written.
+        """
+        path = Path(path)
+        if path.suffix.lower() not in (".json", ".csv"):
+            raise ValueError(f"path must end in .json or .csv, got {str(path)!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix.lower() == ".json":
+            with open(path, "w") as handle:
+                json.dump(self.to_dict(), handle, indent=1)
+            return (path,)
+        written = [(path, self.rows())]
+        if self.comparisons:
+            written.append((path.with_name(f"{path.stem}-comparisons.csv"), self.comparison_rows()))
+        for target, table in written:
+            with open(target, "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+                writer.writeheader()
+                writer.writerows(table)
+        return tuple(target for target, _ in written)

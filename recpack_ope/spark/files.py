@@ -1,0 +1,145 @@
+"""Models evaluated from parquet or CSV files on Spark: ``recpack-ope evaluate --engine spark``.
+
+:func:`evaluate_files` takes the arguments of
+:func:`recpack_ope.evaluation.files.evaluate_files`, checks them the same way, reads the files
+as Spark DataFrames (:func:`read_table`) and computes the estimates with :func:`evaluate` or
+:func:`logged_dcg`: the same :class:`~recpack_ope.evaluation.files.FileEvaluation`, to
+rounding, as the in-memory engine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from ..evaluation.files import ArgumentError, FileEvaluation, plan_files
+from ..io.tables import table_format
+from ..registry import ESTIMATORS
+from .held_out import evaluate
+from .logged import logged_dcg
+from .session import local_session
+
+__all__ = ["evaluate_files", "read_table"]
+
+
+def read_table(session, path: str | os.PathLike):
+    """A parquet (``.parquet``, ``.pq``) or CSV (``.csv``, header line, types inferred) file
+    as a Spark DataFrame.
+
+    Parameters
+    ----------
+    session : pyspark.sql.SparkSession
+        The session that reads it.
+    path : path
+        The file; its extension says its format.
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+
+    Raises
+    ------
+    ValueError
+        For another extension.
+
+    Examples
+    --------
+    >>> from recpack_ope.spark import local_session
+    >>> from recpack_ope.spark.files import read_table
+    >>> read_table(local_session(1), "held_out.parquet").columns  # doctest: +SKIP
+    ['user', 'item', 'reward']
+    """
+    if table_format(path) == "parquet":
+        return session.read.parquet(str(path))
+    return session.read.csv(str(path), header=True, inferSchema=True)
+
+
+def evaluate_files(
+    held_out: str | os.PathLike | None = None,
+    recommendations: Mapping[str, str | os.PathLike] | None = None,
+    propensity: str | os.PathLike | None = None,
+    *,
+    feed_log: str | os.PathLike | None = None,
+    targets: Mapping[str, str | os.PathLike] | None = None,
+    metrics: Sequence[str] | None = None,
+    k: int = 10,
+    clip: float | None = None,
+    level: float = 0.95,
+    compare: Sequence[str] | None = None,
+    session=None,
+    n_partitions: int | None = None,
+) -> FileEvaluation:
+    """Evaluate models from parquet or CSV files on Spark.
+
+    Parameters
+    ----------
+    held_out, recommendations, propensity, feed_log, targets, metrics, k, clip, level, compare
+        As for :func:`recpack_ope.evaluation.files.evaluate_files`. Spark computes every
+        held-out estimator but ``stratified_ndcg`` (:func:`recpack_ope.spark.stratified`),
+        and compares targets on a feed log only in memory.
+    session : pyspark.sql.SparkSession, optional
+        Default :func:`recpack_ope.spark.local_session`.
+    n_partitions : int, optional
+        Partitions users (contexts) are spread over; default ``spark.sql.shuffle.partitions``.
+
+    Returns
+    -------
+    FileEvaluation
+        The estimates, as the in-memory engine's (``engine="spark"``).
+
+    Raises
+    ------
+    ArgumentError
+        On a bad argument, before any file is read; also for ``compare`` on a feed log.
+    ValueError
+        On bad rows, naming the column and an offending row.
+    ImportError
+        Without pyspark.
+    RuntimeError
+        When no Java is found for a local session.
+
+    Examples
+    --------
+    >>> from recpack_ope.spark.files import evaluate_files
+    >>> result = evaluate_files(
+    ...     "held_out.parquet", {"EASE": "ease.parquet"}, k=10, n_partitions=4
+    ... )  # doctest: +SKIP
+    >>> print(result.table())  # doctest: +SKIP
+    """
+    plan = plan_files(
+        held_out,
+        recommendations,
+        propensity,
+        feed_log=feed_log,
+        targets=targets,
+        metrics=metrics,
+        k=k,
+        clip=clip,
+        level=level,
+        compare=compare,
+    )
+    if plan.kind == "feed-log" and plan.compare is not None:
+        raise ArgumentError(
+            "{compare} on a feed log needs the in-memory engine (Spark's logged_dcg evaluates "
+            "one target per pass, so the two cannot be paired)"
+        )
+    import pyspark.sql  # noqa: F401  (missing pyspark: ImportError before looking for Java)
+
+    if session is None:
+        session = local_session()
+    frames = {name: read_table(session, path) for name, path in plan.models.items()}
+    options = {"discount": plan.discount, "clip": plan.clip, "n_partitions": n_partitions}
+    data = read_table(session, plan.data)
+    if plan.kind == "feed-log":
+        estimates = {
+            name: {
+                m: logged_dcg(data, frame, **options, **ESTIMATORS[m].options) for m in plan.metrics
+            }
+            for name, frame in frames.items()
+        }
+    else:
+        propensity = None if plan.propensity is None else read_table(session, plan.propensity)
+        estimates = evaluate(
+            data, frames, metrics=plan.metrics, k=plan.k, propensity=propensity, **options
+        ).estimates
+    return plan.result(estimates, "spark")

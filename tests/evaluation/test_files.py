@@ -1,0 +1,308 @@
+"""``evaluate_files`` and ``rpp_report``: files in, the core functions' results out.
+
+Expected values come from the core functions called on matrices built here, in sorted-id
+order, from the same random data the tests write to CSV and parquet files.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+
+import recpack_ope as ro
+from recpack_ope.evaluation import FileEvaluation, evaluate_files, rpp_report
+from recpack_ope.evaluation.files import ArgumentError, plan_files
+from recpack_ope.inference.significance import paired_t_tests, randomised_tukey_hsd
+from recpack_ope.io.trec import read_trec
+from recpack_ope.logged import DeterministicRanker, FeedLog
+from recpack_ope.metrics.rpp import preference_matrix
+
+RPP_DATA = Path(__file__).parents[1] / "data" / "rpp_reference"
+
+
+def write(path: Path, columns: dict) -> Path:
+    table = pa.table(columns)
+    if path.suffix == ".csv":
+        pcsv.write_csv(table, path)
+    else:
+        pq.write_table(table, path)
+    return path
+
+
+@pytest.fixture
+def held_out(tmp_path):
+    """40 users × 15 items with ids out of order, two models (scores with ties; ranks), item
+    propensities; the first three users hold only zero rewards."""
+    rng = np.random.default_rng(2)
+    n_users, n_items = 40, 15
+    user_ids = np.sort(rng.choice(10**5, n_users, replace=False))
+    item_ids = np.sort(rng.choice(10**4, n_items, replace=False))
+    held = rng.random((n_users, n_items)) < 0.2
+    held[np.arange(n_users), rng.integers(0, n_items, n_users)] = True
+    rewards = np.where(held, rng.integers(1, 3, held.shape), 0).astype(float)
+    rewards[:3] = 0
+    u, i = np.nonzero(held)
+    order = rng.permutation(u.size)
+    files = {
+        "held_out": write(
+            tmp_path / "held_out.parquet",
+            {
+                "user": user_ids[u][order],
+                "item": item_ids[i][order],
+                "reward": rewards[u, i][order],
+            },
+        )
+    }
+    scores = {}
+    for name, column in (("A", "score"), ("B", "rank")):
+        s = rng.integers(0, 4, held.shape).astype(float)
+        s[rng.random(s.shape) < 0.3] = -np.inf
+        u, i = np.nonzero(np.isfinite(s))
+        if column == "rank":  # ranks 1, 2, … of distinct scores: the same ranking
+            s[u, i] = rng.permutation(u.size)
+            rank = np.empty(u.size, dtype=np.int64)
+            for user in np.unique(u):
+                mine = np.flatnonzero(u == user)
+                rank[mine[np.argsort(-s[user, i[mine]])]] = np.arange(1, mine.size + 1)
+            values = rank
+        else:
+            values = s[u, i]
+        scores[name] = s
+        files[name] = write(
+            tmp_path / f"{name}.csv", {"user": user_ids[u], "item": item_ids[i], column: values}
+        )
+    p = rng.uniform(0.1, 1.0, n_items)
+    files["propensity"] = write(tmp_path / "p.csv", {"item": item_ids, "propensity": p})
+    return files, sp.csr_matrix(rewards), scores, p
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_held_out_files_give_the_core_estimates(held_out, tmp_path):
+    files, y_true, scores, p = held_out
+    metrics = ("dcg", "ndcg", "recall", "ips_dcg", "snips_dcg", "ips_recall")
+    result = evaluate_files(
+        files["held_out"],
+        {"A": files["A"], "B": files["B"]},
+        files["propensity"],
+        metrics=metrics,
+        k=4,
+        clip=6.0,
+        level=0.9,
+        compare=("A", "B"),
+    )
+    assert isinstance(result, FileEvaluation)
+    d, w = ro.LogDiscount(4), {"propensity": p, "clip": 6.0}
+    core = {
+        "dcg": lambda s: ro.dcg(y_true, s, discount=d),
+        "ndcg": lambda s: ro.ndcg(y_true, s, discount=d),
+        "recall": lambda s: ro.recall(y_true, s, k=4),
+        "ips_dcg": lambda s: ro.ips_dcg(y_true, s, discount=d, **w),
+        "snips_dcg": lambda s: ro.snips_dcg(y_true, s, discount=d, **w),
+        "ips_recall": lambda s: ro.ips_recall(y_true, s, k=4, **w),
+    }
+    expected = {(m, name): f(scores[m]) for m in "AB" for name, f in core.items()}
+    rows = {(r["model"], r["metric"]): r for r in result.rows()}
+    assert list(rows) == list(expected)
+    for key, est in expected.items():
+        row = rows[key]
+        assert row["name"] == est.name and row["value"] == pytest.approx(est.value, rel=1e-12)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(
+            est.confidence_interval(0.9), rel=1e-9
+        )
+        assert (row["n_users"], row["n_excluded_users"]) == (37, 3)
+    for metric, c in result.comparisons.items():
+        want = expected["A", metric].compare(expected["B", metric], 0.9)
+        assert c.difference == pytest.approx(want.difference, rel=1e-12)
+        assert c.p_value == pytest.approx(want.p_value, rel=1e-9)
+        assert c.name.startswith("A − B (")
+    assert list(result.comparisons) == list(metrics)
+
+    # The JSON and CSV files hold the rows and the comparisons.
+    (path,) = result.write(tmp_path / "out" / "report.json")
+    report = json.loads(path.read_text())
+    assert {k: report[k] for k in ("engine", "input", "k", "clip", "level")} == {
+        "engine": "local",
+        "input": "held-out",
+        "k": 4,
+        "clip": 6.0,
+        "level": 0.9,
+    }
+    assert report["rows"] == result.rows()
+    assert [c["metric"] for c in report["comparisons"]] == list(metrics)
+    table, paired = result.write(tmp_path / "report.csv")
+    assert paired.name == "report-comparisons.csv"
+    with open(table) as handle:
+        written = list(csv.DictReader(handle))
+    assert [float(r["value"]) for r in written] == [r["value"] for r in result.rows()]
+    with pytest.raises(ValueError, match=r"\.json or \.csv"):
+        result.write(tmp_path / "report.txt")
+
+    lines = result.table().splitlines()
+    assert lines[0] == "| model | metric | value | 90% CI | n_users | excluded |"
+    assert lines[2].startswith(f"| A | DCG@4 | {expected['A', 'dcg'].value:.4f} | [")
+
+
+def test_default_metrics_and_no_comparison(held_out):
+    files, y_true, scores, _ = held_out
+    plain = evaluate_files(files["held_out"], {"A": files["A"]})
+    assert list(plain.estimates["A"]) == ["dcg", "ndcg", "pn_dcg", "recall"]
+    assert plain.comparisons == {} and plain.comparison_rows() == []
+    assert plain.estimates["A"]["pn_dcg"].value == pytest.approx(
+        ro.pn_dcg(y_true, scores["A"], discount=ro.LogDiscount(10)).value, rel=1e-12
+    )
+    weighted = plan_files(files["held_out"], {"A": files["A"]}, files["propensity"])
+    assert weighted.metrics[-2:] == ("ips_dcg", "ips_pn_dcg") and weighted.kind == "held-out"
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_a_feed_log_file_gives_the_core_logged_estimates(tmp_path):
+    rng = np.random.default_rng(9)
+    n_sessions, n_contexts, n_items = 60, 12, 10
+    columns = {k: [] for k in ("session", "context", "item", "rank", "reward", "propensity")}
+    for s in range(n_sessions):
+        context = int(rng.integers(0, n_contexts))
+        for r, i in enumerate(rng.choice(n_items, 3, replace=False), start=1):
+            row = (s, context, int(i), r, float(rng.random() < 0.4), float(rng.uniform(0.1, 1)))
+            for name, value in zip(columns, row, strict=True):
+                columns[name].append(value)
+    log_file = write(tmp_path / "log.csv", columns)
+    targets, files = {}, {}
+    for name in ("T1", "T2"):
+        s = rng.integers(0, 5, (n_contexts, n_items)).astype(float)
+        targets[name] = s
+        c, i = np.nonzero(s >= 0)
+        files[name] = write(
+            tmp_path / f"{name}.parquet", {"context": c, "item": i, "score": s[c, i]}
+        )
+    result = evaluate_files(
+        feed_log=log_file,
+        targets=files,
+        metrics=["logged_dcg", "logged_ndcg"],
+        k=3,
+        clip=5.0,
+        compare=["T2", "T1"],
+    )
+    cols = {k: np.asarray(v) for k, v in columns.items()}
+    log = FeedLog.from_arrays(
+        cols["session"],
+        cols["item"],
+        cols["rank"],
+        cols["reward"],
+        context=cols["context"],
+        propensity=cols["propensity"],
+        n_items=n_items,
+        n_contexts=n_contexts,
+    )
+    for name, s in targets.items():
+        for metric, normalise in (("logged_dcg", None), ("logged_ndcg", "per_user")):
+            est = ro.logged_dcg(
+                log,
+                DeterministicRanker(s),
+                discount=ro.LogDiscount(3),
+                clip=5.0,
+                normalise=normalise,
+            )
+            got = result.estimates[name][metric]
+            assert got.value == pytest.approx(est.value, rel=1e-12)
+            assert got.standard_error == pytest.approx(est.standard_error, rel=1e-9)
+    assert result.comparisons["logged_dcg"].name == "T2 − T1 (logged DCG@3 (m=5))"
+    assert result.table().startswith("| model | metric | value | 95% CI | n_sessions |")
+    assert result.to_dict()["input"] == "feed-log"
+
+
+def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
+    files, *_ = held_out
+    models = {"A": files["A"]}
+    cases = [
+        ({}, "give held_out with recommendations"),
+        (
+            {"held_out": files["held_out"], "feed_log": files["held_out"]},
+            "or feed_log with targets, not both",
+        ),
+        ({"feed_log": files["held_out"]}, "feed_log needs at least one target ranking"),
+        (
+            {"recommendations": "a.csv", "held_out": files["held_out"]},
+            "recommendations must map model names to files, got str",
+        ),
+        ({"metrics": ["ips_ndcg"]}, "ips_ndcg weights by inverse propensities: give propensity"),
+        ({"metrics": ["dr_dcg"]}, r"got 'dr_dcg' \(it needs a reward model"),
+        ({"metrics": ["logged_dcg"]}, "metrics of held-out data are dcg, ndcg"),
+        ({"metrics": ["dcg", "dcg"]}, "metrics lists a metric twice: dcg dcg"),
+        ({"k": 0}, "k must be a positive integer, got 0"),
+        ({"k": 2.0}, "k must be a positive integer, got 2.0"),
+        ({"clip": -1}, "clip must be a number > 0, got -1"),
+        ({"level": 95}, r"level must lie in \(0, 1\), got 95"),
+        ({"compare": ("A", "C")}, "compare names 'C', which is none of \\['A'\\]"),
+        ({"compare": ("A",)}, "compare takes two model names"),
+        ({"propensity": tmp_path / "none.csv"}, "propensity file '.*none.csv' does not exist"),
+        (
+            {"recommendations": {"A": files["A"], "Z": tmp_path / "z.csv"}},
+            "recommendations 'Z': file '.*z.csv' does not exist",
+        ),
+    ]
+    for given, message in cases:
+        arguments = {"held_out": files["held_out"], "recommendations": models, **given}
+        if given == {} or "feed_log" in given:
+            arguments = dict(given)
+        with pytest.raises(ArgumentError, match=message):
+            evaluate_files(**arguments)
+    # The command line spells the arguments as its options.
+    with pytest.raises(ArgumentError) as error:
+        evaluate_files(files["held_out"], models, metrics=["ips_dcg"])
+    spelled = error.value.spelled({"metrics": "--metrics", "propensity": "--propensity"})
+    assert spelled.startswith(
+        "--metrics ips_dcg weights by inverse propensities: give --propensity"
+    )
+    assert isinstance(error.value, ValueError)
+    # Bad rows are a ValueError naming the file, not an ArgumentError.
+    bad = write(tmp_path / "bad.csv", {"user": [1], "item": [2], "reward": [-1.0]})
+    with pytest.raises(ValueError, match="reward") as error:
+        evaluate_files(bad, {"A": files["A"]})
+    assert not isinstance(error.value, ArgumentError)
+
+
+def test_rpp_report_is_the_preference_matrix_and_its_tests(tmp_path):
+    runs = sorted(str(p) for p in RPP_DATA.glob("input.run*"))[:4]
+    qrels = RPP_DATA / "qrels.txt"
+    report = rpp_report(qrels, runs, measures=["dcgrpp"], test="tukey", n_resamples=200, seed=3)
+    collection = read_trec(str(qrels), runs)
+    matrix = preference_matrix(collection.qrels, collection.runs, weighting="dcg")
+    measure = report.measures["dcgRPP"]
+    np.testing.assert_allclose(measure.matrix.mean, matrix.mean, rtol=1e-12)
+    tukey = randomised_tukey_hsd(matrix, 200, 3)
+    np.testing.assert_allclose(measure.tests.p_value, tukey.p_value)
+    data = report.to_dict()
+    assert data["runs"] == list(collection.runs) and data["queries"] == 30
+    assert data["graded"] is True and data["test"] == "tukey"
+    assert data["measures"]["dcgRPP"]["ordering"]["mc4"] == matrix.win_rates().ordering("mc4")
+    text = report.text()
+    assert "## dcgRPP over 30 queries (graded relevance), MC4 order" in text
+    assert "dcgRPP preference matrix (dcg weights over recall levels)" in text
+    assert "(randomised Tukey HSD)" in text
+    path = report.write(tmp_path / "sub" / "rpp.json")
+    assert json.loads(path.read_text()) == json.loads(json.dumps(data))
+
+    binary = rpp_report(qrels, runs, graded=False, depth=5)
+    assert list(binary.measures) == ["RPP", "dcgRPP", "invRPP"]
+    shallow = read_trec(str(qrels), runs, depth=5)
+    matrix = preference_matrix(shallow.qrels, shallow.runs, graded=False)
+    np.testing.assert_allclose(binary.measures["RPP"].matrix.mean, matrix.mean, rtol=1e-12)
+    t = paired_t_tests(matrix)
+    np.testing.assert_allclose(binary.measures["RPP"].tests.p_value, t.p_value, rtol=1e-12)
+    assert binary.to_dict()["graded"] is False and binary.to_dict()["depth"] == 5
+    assert "(binary relevance)" in binary.text() and "(t-test, Bonferroni)" in binary.text()
+    for bad, message in (
+        ({"runs": runs[:1]}, "at least two run files"),
+        ({"measures": ["ndcg"]}, "measures must name some of"),
+        ({"test": "wilcoxon"}, "test must be one of"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            rpp_report(qrels, **{"runs": runs, **bad})

@@ -1,0 +1,48 @@
+"""EstimatorInputs' per-user value (for frameworks that average per-user values themselves) and
+its propensity model contract, against hand calculations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from recpack_ope.evaluation.inputs import EstimatorInputs
+from recpack_ope.propensity.discount import LogDiscount
+from recpack_ope.registry import estimator
+
+
+def test_one_user_equals_the_hand_calculation():
+    inputs = EstimatorInputs(propensity=[0.5, 1.0, 0.25], clip=3.0)
+    # items 2 (weight min(3, 4) = 3) at rank 1 and 0 (weight 2) at rank 3; cutoff 2 drops item 0
+    value = inputs.one_user(estimator("ips_dcg"), [2, 0], [2, 1, 0], 2, "F", "")
+    assert value == pytest.approx(3.0)
+    whole = inputs.one_user(estimator("ips_dcg"), [2, 0], [2, 1, 0], None, "F", "")
+    assert whole == pytest.approx(3.0 + 2.0 / math.log2(4))
+    plain = EstimatorInputs(discount=LogDiscount())
+    ndcg = plain.one_user(estimator("ndcg"), [1], [0, 1], None, "F", "")
+    assert ndcg == pytest.approx(1 / math.log2(3))
+
+
+def test_one_user_refuses_what_a_per_user_loop_cannot_compute():
+    inputs = EstimatorInputs(propensity=[0.5, 1.0], clip="auto")
+    with pytest.raises(ValueError, match="has clip='auto', chosen from all users at once; F's"):
+        inputs.one_user(estimator("ips_dcg"), [1], [0, 1], 2, "F", "use G")
+    with pytest.raises(ValueError, match="per-user averaging cannot produce; use G"):
+        EstimatorInputs().one_user(estimator("pn_dcg"), [1], [0, 1], 2, "F", "use G")
+    with pytest.raises(
+        ValueError, match="item index 4 has no propensity: the propensities cover 2"
+    ):
+        EstimatorInputs(propensity=[0.5, 1.0], clip=None).one_user(
+            estimator("ips_dcg"), [4], [0, 1], 2, "F", ""
+        )
+
+
+def test_a_propensity_model_must_return_itself_from_fit():
+    class Forgetful:
+        def fit(self, X):
+            self.propensity_ = np.full(np.shape(X)[-1], 0.5)  # but returns None
+
+    with pytest.raises(TypeError, match=r"Forgetful.fit\(X\) returned NoneType, not a fitted"):
+        EstimatorInputs(propensity=Forgetful()).fit(np.ones((2, 3)))

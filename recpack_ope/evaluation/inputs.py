@@ -10,6 +10,7 @@ held-out estimator of :data:`recpack_ope.registry.ESTIMATORS` from them.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,7 +25,7 @@ from ..metrics.stratified import BINNINGS
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
 from ..propensity.weights import RECOMMENDED_CLIP
-from ..registry import Estimator
+from ..registry import ESTIMATORS, Estimator
 from ..reward.validation import check_reward_model
 
 __all__ = ["EstimatorInputs"]
@@ -170,6 +171,48 @@ class EstimatorInputs:
             raise ValueError(
                 f"{type(self.propensity).__name__} is not fitted: call fit on the training "
                 f"interactions (e.g. {self.fit_example}) before {before}"
+            )
+
+    def require_vector(self, n_items: int | None = None, owner: str = "the data", why: str = ""):
+        """Refuse propensities that are not one value per item (a 1-D vector; ``why`` says
+        why, for messages) or, with ``n_items``, not one per item of ``owner``."""
+        values = getattr(self.propensity, "propensity_", None)
+        shape = np.shape(() if values is None else values)
+        if sp.issparse(values) or len(shape) != 1:
+            raise ValueError(
+                f"propensity must be one value per item (a 1-D vector), got shape {shape}{why}"
+            )
+        if n_items is not None and shape[0] != n_items:
+            raise ValueError(
+                f"propensity has {shape[0]} values but {owner} has {n_items} items: give one "
+                "per item index"
+            )
+
+    def check_weighting(self, estimator: Estimator, name: Callable[[Estimator], str]) -> None:
+        """Refuse a weighted ``estimator`` without propensities and an unweighted one with
+        them, naming (as ``name`` spells it) the plain or the IPS-weighted counterpart.
+
+        Examples
+        --------
+        >>> from recpack_ope.registry import estimator
+        >>> EstimatorInputs([0.5]).check_weighting(estimator("ndcg"), lambda e: e.camel)
+        Traceback (most recent call last):
+        ...
+        ValueError: PlainNDCG is unweighted and takes no propensity; use IPSNDCG
+        """
+        if estimator.weighted and self.propensity is None:
+            raise ValueError(
+                f"{name(estimator)} needs propensity=; use {name(ESTIMATORS[estimator.plain])} "
+                "for the unweighted estimator"
+            )
+        if not estimator.weighted and self.propensity is not None:
+            weighted = next(
+                e
+                for e in ESTIMATORS.values()
+                if e.plain == estimator.name and e.weighting == "ips" and e.data == "held_out"
+            )
+            raise ValueError(
+                f"{name(estimator)} is unweighted and takes no propensity; use {name(weighted)}"
             )
 
     def missing(self, estimator: Estimator) -> list[str]:

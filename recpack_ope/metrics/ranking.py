@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from tqdm.auto import tqdm
 
 from .._chunks import rows_per_chunk
 from .._sparse import find_sorted
@@ -33,7 +34,14 @@ from .._validation import (
     real_array,
 )
 
-__all__ = ["TopK", "top_k_positions", "padded_rows", "ScoreSource"]
+__all__ = [
+    "TopK",
+    "top_k_positions",
+    "padded_rows",
+    "ScoreSource",
+    "rank_in_batches",
+    "ProductScores",
+]
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
@@ -714,3 +722,100 @@ def score_source(y_score, shape: tuple[int, int]) -> ScoreSource:
         source = shared[1] = ScoreSource(y_score, shape)
         source._keep = True
     return source
+
+
+def rank_in_batches(
+    score: Callable[[np.ndarray], np.ndarray],
+    users,
+    k: int | None,
+    n_items: int,
+    *,
+    exclude=None,
+    keep=None,
+    batch_users: int = 1024,
+    progress: str | None = None,
+) -> TopK:
+    """Top-``k`` items (None: all ``n_items``) of each of ``users``, scored ``batch_users`` at a
+    time by ``score(batch) -> (batch size × n_items)`` dense scores.
+
+    ``exclude`` and ``keep`` are sparse users × items matrices indexed by the values of
+    ``users``: an item stored in a user's ``exclude`` row (e.g. seen in training) is not a
+    candidate unless it is also stored in ``keep`` (e.g. held out). Ties go to the lower item
+    index (:meth:`TopK.from_scores`), so the result does not depend on the batch size.
+    ``progress`` is a progress bar's description (None: no bar).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> scores = np.array([[0.1, 0.9, 0.5], [0.3, 0.3, 0.2]])
+    >>> seen = sp.csr_matrix([[0, 1, 0], [1, 0, 0]])
+    >>> rank_in_batches(lambda u: scores[u], [0, 1], 2, 3, exclude=seen).items.tolist()
+    [[2, 0], [1, 2]]
+    """
+    k = check_positive_int(k, "k", allow_none=True) or n_items
+    batch_users = check_positive_int(batch_users, "batch_users")
+    users, parts = np.asarray(users, dtype=np.int64), []
+    starts = range(0, users.size, batch_users)
+    for start in tqdm(starts, desc=progress, disable=progress is None):
+        rows = users[start : start + batch_users]
+        scores = np.array(score(rows), dtype=np.float64)  # a copy: masked below
+        if scores.shape != (rows.size, n_items):
+            raise ValueError(
+                f"score gave shape {scores.shape} for {rows.size} users, not ({rows.size}, "
+                f"{n_items}): one score per item"
+            )
+        if exclude is not None:
+            masked = exclude[rows].toarray() != 0
+            if keep is not None:
+                masked &= keep[rows].toarray() == 0
+            scores[masked] = -np.inf
+        parts.append(TopK.from_scores(scores, k))
+    return TopK.stack(parts) if parts else TopK(np.empty((0, min(k, n_items)), np.int64))
+
+
+class ProductScores:
+    """Scores of a batch of users as one product ``factors[users] @ product``, checked on each
+    batch's first user against ``one_user(user)`` (the model's own per-user score); the first
+    of ``products`` that reproduces it is kept, and when none does every user is scored by
+    ``one_user`` from then on (:attr:`batched` is False).
+
+    Parameters
+    ----------
+    one_user : callable
+        ``one_user(user) -> (n_items,)`` scores of one user.
+    factors : 2-D array or sparse matrix, optional
+        One row per user; None scores user by user.
+    products : sequence of 2-D arrays
+        Candidate right-hand sides, each (factor dimension × n_items): e.g. item factors
+        transposed, or an item-item matrix.
+    rtol, atol
+        Tolerances of the check (float32 factors agree with a float64 score to about 1e-6).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> U, V = np.array([[1.0, 0.0], [0.5, 2.0]]), np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0]])
+    >>> scores = ProductScores(lambda u: U[u] @ V, U, [V.T, V])
+    >>> scores(np.array([1, 0])).tolist(), scores.batched
+    ([[0.5, 3.0, 6.0], [1.0, 2.0, 0.0]], True)
+    """
+
+    def __init__(self, one_user, factors=None, products=(), rtol=1e-4, atol=1e-6):
+        self.one_user, self.factors, self.rtol, self.atol = one_user, factors, rtol, atol
+        width = None if factors is None else factors.shape[1]
+        self.products = [p for p in products if np.ndim(p) == 2 and p.shape[0] == width]
+        self.batched = bool(self.products)
+
+    def __call__(self, users: np.ndarray) -> np.ndarray:
+        users = np.asarray(users, dtype=np.int64)
+        if self.batched and users.size and users.max() < self.factors.shape[0]:
+            reference = np.asarray(self.one_user(int(users[0])), dtype=np.float64)
+            for product in self.products:
+                if product.shape[1] != reference.size:
+                    continue
+                scores = np.asarray(self.factors[users] @ product, dtype=np.float64)
+                if np.allclose(scores[0], reference, rtol=self.rtol, atol=self.atol):
+                    self.products = [product]
+                    return scores
+            self.batched = False
+        return np.vstack([np.asarray(self.one_user(int(u)), dtype=np.float64) for u in users])

@@ -210,9 +210,9 @@ def _cornac_top(method, model, users, k):
 
 def test_batched_ranking_equals_cornacs_rank(pse, bpr):
     users = np.arange(0, 900, 7)
-    scorer = adapter._Scorer(bpr, pse.n_items_)
+    scorer = adapter._scorer(bpr, pse.n_items_)
     assert scorer.batched
-    one_by_one = np.vstack([adapter._one_user_scores(bpr, u, pse.n_items_) for u in users])
+    one_by_one = np.vstack([adapter._scorer(bpr, pse.n_items_).one_user(u) for u in users])
     np.testing.assert_allclose(scorer(users), one_by_one, rtol=1e-5)
     np.testing.assert_array_equal(pse.rank(bpr, users, 30).items, _cornac_top(pse, bpr, users, 30))
 
@@ -221,7 +221,7 @@ def test_batched_ranking_equals_cornacs_rank(pse, bpr):
             return super().get_item_vectors() * 2.0
 
     wrong = Wrong(k=10, seed=123, verbose=False).fit(pse.train_set)
-    scorer = adapter._Scorer(wrong, pse.n_items_)
+    scorer = adapter._scorer(wrong, pse.n_items_)
     scorer(users[:5])
     assert not scorer.batched  # the vectors do not reproduce model.score: one user at a time
     fallback = pse.rank(wrong, users, 30)
@@ -234,7 +234,7 @@ def test_post_normalised_dcg_and_errors(pse, bpr):
     )
     assert set(result.estimates) == {"pnDCG@20", "DCG@20"}
     plain = result.estimates["DCG@20"].holdout
-    held = np.diff(pse._positives(pse.test_set).indptr)[result.user_index[plain.user_ids]]
+    held = np.diff(adapter._positives(pse, pse.test_set).indptr)[result.user_index[plain.user_ids]]
     idcg = [sum(1 / math.log2(j + 1) for j in range(1, min(n, 20) + 1)) for n in held]
     assert result.estimates["pnDCG@20"].holdout.value == pytest.approx(
         plain.per_user.sum() / sum(idcg), abs=1e-12
@@ -538,7 +538,7 @@ def test_dr_row_is_the_cores_dr_dcg_with_a_calibrated_cornac_reward_model(triple
     n_items = result.y_true.shape[1]
     counts = np.bincount(np.asarray(method.train_set.uir_tuple[1]), minlength=n_items)[:n_items]
     scores = np.tile(counts.astype(float), (users.size, 1))
-    val = adapter._positives(method, method.val_set, n_items)[users]
+    val = adapter._positives(method, method.val_set)[users]
     calibration = ScoreCalibration().fit(scores, val, propensity=result.propensity)
     expected = dr_dcg(
         result.y_true,
@@ -553,7 +553,7 @@ def test_dr_row_is_the_cores_dr_dcg_with_a_calibrated_cornac_reward_model(triple
     assert rows.loc["DR", "DCG@20"] >= rows.loc["IPS", "DCG@20"]
 
 
-# --- bad and edge-case input (issue 19): a clear error naming the argument and value, or the
+# --- bad and edge-case input: a clear error naming the argument and value, or the
 # number an independent route gives -------------------------------------------------------
 
 THRESHOLD = 3.0

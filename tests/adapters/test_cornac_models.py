@@ -52,9 +52,10 @@ def pse(triplets):
 def _per_user_top(method, model, users, k):
     """Top-k by ``model.score`` one user at a time, Cornac's candidates, ties to the lower item."""
     n = method.n_items_
-    seen = adapter._positives(method, method.train_set, n)
-    held = adapter._positives(method, method.test_set, n)
-    scores = np.vstack([adapter._one_user_scores(model, int(u), n) for u in users])
+    seen = adapter._positives(method, method.train_set)
+    held = adapter._positives(method, method.test_set)
+    one_user = adapter._scorer(model, n).one_user
+    scores = np.vstack([one_user(int(u)) for u in users])
     mask = (seen[users].toarray() > 0) & ~(held[users].toarray() > 0)
     scores[mask] = -np.inf
     return TopK.from_scores(scores, k).items
@@ -64,7 +65,7 @@ def _per_user_top(method, model, users, k):
 def test_batched_ranking_equals_a_per_user_score_loop(pse, name):
     model = MODELS[name]()
     model.fit(pse.train_set)
-    held = adapter._positives(pse, pse.test_set, pse.n_items_)
+    held = adapter._positives(pse, pse.test_set)
     users = np.flatnonzero(np.diff(held.indptr) > 0)
     ranking = adapter.rank_test_users(pse, model, users, 10, batch_users=64)
     np.testing.assert_array_equal(ranking.items, _per_user_top(pse, model, users, 10))

@@ -46,3 +46,23 @@ def test_a_propensity_model_must_return_itself_from_fit():
 
     with pytest.raises(TypeError, match=r"Forgetful.fit\(X\) returned NoneType, not a fitted"):
         EstimatorInputs(propensity=Forgetful()).fit(np.ones((2, 3)))
+
+
+def test_require_vector_and_check_weighting_name_the_counterpart():
+    import scipy.sparse as sp
+
+    from recpack_ope.evaluation.inputs import EstimatorInputs
+    from recpack_ope.registry import estimator
+
+    EstimatorInputs([0.5, 1.0]).require_vector(2)
+    with pytest.raises(ValueError, match="propensity has 2 values but the split has 3 items"):
+        EstimatorInputs([0.5, 1.0]).require_vector(3, "the split")
+    with pytest.raises(ValueError, match=r"per item \(a 1-D vector\), got shape \(2, 2\)"):
+        EstimatorInputs(sp.csr_matrix(np.full((2, 2), 0.5))).require_vector()
+    camel = lambda e: e.camel  # noqa: E731
+    EstimatorInputs([0.5]).check_weighting(estimator("ips_recall"), camel)
+    EstimatorInputs().check_weighting(estimator("recall"), camel)
+    with pytest.raises(ValueError, match="IPSRecall needs propensity=; use PlainRecall"):
+        EstimatorInputs().check_weighting(estimator("ips_recall"), camel)
+    with pytest.raises(ValueError, match="PostNormalisedDCG is unweighted .* use IPSPostNormal"):
+        EstimatorInputs([0.5]).check_weighting(estimator("pn_dcg"), camel)

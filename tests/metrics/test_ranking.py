@@ -468,3 +468,50 @@ def test_top_scored_gives_each_ranked_item_its_score():
 
 
 # Widths on both sides of the full-sort threshold (256) so both selections run.
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5, 100])
+@pytest.mark.parametrize("k", [1, 3, None])
+def test_rank_in_batches_equals_brute_force(batch, k):
+    rng = np.random.default_rng(batch)
+    scores = rng.integers(0, 4, size=(7, 6)).astype(float)  # many ties: lower item first
+    exclude = sp.csr_matrix(rng.random((7, 6)) < 0.3)
+    keep = sp.csr_matrix(rng.random((7, 6)) < 0.3)
+    users = np.array([6, 0, 3, 3, 1])
+    ranked = ranking.rank_in_batches(
+        lambda u: scores[u], users, k, 6, exclude=exclude, keep=keep, batch_users=batch
+    )
+    for row, u in enumerate(users):
+        candidates = [
+            i for i in range(6) if not exclude[u, i] or keep[u, i]
+        ]  # brute force: sort by (-score, item)
+        expected = sorted(candidates, key=lambda i: (-scores[u, i], i))[: k or 6]
+        width = min(k or 6, 6)
+        assert ranked.items[row].tolist() == expected + [-1] * (width - len(expected))
+    empty = ranking.rank_in_batches(lambda u: scores[u], np.array([], int), None, 6)
+    assert empty.items.shape == (0, 6)
+    with pytest.raises(ValueError, match="score gave shape"):
+        ranking.rank_in_batches(lambda u: scores[u, :5], users, 2, 6)
+    with pytest.raises(ValueError, match="batch_users must be a positive integer, got 0"):
+        ranking.rank_in_batches(lambda u: scores[u], users, 2, 6, batch_users=0)
+
+
+def test_product_scores_check_the_product_against_one_user_and_fall_back():
+    U = np.array([[1.0, 0.0], [0.5, 2.0], [0.0, 1.0]])
+    V = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0]])
+    truth = U @ V
+    calls = []
+
+    def one_user(u):
+        calls.append(u)
+        return truth[u]
+
+    scores = ranking.ProductScores(one_user, U, [V.T[:, :2], V])  # the first has wrong width
+    np.testing.assert_array_equal(scores(np.array([2, 0])), truth[[2, 0]])
+    assert scores.batched and calls == [2]  # one reference user per batch
+    wrong = ranking.ProductScores(lambda u: truth[u] + 1.0, U, [V])
+    np.testing.assert_array_equal(wrong(np.array([1, 2])), truth[[1, 2]] + 1.0)
+    assert not wrong.batched  # the product does not reproduce the model: user by user
+    plain = ranking.ProductScores(lambda u: truth[u])
+    assert not plain.batched
+    np.testing.assert_array_equal(plain(np.array([0])), truth[[0]])

@@ -1,5 +1,5 @@
 """The RecPack adapter in real RecPack pipelines, checked against RecPack's own metrics, and
-its bad and edge-case input (issue 19).
+its bad and edge-case input.
 
 Every bad input either gets a clear error naming the argument and the offending value (or raw
 item id), or, where the input is valid, the number an independent route gives (IPS-DCG by
@@ -419,7 +419,7 @@ def test_hyperopt_sweep_picks_the_best_trial(validation_scenario):
     assert p.get_metrics().index.tolist() == [f"EASE(alpha=0,density=None,l2={best})"]
 
 
-# --- names that say whether a metric is IPS-weighted (issue 16) -------------------------------
+# --- names that say whether a metric is IPS-weighted -------------------------------
 
 WEIGHTED = ("IPSDCGK", "SNIPSDCGK", "IPSNDCGK", "IPSPostNormalisedDCGK", "IPSRecallK")
 PLAIN_FOR = {
@@ -740,7 +740,7 @@ def test_predictions_edited_in_place_keeping_sums_are_ranked_again():
     assert module._CACHE.ranking(y_pred, 2).items.tolist() == [[2, 1]]
 
 
-# --- bad and edge-case input (issue 19) ---------------------------------------------------
+# --- bad and edge-case input ---------------------------------------------------
 
 MAPPING = pd.DataFrame({"movieId": [50, 7, 300], "iid": [2, 0, 1]})
 RAW = {7: 0.1, 300: 0.2, 50: 0.5}

@@ -30,12 +30,12 @@ from recpack.metrics.base import ListwiseMetricK
 from recpack.util import get_top_K_ranks
 
 from .._validation import check_positive_int
+from ..evaluation.inputs import EstimatorInputs
 from ..inference.result import Comparison, EstimateResult, PairedEstimate
 from ..inference.summary import compare_systems, summary_rows
 from ..inference.systems import PreferenceMatrix
 from ..io.id_maps import propensity_on_indices
 from ..metrics.cache import RankingCache, WinRatePools, rank_ties_by
-from ..evaluation.inputs import EstimatorInputs
 from ..metrics.ranking import TopK
 from ..metrics.rpp import RecallLevels
 from ..registry import ESTIMATORS

@@ -95,7 +95,8 @@ def main() -> None:
     args = parser.parse_args()
     defaults = (943, 1682, 10) if args.dense else (100_000, 20_000, 100)
     args.users, args.items, args.K = (
-        given or default for given, default in zip((args.users, args.items, args.K), defaults)
+        given or default
+        for given, default in zip((args.users, args.items, args.K), defaults, strict=True)
     )
 
     t0 = time.perf_counter()

@@ -163,19 +163,25 @@ def logged_unbiased_dcg(args) -> None:
         "the floor of putting them back in order)"
     )
     print(
-        f"   logged_dcg:             {estimate:7.2f} s  ({n_rows / estimate / 1e6:.1f} M impressions/s "
+        f"   logged_dcg:             {estimate:7.2f} s  ({n_rows / estimate / 1e6:.1f} M "
+        "impressions/s "
         f"on one core; value {value:.4f})"
     )
     print(
-        f"   anchor np.bincount:     {floor:7.3f} s  → logged_dcg is {estimate / floor:.0f}× the floor"
+        f"   anchor np.bincount:     {floor:7.3f} s  → logged_dcg is {estimate / floor:.0f}× the "
+        "floor"
     )
     print(
-        f"   anchor Python loop:     {loop:7.1f} s (scaled from 1 %) → {loop / estimate:.0f}× slower "
-        f"than logged_dcg (equal on the 1 %: {check:.6f})"
+        f"   anchor Python loop:     {loop:7.1f} s (scaled from 1 %) → {loop / estimate:.0f}× "
+        f"slower than logged_dcg (equal on the 1 %: {check:.6f})"
     )
+
+    def build_and_estimate():
+        log = FeedLog.from_arrays(**columns, n_items=args.items, n_contexts=args.contexts)
+        return logged_dcg(log, ranker, discount=discount)
+
     print(
-        f"   peak memory, build + estimate: "
-        f"{peak_mib(lambda: logged_dcg(FeedLog.from_arrays(**columns, n_items=args.items, n_contexts=args.contexts), ranker, discount=discount)):.0f} MiB "
+        f"   peak memory, build + estimate: {peak_mib(build_and_estimate):.0f} MiB "
         f"(input columns {sum(v.nbytes for v in columns.values()) / 2**20:.0f} MiB)"
     )
 
@@ -208,7 +214,8 @@ def banners(args) -> None:
     print(f"   n = 16, batch of 64:    {1e3 * batched:7.1f} ms per banner")
     print(
         f"   n = 8: programme {1e3 * dp8:.2f} ms vs enumerating 8! orderings {enum8:.2f} s "
-        f"({enum8 / dp8:.0f}×); 16! orderings would take ~{enum8 * 16 * 15 * 14 * 13 * 12 * 11 * 10 * 9 / 86400 / 365:.0f} years"
+        f"({enum8 / dp8:.0f}×); 16! orderings would take "
+        f"~{enum8 * 16 * 15 * 14 * 13 * 12 * 11 * 10 * 9 / 86400 / 365:.0f} years"
     )
 
 
@@ -229,8 +236,10 @@ def plackett_luce_target(args) -> None:
     discount = LogDiscount(cutoff=feed)
     active = np.unique(log.context[log.reward > 0])
     print(
-        f"\n3. logged DCG of a Plackett–Luce target: {log.n_rows:,} impressions ({n_sessions:,} sessions × "
-        f"{feed}, one context each, {active.size:,} with a reward), {n_items:,} items, cutoff {feed}"
+        f"\n3. logged DCG of a Plackett–Luce target: {log.n_rows:,} impressions ({n_sessions:,} "
+        "sessions × "
+        f"{feed}, one context each, {active.size:,} with a reward), {n_items:,} items, cutoff "
+        f"{feed}"
     )
     deterministic = best_time(
         lambda: logged_dcg(log, DeterministicRanker(scores), discount=discount), args.repeat
@@ -243,7 +252,8 @@ def plackett_luce_target(args) -> None:
     print(f"   deterministic target:   {deterministic:7.3f} s  (anchor)")
     print(
         f"   Rao–Blackwellised, {args.pl_samples} draws per context: {sampled:.3f} s = "
-        f"{sampled / deterministic:.1f}× the deterministic target; value {result.value:.6f}, standard error "
+        f"{sampled / deterministic:.1f}× the deterministic target; value {result.value:.6f}, "
+        "standard error "
         f"{result.standard_error:.2e}, approximation error {result.approximation_error:.2e} "
         f"({result.approximation_error / result.standard_error:.1e} of the standard error)"
     )
@@ -254,7 +264,8 @@ def plackett_luce_target(args) -> None:
     PlackettLuceRanker(scores, method="monte_carlo").exposure(log, discount, rows)
     before = (time.perf_counter() - start) * active.size / probe.size
     print(
-        f"   as sampled before (method='auto': 2,000 plain draws per context): ~{before:.0f} s (scaled from "
+        f"   as sampled before (method='auto': 2,000 plain draws per context): ~{before:.0f} s "
+        "(scaled from "
         f"{probe.size} contexts) = {before / deterministic:.0f}× the deterministic target"
     )
 
@@ -272,8 +283,10 @@ def plackett_luce_target(args) -> None:
         discount=discount,
     )
     print(
-        f"   on those {probe.size} sessions: exact {exact:.8f}, Rao–Blackwellised {check.value:.8f}, "
-        f"difference {(check.value - exact) / check.approximation_error:+.2f}× its reported approximation error"
+        f"   on those {probe.size} sessions: exact {exact:.8f}, Rao–Blackwellised "
+        f"{check.value:.8f}, "
+        f"difference {(check.value - exact) / check.approximation_error:+.2f}× its reported "
+        "approximation error"
     )
 
 

@@ -72,7 +72,8 @@ def main() -> None:
     wall = time.perf_counter() - start
 
     print(
-        f"\n{args.dataset}: {data.shape[0]} users × {data.shape[1]} items, 20 models, K = {args.K}; "
+        f"\n{args.dataset}: {data.shape[0]} users × {data.shape[1]} items, 20 models, K = "
+        f"{args.K}; "
         f"pipeline wall time {wall:.1f} s"
     )
     print(f"{'metric':<24} {'total s':>8} {'vs NDCGK':>9} {'vs DCGK':>8}")

@@ -93,7 +93,8 @@ def best_in_turn(fns, repeat: int) -> list[tuple[float, float]]:
 
 
 def pyarrow_read(paths: list[str]) -> None:
-    """The anchor for reading: a plain pyarrow.csv read of every file (all columns, inferred types)."""
+    """The anchor for reading: a plain pyarrow.csv read of every file (all columns, inferred
+    types)."""
     import pyarrow.csv
 
     for path in paths:
@@ -107,7 +108,8 @@ def pyarrow_read(paths: list[str]) -> None:
 def reference_pairwise(
     reference: str, qrels: str, runs: list[str], repeat: int
 ) -> tuple[float, float, dict]:
-    """The reference's reading time, its best ``get_prefs`` time (RPP of every pair) and its result."""
+    """The reference's reading time, its best ``get_prefs`` time (RPP of every pair) and its
+    result."""
     if reference not in sys.path:
         sys.path.insert(0, reference)
     import pref_eval
@@ -186,19 +188,21 @@ def main() -> None:
                 preference_matrix(collection.qrels, collection.runs, graded=False), summary
             )
         print(
-            f"1. binary qrels, 5–60 relevant per query: {shape}; max |ours − reference| = {worst:.1e}"
+            f"1. binary qrels, 5–60 relevant per query: {shape}; max |ours − reference| = "
+            f"{worst:.1e}"
         )
         print(f"{'':22}{'anchor':>28}{'ours':>10}{'ratio':>18}")
         print(
-            f"{'read trec files':22}{'pyarrow.csv.read_csv':>19}{arrow_read:>8.3f}s{ours_read:>9.3f}s"
-            f"{ours_read / arrow_read:>8.2f}× anchor"
+            f"{'read trec files':22}{'pyarrow.csv.read_csv':>19}{arrow_read:>8.3f}s"
+            f"{ours_read:>9.3f}s{ours_read / arrow_read:>8.2f}× anchor"
         )
         print(
             f"{'pairwise RPP matrix':22}{'get_prefs':>19}{ref_prefs:>8.3f}s{ours_prefs:>9.4f}s"
             f"{ref_prefs / ours_prefs:>8.0f}× faster"
         )
         print(
-            f"(reading: pyarrow kept {arrow_cpu / arrow_read:.1f} cores busy, ours {ours_cpu / ours_read:.1f}; "
+            f"(reading: pyarrow kept {arrow_cpu / arrow_read:.1f} cores busy, ours "
+            f"{ours_cpu / ours_read:.1f}; "
             f"our CPU time is {ours_cpu / arrow_cpu:.2f}× the anchor's. "
             f"The reference reads the files in {ref_read:.2f} s.)"
         )
@@ -230,7 +234,8 @@ def main() -> None:
     seconds = best_time(lambda: win_rates(y_true, rankings), 1)
     peak = peak_mib(lambda: win_rates(y_true, rankings))
     print(
-        f"\n3. win rates of {args.big_systems} systems × {args.big_users} users (depth {args.depth}, "
+        f"\n3. win rates of {args.big_systems} systems × {args.big_users} users (depth "
+        f"{args.depth}, "
         f"{y_true.nnz:,} relevant): {seconds:.1f} s, peak {peak:.0f} MiB"
     )
 

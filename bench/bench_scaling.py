@@ -17,6 +17,7 @@ keeps: ranks, weights, contributions); the last line fits that split, the last c
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -73,7 +74,8 @@ def main() -> None:
     seconds: dict[str, list[float]] = {"ndcg": [], "ips_dcg": []}
     memory: dict[str, list[float]] = {"ndcg": [], "ips_dcg": []}
     print(
-        f"{args.items:,} items, {args.candidates} scored and 10 held-out items per user, K = {args.K}"
+        f"{args.items:,} items, {args.candidates} scored and 10 held-out items per user, K = "
+        f"{args.K}"
     )
     print(
         f"{'users':>8} {'metric':>13} {'time (s)':>9} {'µs/user':>8} {'peak MiB':>9} "
@@ -83,8 +85,8 @@ def main() -> None:
         y_true, y_pred, propensity = sparse_case(n_users, args.items, args.candidates)
         inputs = sum(a.nbytes for m in (y_true, y_pred) for a in (m.data, m.indices, m.indptr))
         runs = {
-            "ndcg": lambda: ndcg(y_true, y_pred, discount=disc),
-            "ips_dcg": lambda: ips_dcg(y_true, y_pred, discount=disc, propensity=propensity),
+            "ndcg": partial(ndcg, y_true, y_pred, discount=disc),
+            "ips_dcg": partial(ips_dcg, y_true, y_pred, discount=disc, propensity=propensity),
         }
         for name, fn in runs.items():
             seconds[name].append(best_time(fn, args.repeat))

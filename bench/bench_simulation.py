@@ -62,7 +62,8 @@ def main() -> None:
     print(f"log one feed per user (incl. exposure): {t_log:8.2f} s  ({log.click.sum()} clicks)")
     print(f"online reward of a top-10 per user:     {t_reward:8.2f} s  (value {reward.value:.4f})")
     print(
-        f"per feed: ours {ours_feed * 1e6:.1f} µs, anchor Generator.choice {t_anchor_feed * 1e6:.1f} µs"
+        f"per feed: ours {ours_feed * 1e6:.1f} µs, anchor Generator.choice "
+        f"{t_anchor_feed * 1e6:.1f} µs"
         f" -> ratio {ours_feed / t_anchor_feed:.3f}"
     )
     print(f"peak resident memory: {peak_gib:.2f} GiB (limit of this machine: 24 GiB)")

@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> dict:
     # Three feeds per user: the same (user, item) pairs reappear at other ranks.
     log = world.log(policy, feed_length=args.feed, n_feeds=3, seed=1).feed_log()
     print(
-        f"{log.n_rows:,} impressions in {log.n_sessions:,} sessions, {int(log.reward.sum()):,} clicks"
+        f"{log.n_rows:,} impressions in {log.n_sessions:,} sessions, {int(log.reward.sum()):,} "
+        "clicks"
     )
 
     truth = LogDiscount().weights(args.feed)
@@ -77,13 +78,15 @@ def main(argv: list[str] | None = None) -> dict:
             )
             lo, hi = est.confidence_interval()
             print(
-                f"  {name:8s} {est.value:.4f} [{lo:.4f}, {hi:.4f}]  clipped {clipped.value:.4f}  online {online:.4f}"
+                f"  {name:8s} {est.value:.4f} [{lo:.4f}, {hi:.4f}]  clipped {clipped.value:.4f}  "
+                f"online {online:.4f}"
             )
             results[name] = {"estimate": est.value, "online": online, "se": est.standard_error}
             results[name + " estimate"] = est
         comparison = results.pop("sharp estimate").compare(results.pop("blurred estimate"))
         print(
-            f"  sharp − blurred: {comparison.difference:.4f}, one-sided p = {comparison.p_value_greater:.2g}"
+            f"  sharp − blurred: {comparison.difference:.4f}, one-sided p = "
+            f"{comparison.p_value_greater:.2g}"
         )
         out[label] = dict(results, p_value_greater=comparison.p_value_greater)
     return out

@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--output", default="recpack-ope-reports/examples/ndcg-disagreement")
     args = parser.parse_args(argv)
 
-    # RecPack's logs, progress bars and warnings stay quiet (run_disagreement(verbose=True) shows them).
+    # RecPack's logs, progress bars and warnings stay quiet (run_disagreement(verbose=True) shows
+    # them).
     result = run_disagreement(
         DisagreementConfig(dataset=args.dataset, n_models=args.models, K=args.cutoff)
     )

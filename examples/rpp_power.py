@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> dict:
     for a, b in only_rpp[:8]:
         diff = ndcg.means[ndcg.index(a)] - ndcg.means[ndcg.index(b)]
         print(
-            f"  {a} ≻ {b}: RPP {rpp.mean[rpp.index(a), rpp.index(b)]:+.3f}, {ndcg_name} difference {diff:+.4f}"
+            f"  {a} ≻ {b}: RPP {rpp.mean[rpp.index(a), rpp.index(b)]:+.3f}, {ndcg_name} difference "
+            f"{diff:+.4f}"
         )
 
     wins = rpp.win_rates()

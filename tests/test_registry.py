@@ -157,5 +157,7 @@ def test_the_docs_table_is_the_registry():
     docs += (ROOT / "README.md").read_text()
     for old in ("unbiased_dcg", "UnbiasedDCGK", "SNUnbiasedDCGK", "UnbiasedDCG("):
         assert old not in docs, old
-    for camel in re.findall(r"`((?:IPS|SNIPS|DR|Plain|PostNormalised|Stratified)\w*(?:DCG|Recall))K?`", docs):
+    for camel in re.findall(
+        r"`((?:IPS|SNIPS|DR|Plain|PostNormalised|Stratified)\w*(?:DCG|Recall))K?`", docs
+    ):
         assert camel.removesuffix("K") in {e.camel for e in ESTIMATORS.values()}, camel

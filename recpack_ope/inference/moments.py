@@ -97,7 +97,8 @@ class Moments:
         if not parts:
             return cls.empty(d)
         while len(parts) > 1:
-            parts = [a.merge(b) for a, b in zip(parts[::2], parts[1::2])] + (
+            # An odd last part has no partner: it is carried to the next round.
+            parts = [a.merge(b) for a, b in zip(parts[::2], parts[1::2], strict=False)] + (
                 [parts[-1]] if len(parts) % 2 else []
             )
         return parts[0]

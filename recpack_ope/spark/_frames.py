@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from . import _partitions
 
-# Spark's simpleString names of numeric types (tinyint, smallint, int, bigint, float, double, decimal(p,s))
+# Spark's simpleString names of numeric types (tinyint, smallint, int, bigint, float, double,
+# decimal(p,s))
 NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
 

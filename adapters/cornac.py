@@ -1,7 +1,6 @@
-"""recpack-ope for Cornac (the ``cornac`` extra): the registry's estimators as Cornac metrics
-(``IPSDCG`` named ``IPS-DCG@10``, …), a propensity-stratified evaluation, RPP and ties with the
-best. Translation only: Cornac's item indices, candidates (known items but the user's positive
-training and validation ones), scores and results. See docs/getting-started/cornac.md."""
+"""recpack-ope for Cornac (the ``cornac`` extra): the registry's estimators as Cornac metrics,
+a propensity-stratified evaluation, RPP and ties with the best. Translation only: Cornac's item
+indices, candidates, scores and results. See docs/getting-started/cornac.md."""
 
 from __future__ import annotations
 
@@ -17,18 +16,16 @@ from cornac.exception import ScoreException
 from cornac.experiment.result import Result
 from cornac.metrics import NDCG, RankingMetric, Recall
 
+from .. import LogDiscount, PowerLawPropensity
 from .. import _validation as check
-from .._validation import check_positive_int, shown
 from ..evaluation import comparisons, held_out
-from ..evaluation.inputs import EstimatorInputs
-from ..evaluation.strata_report import ReportMetric
+from ..evaluation.inputs import EstimatorInputs, framework_cutoff
+from ..evaluation.strata_report import ReportMetric, simpsons_paradox_of
 from ..inference.significance import TiedWithBest
 from ..inference.systems import PreferenceMatrix, distinct_names
 from ..io.id_maps import propensity_on_indices
 from ..metrics.ranking import ProductScores, TopK, rank_in_batches
 from ..metrics.simpsons_paradox import SimpsonsParadoxReport
-from ..propensity.discount import LogDiscount
-from ..propensity.models import PowerLawPropensity
 from ..propensity.weights import RECOMMENDED_CLIP
 from ..registry import ESTIMATORS, Estimator
 
@@ -37,22 +34,14 @@ _OFFERED = [e for e in _OFFERED if e.needs in ((), ("propensity",)) and e.weight
 __all__ = [e.camel for e in _OFFERED] + ["CornacAdapter", "PropensityStratifiedEvaluation"]
 __all__ += ["StratifiedModelResult", "add_rpp", "item_counts", "rank_test_users"]
 __all__ += ["simpsons_paradox", "tied_with_best"]
-_INSTEAD = "evaluate it with recpack_ope.adapters.cornac.PropensityStratifiedEvaluation"
-
-
-def _cutoff(k) -> int | None:
-    """Cornac's ``k`` (-1: the whole ranking) as the core's cutoff (None)."""
-    if isinstance(k, (list, tuple, np.ndarray)):  # Cornac rebuilds those without propensities
-        raise ValueError(f"k must be one cutoff, got {shown(k)}: make one metric per cutoff")
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < -1 or k == 0:
-        raise ValueError(f"k must be a positive integer or -1 (whole ranking), got {shown(k)}")
-    return None if k == -1 else int(k)
+_HINT = "evaluate it with recpack_ope.adapters.cornac.PropensityStratifiedEvaluation"
 
 
 def item_counts(eval_method: BaseMethod, on: str = "all") -> np.ndarray:
-    """Ratings per Cornac item index of train, validation and test (``"all"``, Cornac's
-    propensity estimate) or of the training set (``"train"``), after the split."""
-    check.check_choice(on, ("all", "train"), "on") and _known_items(eval_method)
+    """Ratings per Cornac item index of train, validation and test (``"all"``, as Cornac's
+    propensities) or of the training set (``"train"``): ``item_counts(RatioSplit(data))``."""
+    check.check_choice(on, ("all", "train"), "on")
+    _known_items(eval_method)  # refuses anything but an eval method after its split
     sets = [eval_method.train_set, eval_method.val_set, eval_method.test_set]
     items = [np.asarray(s.uir_tuple[1]) for s in sets[: 3 if on == "all" else 1] if s is not None]
     return np.bincount(np.concatenate(items), minlength=eval_method.total_items).astype(float)
@@ -60,8 +49,8 @@ def item_counts(eval_method: BaseMethod, on: str = "all") -> np.ndarray:
 
 class CornacAdapter(EstimatorInputs):
     """:class:`~recpack_ope.evaluation.inputs.EstimatorInputs` on a Cornac eval method's item
-    indices: ``propensity`` is a model :meth:`fit` on the item counts of ``on`` (``"all"``, as
-    Cornac, or ``"train"``), a mapping or Series keyed by raw item id, or one value per index."""
+    indices (``propensity`` may be keyed by raw item id; a model is fitted on the counts of
+    ``on``): ``CornacAdapter(propensity=PowerLawPropensity()).fit(ratio_split).metrics(k=10)``."""
 
     fit_example, fit_argument = "CornacAdapter(...).fit(eval_method)", "counts"
 
@@ -89,44 +78,30 @@ class CornacAdapter(EstimatorInputs):
         if not hasattr(self, "propensity_"):
             raise ValueError("call adapter.fit(eval_method) before metrics()")
         names = ("dcg", "ndcg") if self.propensity is None else ("ips_dcg", "ips_ndcg")
-        p = {} if self.propensity is None else {"propensity": self.propensity}
-        return [_CLASSES[n](k, clip=self.clip, discount=self.discount, **p) for n in names]
+        return [_CLASSES[n](k, self.propensity, self.clip, self.discount) for n in names]
 
 
 class OPEMetric(RankingMetric):
-    """A registry estimator as a Cornac ranking metric at cutoff ``k`` (-1: the whole ranking),
-    with ``propensity``, ``clip``, ``discount`` as in :class:`CornacAdapter`. Cornac averages
-    per-user values: other estimators and ``clip="auto"`` need the stratified evaluation."""
+    """A registry estimator as a Cornac metric at cutoff ``k`` (-1: the whole ranking), with
+    ``propensity`` on Cornac's item indices: ``IPSDCG(k=10, propensity=p)``."""
 
     estimator: Estimator
 
     def __init__(self, k=-1, propensity=None, clip=RECOMMENDED_CLIP, discount=None):
-        cutoff, e, cls = _cutoff(k), self.estimator, type(self).__name__
-        if cutoff is None and "recall" in e.name:
-            raise ValueError(f"k must be a positive integer for {cls}, got -1")
-        if isinstance(propensity, (Mapping, pd.Series)):
-            raise ValueError(
-                f"{cls} needs propensity= on Cornac's item indices; use "
-                "CornacAdapter(...).fit(eval_method) for raw item ids"
-            )
+        cutoff, cls = framework_cutoff(k), type(self).__name__
+        if isinstance(propensity, (Mapping, pd.Series)):  # CornacAdapter(...).fit maps raw ids
+            raise ValueError(f"{cls} needs propensity= on Cornac's item indices, not raw ids")
         self.inputs = CornacAdapter(propensity, discount, clip)
-        self.inputs.check_weighting(e, lambda entry: entry.camel)
-        self.inputs.require_fitted(f"making {cls}")
+        self.inputs.check_metric(self.estimator, cutoff, lambda e: e.camel, f"making {cls}")
         self.propensity, self.clip = self.inputs.propensity, clip
         self.cutoff, self.discount = cutoff, self.inputs.at(cutoff)
-        super().__init__(name=e.display(self.discount), k=k)
-
-    def report_metric(self) -> ReportMetric:
-        """This metric as a column of the core's :func:`~recpack_ope.evaluation.strata_report`."""
-        return ReportMetric(self.estimator.name, self.discount, self.propensity, self.clip)
+        super().__init__(name=self.estimator.display(self.discount), k=k)
 
     def compute(self, gt_pos, pd_rank, **kwargs) -> float:
         """One user's value, as Cornac's ranking loop asks for it."""
         if np.size(gt_pos) and np.min(gt_pos) < 0:
             raise ValueError(f"gt_pos has item index {int(np.min(gt_pos))}; Cornac's are >= 0")
-        return self.inputs.one_user(
-            self.estimator, gt_pos, pd_rank, self.cutoff, "Cornac", _INSTEAD
-        )
+        return self.inputs.one_user(self.estimator, gt_pos, pd_rank, self.cutoff, "Cornac", _HINT)
 
 
 _CLASSES = {
@@ -138,22 +113,11 @@ globals().update({cls.__name__: cls for cls in _CLASSES.values()})
 
 
 def _scorer(model, n_items: int) -> ProductScores:
-    """``users → scores`` of a fitted Cornac model over its first ``n_items`` items: one product
-    of its vectors when Cornac documents the scores as dot products (items in rows, ``U @ V.T``,
-    or in columns, EASE's ``U @ B``), checked against ``model.score``; else user by user."""
+    """``users → scores`` of ``n_items`` items: the vectors' product if Cornac measures by dot."""
     from cornac.models.recommender import MEASURE_DOT
 
     model = getattr(model, "best_model", None) or model  # hyperopt searches wrap it
-
-    def one_user(user: int) -> np.ndarray:  # unknown items (past the model's) rank last
-        try:
-            scores = np.asarray(model.score(user), dtype=np.float64).ravel()  # EASE: a 1×n row
-        except ScoreException:
-            return np.full(n_items, float(model.default_score()))
-        return np.pad(scores, (0, max(n_items - scores.size, 0)), constant_values=scores.min())[
-            :n_items
-        ]
-
+    one_user = held_out.user_scores(model.score, n_items, model.default_score, ScoreException)
     try:
         if model.get_vector_measure() != MEASURE_DOT:
             return ProductScores(one_user)
@@ -168,30 +132,25 @@ def _scorer(model, n_items: int) -> ProductScores:
 def _known_items(eval_method: BaseMethod) -> int:
     """Items Cornac ranks: the training items, or every item when unknowns are kept."""
     if not isinstance(eval_method, BaseMethod) or eval_method.train_set is None:
-        raise TypeError(
-            "eval_method must be a Cornac eval method after its split (e.g. RatioSplit(data, "
-            f"...)), got {type(eval_method).__name__}"
-        )
+        what = "a Cornac eval method after its split (e.g. RatioSplit(data, ...))"
+        raise TypeError(f"eval_method must be {what}, got {type(eval_method).__name__}")
     unknowns = not eval_method.exclude_unknowns
     return eval_method.total_items if unknowns else eval_method.train_set.num_items
 
 
 def _positives(eval_method: BaseMethod, *datasets) -> sp.csr_matrix:
     """users × known items of the datasets' ratings ≥ the eval method's rating_threshold."""
-    shape = (eval_method.total_users, n_items := _known_items(eval_method))
-    found = sp.csr_matrix(shape)
-    for users, items, ratings in (map(np.asarray, d.uir_tuple) for d in datasets if d is not None):
-        keep = (ratings >= eval_method.rating_threshold) & (items < n_items)
-        found += sp.csr_matrix((np.ones(keep.sum()), (users[keep], items[keep])), shape=shape)
-    return found
+    shape = (eval_method.total_users, _known_items(eval_method))
+    triplets = [d.uir_tuple for d in datasets if d is not None]
+    return held_out.positives(triplets, shape, eval_method.rating_threshold)
 
 
 def rank_test_users(eval_method, model, users, cutoff, batch_users=1024, verbose=False) -> TopK:
     """Top-``cutoff`` (None: all) of Cornac's candidates for ``users`` (Cornac user indices),
-    scored in batches; ties go to the lower item index, as in Cornac's ``rank``."""
+    ties to the lower item index as in Cornac: ``rank_test_users(split, bpr, [0, 5], 10).items``."""
     owner, n = "the eval method's users", _known_items(eval_method)
     users = check.check_index_vector(users, "users", eval_method.total_users, "Cornac user", owner)
-    cutoff = check_positive_int(cutoff, "cutoff", allow_none=True)
+    cutoff = check.check_positive_int(cutoff, "cutoff", allow_none=True)
     seen = _positives(eval_method, eval_method.train_set, eval_method.val_set)
     held, desc = _positives(eval_method, eval_method.test_set), f"Ranking [{model.name}]"
     score, progress = _scorer(model, n), desc if verbose else None
@@ -200,84 +159,56 @@ def rank_test_users(eval_method, model, users, cutoff, batch_users=1024, verbose
     )
 
 
-class StratifiedModelResult(Result):
-    """A model's :class:`~recpack_ope.evaluation.held_out.HeldOutReport` as a Cornac ``Result``
-    (``metric_avg_results``: the Stratified values), printed as its table; ``user_index`` is
-    the Cornac user of every evaluated row."""
+class StratifiedModelResult(held_out.HeldOutResult, Result):
+    """A :class:`~recpack_ope.evaluation.held_out.HeldOutResult` as a Cornac ``Result`` (averages:
+    the Stratified values; ``user_index``: Cornac users): ``experiment.result[0].rows()``."""
 
     def __init__(self, model_name, evaluation: held_out.HeldOutReport):
         super().__init__(model_name, *evaluation.values())
-        self.report, self.user_index = evaluation.report, evaluation.user_ids
-        self.estimates, self.ips, self.dr = self.report.estimates, self.report.ips, self.report.dr
-        self.y_true, self.ranking = evaluation.y_true, evaluation.ranking  # keep_rankings=True
-        self.propensity = evaluation.propensity
-
-    def rows(self) -> pd.DataFrame:
-        """The table: Closed, IPS, IPS ESS/n, (DR,) Q1…QS, Stratified × metrics and SIZE."""
-        return pd.DataFrame.from_dict(self.report.rows(), orient="index")
-
-    def unreliable_ips(self) -> dict:
-        """Metric → diagnostics of the IPS values whose ESS ratio is below threshold."""
-        return self.report.unreliable_ips()
-
-    def __str__(self) -> str:
-        return f"[{self.model_name}]\n{self.report.table()}"
+        self.keep(evaluation)
 
 
 class PropensityStratifiedEvaluation(RatioSplit):
-    """Propensity-stratified evaluation (Jadidinejad et al., TOIS 2021) for ``cornac.Experiment``:
-    a ``RatioSplit`` reporting each model as a :class:`StratifiedModelResult`.
-
-    ``n_strata``, ``binning``, ``clip``, ``batch_users``, ``keep_rankings``: as in
-    :class:`~recpack_ope.evaluation.held_out.StratifiedOptions`; ``propensity`` is fitted on the
-    item counts of ``fit_on`` (``"all"`` or ``"train"``); a ``reward_model`` (a Cornac
-    recommender) adds the DR row. See docs/getting-started/cornac.md."""
+    """Propensity-stratified evaluation (Jadidinejad et al., TOIS 2021): a ``RatioSplit``
+    reporting each model as a :class:`StratifiedModelResult`. ``propensity`` (default: Cornac's
+    power law) is fitted on the item counts; ``reward_model`` adds the DR row; ``options`` are
+    :class:`~recpack_ope.evaluation.held_out.StratifiedOptions`' or RatioSplit's. Usage:
+    ``cornac.Experiment(PropensityStratifiedEvaluation(triplets, n_strata=2), models, metrics)``.
+    """
 
     def __init__(
         self,
         data,
         test_size=0.2,
         val_size=0.0,
-        n_strata=2,
-        binning="width",
-        propensity=None,
-        fit_on="all",
         rating_threshold=1.0,
         seed=None,
         exclude_unknowns=True,
         verbose=False,
-        batch_users=1024,
-        keep_rankings=False,
-        clip=RECOMMENDED_CLIP,
+        *,
+        propensity=None,
         reward_model=None,
-        **kwargs,
+        **options,
     ):
-        what = "a propensity model fitted on the item counts (e.g. PowerLawPropensity(), "
-        check.check_model(propensity, "fit", "propensity", what + "FixedPropensity(values))")
-        what = "a Cornac recommender (with fit and score, e.g. MostPop())"
-        check.check_model(reward_model, "score", "reward_model", what)
-        self.options = held_out.StratifiedOptions(
-            n_strata, binning, clip, batch_users, keep_rankings
-        )
+        held_out.check_models(propensity, reward_model, "a Cornac recommender", "MostPop()")
+        self.options, cornac_options = held_out.StratifiedOptions.split(options)
         propensity = PowerLawPropensity(variant="cornac") if propensity is None else propensity
-        on = check.check_choice(fit_on, ("all", "train"), "fit_on")
-        self.inputs = CornacAdapter(propensity, None, clip, on)
+        self.inputs = CornacAdapter(propensity, None, self.options.clip, self.options.fit_on)
+        args = (test_size, val_size, rating_threshold, seed)
         flags = {"exclude_unknowns": exclude_unknowns, "verbose": verbose}
-        held_out.check_rating_split(data, test_size, val_size, rating_threshold, seed, **flags)
-        args = (test_size, val_size, rating_threshold, seed, exclude_unknowns, verbose)
-        super().__init__(data, *args, **kwargs)
+        held_out.check_rating_split(data, *args, **flags)
+        super().__init__(data, *args, **flags, **cornac_options)
         held_out.check_relevant(self.test_set.uir_tuple[2], rating_threshold)
         self.propensity_ = self.inputs.fit(self).propensity.propensity_
-        self.clip, self.keep_rankings, self.reward_model = clip, keep_rankings, reward_model
-        self.batch_users, self.n_items_ = batch_users, _known_items(self)
+        self.reward_model, self.clip = reward_model, self.options.clip
+        self.n_items_ = _known_items(self)
 
     def rank(self, model, users: np.ndarray, cutoff: int | None) -> TopK:
         """Top-``cutoff`` candidates of ``users`` (rows of the result), batched."""
-        return rank_test_users(self, model, users, cutoff, self.batch_users, self.verbose)
+        return rank_test_users(self, model, users, cutoff, self.options.batch_users, self.verbose)
 
     def evaluate(self, model, metrics, user_based, show_validation=True):
-        """Fit ``model`` and report ``metrics`` on the test set (and the validation set):
-        Cornac's ``Experiment`` contract, returning (test result, validation result or None)."""
+        """Fit ``model``; its test and validation results (or None), as Cornac's Experiment asks."""
         if not callable(getattr(model, "fit", None)):
             raise TypeError(f"model must be a Cornac recommender, got {type(model).__name__}")
         rating, ranking = self.organize_metrics(metrics)
@@ -298,51 +229,37 @@ class PropensityStratifiedEvaluation(RatioSplit):
         return result, validation
 
     def _report(self, model, columns, held_set, seen_set, reward_model) -> StratifiedModelResult:
-        p, reward, clicks = self.propensity_[: self.n_items_], None, None
+        dr, name, n, p = {}, model.name, self.n_items_, self.propensity_[: self.n_items_]
         if reward_model is not None:
             reward_model = reward_model.clone() if hasattr(reward_model, "clone") else reward_model
             reward_model.fit(self.train_set, self.val_set)
-            reward = _scorer(reward_model, self.n_items_)
             clicks = _positives(self, self.train_set if self.val_set is None else self.val_set)
+            dr = {"reward": _scorer(reward_model, n), "clicks": clicks}
+        held, seen = _positives(self, held_set), _positives(self, self.train_set, seen_set)
+        score, progress = _scorer(model, n), f"Ranking [{name}]" if self.verbose else None
         evaluation = held_out.stratified_held_out(
-            _positives(self, held_set),
-            _scorer(model, self.n_items_),
-            p,
-            columns,
-            self.options,
-            seen=_positives(self, self.train_set, seen_set),
-            reward=reward,
-            clicks=clicks,
-            model=model.name,
-            progress=f"Ranking [{model.name}]" if self.verbose else None,
+            held, score, p, columns, self.options, seen=seen, model=name, progress=progress, **dr
         )
-        return StratifiedModelResult(model.name, evaluation)
+        return StratifiedModelResult(name, evaluation)
 
 
 def _report_metric(metric: RankingMetric, n_items: int) -> ReportMetric:
     """A Cornac metric as a column of the core's report."""
     if isinstance(metric, OPEMetric):
-        return metric.report_metric()
+        return ReportMetric(metric.estimator.name, metric.discount, metric.propensity, metric.clip)
     if type(metric) in (NDCG, Recall):
         name = "ndcg" if type(metric) is NDCG else "recall"
-        cutoff = _cutoff(metric.k) or (None if name == "ndcg" else n_items)
+        cutoff = framework_cutoff(metric.k) or (None if name == "ndcg" else n_items)
         return ReportMetric(name, LogDiscount(cutoff))
-    raise ValueError(
-        f"{metric.name} is not supported by PropensityStratifiedEvaluation; it evaluates "
-        f"Cornac's NDCG and Recall and {', '.join(e.camel for e in _OFFERED)}"
-    )
+    offered = ", ".join(e.camel for e in _OFFERED)
+    raise ValueError(f"{metric.name} is not supported: give Cornac's NDCG or Recall, or {offered}")
 
 
 def simpsons_paradox(a, b, metric: str | None = None, alpha: float = 0.05) -> SimpsonsParadoxReport:
-    """Jadidinejad et al. Table 2 for two :class:`StratifiedModelResult` (``experiment.result[i]``)
-    on ``metric`` (default: the first): :meth:`StrataReport.simpsons_paradox`."""
-    for name, result in (("a", a), ("b", b)):
-        if not isinstance(result, StratifiedModelResult):
-            raise TypeError(
-                f"{name} must be a StratifiedModelResult (experiment.result[i] of a "
-                f"PropensityStratifiedEvaluation), got {type(result).__name__}"
-            )
-    return a.report.simpsons_paradox(b.report, metric, alpha, (a.model_name, b.model_name))
+    """Jadidinejad et al. Table 2 for two :class:`StratifiedModelResult` on ``metric`` (default:
+    the first). Usage: ``simpsons_paradox(experiment.result[0], experiment.result[1])``."""
+    where = "experiment.result[i] of a PropensityStratifiedEvaluation"
+    return simpsons_paradox_of(a, b, StratifiedModelResult, where, metric, alpha)
 
 
 def _run(experiment) -> tuple[list, tuple[str, ...]]:
@@ -356,33 +273,27 @@ def _run(experiment) -> tuple[list, tuple[str, ...]]:
 
 def tied_with_best(experiment, metric: str, alpha=0.05, correction=None, test="t") -> TiedWithBest:
     """Models of a run ``cornac.Experiment`` statistically tied with the best on ``metric``, over
-    Cornac's per-user results (:func:`~recpack_ope.evaluation.comparisons.tied_with_best_of`)."""
+    Cornac's per-user results. Usage: ``tied_with_best(experiment, "NDCG@10").tied``."""
     results, names = _run(experiment)
-    if any(not hasattr(r, "metric_user_results") for r in results):
-        raise ValueError(
-            "tied_with_best needs per-user results of one train/test split; "
-            "cross-validation keeps only each fold's averages"
-        )
+    if any(not hasattr(r, "metric_user_results") for r in results):  # CVResult: fold averages
+        raise ValueError("tied_with_best needs per-user results of one train/test split (not CV)")
     per_model = {n: r.metric_user_results for n, r in zip(names, results, strict=True)}
     return comparisons.tied_with_best_of(per_model, metric, alpha, correction, test)
 
 
 def add_rpp(experiment, k=10, weighting="uniform", column=None) -> PreferenceMatrix:
-    """Recall-paired preference between the fitted models of a run ``cornac.Experiment``
-    (single split) on its test positives (:func:`~recpack_ope.evaluation.comparisons.
-    rpp_of_models`); adds each model's win rate as ``column`` (default ``"RPP@k win"``) to
-    ``experiment.result``. ``k=None`` compares whole rankings."""
+    """Recall-paired preference between the models of a run ``cornac.Experiment`` (single
+    split) on its test positives at ``k`` (None: whole rankings); adds each model's win rate as
+    ``column`` (default ``"RPP@k win"``) to ``experiment.result``: ``add_rpp(experiment)``."""
     results, names = _run(experiment)
     method = experiment.eval_method
     if isinstance(method, CrossValidation) or getattr(method, "test_set", None) is None:
         raise ValueError("add_rpp needs a single train/test split (e.g. RatioSplit)")
-    k = check_positive_int(k, "k", allow_none=True)
+    k = check.check_positive_int(k, "k", allow_none=True)
     taken = {"Train (s)", "Test (s)", *(results[0].metric_user_results or {})}
     column = comparisons.check_new_column(column, taken)
     models = zip(names, experiment.models, strict=True)
     rank = {n: (lambda users, m=m: rank_test_users(method, m, users, k)) for n, m in models}
     matrix = comparisons.rpp_of_models(_positives(method, method.test_set), rank, k, weighting)
-    column = column or f"{matrix.name}{'' if k is None else f'@{k}'} win"
-    for result, value in zip(results, matrix.win_rates().means, strict=True):
-        result.metric_avg_results[column] = float(value)
+    comparisons.add_win_rates(matrix, [r.metric_avg_results for r in results], k, column)
     return matrix

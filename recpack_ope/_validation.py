@@ -162,13 +162,18 @@ def _index_array(values, name: str, what: str) -> np.ndarray:
     return arr
 
 
+def first_outside(index: np.ndarray, bound: int) -> int | None:
+    """The position of the first entry of ``index`` outside ``0..bound − 1``, or None."""
+    outside = np.flatnonzero((index < 0) | (index >= bound))
+    return int(outside[0]) if outside.size else None
+
+
 def _check_range(index: np.ndarray, bound: int, name: str, what: str, where) -> None:
     """Every ``index`` in ``[0, bound)``; ``where(k)`` names the k-th stored entry."""
     if not index.size or (index.min() >= 0 and index.max() < bound):
         return
-    bad = np.flatnonzero((index < 0) | (index >= bound))
-    if bad.size:
-        k = int(bad[0])
+    k = first_outside(index, bound)
+    if k is not None:
         raise ValueError(
             f"{name} is a corrupt sparse matrix: stored entry {k}{where(k)} has {what} index "
             f"{int(index[k])}, outside 0..{bound - 1}"
@@ -559,9 +564,8 @@ def check_index_vector(values, name: str, n: int, what: str, owner: str) -> np.n
             f"{name} must be a 1-D array of {what} indices, got dtype {values.dtype} and shape "
             f"{values.shape}"
         )
-    outside = np.flatnonzero((values < 0) | (values >= n))
-    if outside.size:
-        k = int(outside[0])
+    k = first_outside(values, n)
+    if k is not None:
         raise ValueError(
             f"{name} has {what.split()[-1]} index {int(values[k])} at position {k}, outside "
             f"{owner} 0..{n - 1}"

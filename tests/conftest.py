@@ -1,4 +1,5 @@
-"""Shared fixtures and the brute-force reference the vectorised core is checked against."""
+"""Shared fixtures, helpers (``from conftest import …`` in any test folder but tests/spark) and
+the brute-force reference the vectorised core is checked against."""
 
 from __future__ import annotations
 
@@ -7,12 +8,17 @@ import logging
 import math
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
 from recpack_ope.io import load_movielens_100k
+from recpack_ope.propensity.discount import LogDiscount
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +48,71 @@ def hide_package(monkeypatch, package: str) -> None:
     fresh = ("recpack_ope.adapters.", "recpack_ope.studies.", "recpack_ope.io.recpack_datasets")
     for name in [m for m in sys.modules if m.startswith(fresh)]:
         monkeypatch.delitem(sys.modules, name)
+
+
+#: trec_eval-format qrels and runs with the RPP values expected of them.
+RPP_REFERENCE = Path(__file__).parent / "data" / "rpp_reference"
+
+
+def rpp_without_pandas(monkeypatch, tmp_path) -> pytest.ExceptionInfo[SystemExit]:
+    """``recpack-ope rpp`` on two reference runs on a machine without pandas: how it stopped."""
+    from recpack_ope.cli import main
+
+    hide_package(monkeypatch, "pandas")
+    runs = sorted(str(p) for p in RPP_REFERENCE.glob("input.run*"))[:2]
+    with pytest.raises(SystemExit) as stop:
+        main(
+            [
+                "rpp",
+                "--qrels",
+                str(RPP_REFERENCE / "qrels.txt"),
+                *runs,
+                "--output",
+                str(tmp_path / "x.json"),
+            ]
+        )
+    return stop
+
+
+def write_table(path, columns: dict) -> str:
+    """A CSV or parquet file of ``columns``, by the extension of ``path``."""
+    table = pa.table(columns)
+    if path.suffix == ".csv":
+        pcsv.write_csv(table, path)
+    else:
+        pq.write_table(table, path)
+    return str(path)
+
+
+@pytest.fixture
+def write():
+    """:func:`write_table`, for the tests in ``tests/spark``: their own conftest.py takes the
+    module name ``conftest``, so ``from conftest import`` there does not reach this file."""
+    return write_table
+
+
+#: The repository's root folder.
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def repository_lines(skip: str):
+    """``(path, line number, line)`` of every page and source of the repository: README.md,
+    mkdocs.yml, pyproject.toml, noxfile.py and the .py, .md and .yml files below recpack_ope,
+    adapters, tests, docs, examples and bench; all but the file ``skip`` (the calling test,
+    which spells what it looks for)."""
+    sources = [
+        *(REPOSITORY / p for p in ("README.md", "mkdocs.yml", "pyproject.toml", "noxfile.py")),
+        *(
+            path
+            for folder in ("recpack_ope", "adapters", "tests", "docs", "examples", "bench")
+            for path in sorted((REPOSITORY / folder).rglob("*"))
+            if path.suffix in (".py", ".md", ".yml")
+        ),
+    ]
+    for path in sources:
+        if path != Path(skip).resolve():
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                yield path, n, line
 
 
 def check_importable(module: str, names) -> None:
@@ -91,3 +162,136 @@ def random_case(rng, n_users=12, n_items=9, density=0.3, graded=False):
         y *= rng.integers(1, 5, size=y.shape)
     scores = rng.permutation(n_users * n_items).reshape(n_users, n_items) / (n_users * n_items)
     return sp.csr_matrix(y), scores
+
+
+# --- a small case (3 users × 4 items) of the metric tests ------------------------------------
+
+D = LogDiscount(3)
+
+
+Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
+
+
+S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
+
+
+def delta(rank: int) -> float:
+    return 1.0 / math.log2(rank + 1) if rank <= 3 else 0.0
+
+
+def corrupt(kind: str):
+    """A copy of ``sp.csr_matrix(Y)`` (or another format) broken in one way."""
+    m = sp.csr_matrix(Y)
+    if kind == "column out of range":
+        m.indices[0] = 100
+    elif kind == "negative column":
+        m.indices[1] = -3
+    elif kind == "indptr decreases":
+        m.indptr[1], m.indptr[2] = 5, 1
+    elif kind == "indptr starts at 1":
+        m.indptr[0] = 1
+    elif kind == "indptr ends early":
+        m.indptr[-1] = 3
+    elif kind == "indptr too short":
+        m.indptr = m.indptr[:-1]
+    elif kind == "data shorter than indices":
+        m.data = m.data[:-1]
+    elif kind == "float indices":
+        m.indices = m.indices.astype(float)
+    elif kind == "CSC row out of range":
+        m = m.tocsc()
+        m.indices[2] = 7
+    elif kind == "COO row out of range":
+        m = m.tocoo()
+        m.row[0] = 3
+    elif kind == "COO column out of range":
+        m = m.tocoo()
+        m.col[-1] = 4
+    elif kind == "COO lengths differ":
+        m = m.tocoo()
+        m.data = m.data[:-2]
+    elif kind == "LIL column out of range":
+        m = m.tolil()
+        m.rows[1].append(9)
+        m.data[1].append(1.0)
+    return m
+
+
+# --- broken and duplicated sparse matrices ----------------------------------------------------
+
+
+def corrupt_indices():
+    m = sp.csr_matrix(np.eye(3) * 0.5)
+    m.indices[0] = 7  # column 7 of a 3-column matrix
+    return m
+
+
+def corrupt_indptr():
+    m = sp.csr_matrix(np.eye(3) * 0.5)
+    m.indptr[1] = 5  # rows would overlap: 5 > indptr[2] = 2
+    return m
+
+
+def coo_with_duplicate():
+    """(user 0, item 2) stored twice, 0.3 + 0.3: summed it would look like a valid 0.6."""
+    return sp.coo_matrix(
+        ([0.3, 0.3, 0.5, 0.5, 0.5], ([0, 0, 0, 1, 1], [2, 2, 0, 1, 0])), shape=(2, 3)
+    )
+
+
+def propensity_with_duplicate(form):
+    """(user 0, item 2) stored twice, 0.3 + 0.3, as COO or as a non-canonical CSR / CSC."""
+    if form == "coo":
+        return coo_with_duplicate()
+    if form == "csr":  # rows: [0.5 at 0, 0.3 at 2, 0.3 at 2], [0.5 at 0, 0.5 at 1]
+        parts = [0.5, 0.3, 0.3, 0.5, 0.5], [0, 2, 2, 0, 1], [0, 3, 5]
+        return sp.csr_matrix(tuple(np.array(a) for a in parts), shape=(2, 3))
+    # columns: [0.5 at 0, 0.5 at 1], [0.5 at 1], [0.3 at 0, 0.3 at 0]
+    parts = [0.5, 0.5, 0.5, 0.3, 0.3], [0, 1, 1, 0, 0], [0, 2, 3, 5]
+    return sp.csc_matrix(tuple(np.array(a) for a in parts), shape=(2, 3))
+
+
+# --- rankings by brute force and scores that stress them --------------------------------------
+
+
+def brute_order(values: np.ndarray, k: int) -> list[np.ndarray]:
+    """Per row: positions of the k largest candidates (> -inf), larger first, ties to the
+    lower position (a stable lexsort on (-value, position))."""
+    out = []
+    for row in np.asarray(values, dtype=float):
+        pos = np.flatnonzero(row > -np.inf)
+        out.append(pos[np.lexsort((pos, -row[pos]))][:k])
+    return out
+
+
+def adversarial(rng, n_rows: int, width: int) -> np.ndarray:
+    """Scores full of ties at every rank, with -inf, +inf, ±0.0, short and empty rows, and a
+    few tie-free rows (those take the fast path)."""
+    values = rng.integers(0, 4, size=(n_rows, width)).astype(float)
+    values[rng.random(values.shape) < 0.25] = -np.inf
+    values[0] = -np.inf  # no candidate
+    values[1, 1:] = -np.inf  # one candidate
+    values[2] = rng.permutation(width).astype(float)  # tie-free
+    values[3] = 0.0
+    values[3, ::2] = -0.0  # +0.0 and -0.0 are one tie
+    values[4, : width // 2] = np.inf
+    values[5] = rng.random(width)
+    values[5, -1] = values[5].max()  # a tie for first place only
+    values[6] = np.arange(width, dtype=float)  # ranked last position first
+    return values
+
+
+def as_sparse(values: np.ndarray, fmt: str) -> sp.spmatrix:
+    """The candidates (> -inf) of ``values`` as stored entries of a ``fmt`` matrix."""
+    rows, cols = np.nonzero(values > -np.inf)
+    matrix = sp.coo_matrix((values[rows, cols], (rows, cols)), shape=values.shape)
+    return matrix.asformat(fmt)
+
+
+def held_out(rng, values: np.ndarray) -> sp.csr_matrix:
+    """Held-out rewards on scored, unscored and tied items, graded, for every other user."""
+    y = (rng.random(values.shape) < 0.15) * rng.integers(1, 4, values.shape)
+    y[::2] = 0
+    y[1, :] = 0
+    y[1, np.flatnonzero(values[1] == -np.inf)[:1]] = 2.0  # only an unscored item
+    return sp.csr_matrix(y.astype(float))

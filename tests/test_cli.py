@@ -26,12 +26,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
-from conftest import hide_package
+from conftest import hide_package, rpp_without_pandas
+from conftest import write_table as write
 from scipy import stats
 
 import recpack_ope as ro
@@ -54,16 +53,6 @@ METRICS = (
 )
 
 L = 1 / math.log2(3)  # δ(2) of the log discount
-
-
-def write(path, columns: dict) -> str:
-    """A CSV or parquet file of ``columns``, by the extension of ``path``."""
-    table = pa.table(columns)
-    if path.suffix == ".csv":
-        pcsv.write_csv(table, path)
-    else:
-        pq.write_table(table, path)
-    return str(path)
 
 
 def run(tmp_path, *argv: str) -> dict:
@@ -877,19 +866,7 @@ def test_missing_cornac_is_named_with_the_extra_to_install(monkeypatch, capsys):
 
 
 def test_missing_pandas_for_trec_files_is_named_with_the_extra(monkeypatch, capsys, tmp_path):
-    hide_package(monkeypatch, "pandas")
-    runs = sorted(str(p) for p in RPP_DATA.glob("input.run*"))[:2]
-    with pytest.raises(SystemExit) as stop:
-        main(
-            [
-                "rpp",
-                "--qrels",
-                str(RPP_DATA / "qrels.txt"),
-                *runs,
-                "--output",
-                str(tmp_path / "x.json"),
-            ]
-        )
+    stop = rpp_without_pandas(monkeypatch, tmp_path)
     err = _hint(capsys, stop)
     assert "recpack-ope rpp needs 'pandas'" in err and 'pip install ".[trec]"' in err
     assert "recpack-ope[" not in err

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPOSITORY, repository_lines
 
 
 def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -65,7 +66,6 @@ def test_console_script_is_installed(tmp_path):
     assert "--users" in done.stdout and "--output" in done.stdout
 
 
-ROOT = Path(__file__).resolve().parents[1]
 #: What a page or comment may not point at: notes outside the repository, issue numbers of a
 #: tracker readers cannot see, and the project URL, which is not published.
 OUTSIDE = re.compile(
@@ -75,20 +75,9 @@ OUTSIDE = re.compile(
 
 
 def test_no_reference_outside_the_repository():
-    sources = [
-        *(ROOT / p for p in ("README.md", "mkdocs.yml", "pyproject.toml", "noxfile.py")),
-        *(
-            path
-            for folder in ("recpack_ope", "adapters", "tests", "docs", "examples", "bench")
-            for path in (ROOT / folder).rglob("*")
-            if path.suffix in (".py", ".md", ".yml")
-        ),
-    ]
     offenders = [
-        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-        for path in sources
-        if path != Path(__file__).resolve()
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        f"{path.relative_to(REPOSITORY)}:{n}: {line.strip()}"
+        for path, n, line in repository_lines(__file__)
         if OUTSIDE.search(line)
     ]
     assert not offenders, "\n".join(offenders)

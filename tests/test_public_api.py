@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import check_importable
+from conftest import REPOSITORY, check_importable, repository_lines
 
 import recpack_ope
 
@@ -446,7 +446,6 @@ def test_adapters_are_one_module_per_framework():
 
 # --- what the documents and sources name ------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[1]
 DOTTED = re.compile(r"(?<![\w.])recpack_ope\.([A-Za-z_]\w*)")
 
 
@@ -455,20 +454,9 @@ def test_every_dotted_name_exists():
     # never an old module path or a name that now lives in a subpackage.
     known = {*recpack_ope.__all__, "adapters"}
     known |= {m.name for m in pkgutil.iter_modules(recpack_ope.__path__)}
-    sources = [
-        *(ROOT / p for p in ("README.md", "mkdocs.yml", "pyproject.toml", "noxfile.py")),
-        *(
-            path
-            for folder in ("recpack_ope", "adapters", "tests", "docs", "examples", "bench")
-            for path in sorted((ROOT / folder).rglob("*"))
-            if path.suffix in (".py", ".md", ".yml")
-        ),
-    ]
     wrong = [
-        f"{path.relative_to(ROOT)}:{n}: recpack_ope.{match[1]}"
-        for path in sources
-        if path != Path(__file__).resolve()
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        f"{path.relative_to(REPOSITORY)}:{n}: recpack_ope.{match[1]}"
+        for path, n, line in repository_lines(__file__)
         for match in DOTTED.finditer(line)
         if match[1] not in known and not match[1].startswith("__")
     ]

@@ -7,7 +7,7 @@ of users and the statistics are here, shared by every framework.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from ..inference.systems import PreferenceMatrix, SystemScores
 from ..metrics.ranking import TopK
 from ..metrics.rpp import RecallLevels, preference_matrix
 
-__all__ = ["check_new_column", "rpp_of_models", "tied_with_best_of"]
+__all__ = ["add_win_rates", "check_new_column", "rpp_of_models", "tied_with_best_of"]
 
 
 def tied_with_best_of(
@@ -61,6 +61,28 @@ def check_new_column(column, taken, owner: str = "the experiment") -> str | None
         raise ValueError(f"column must be a non-empty name or None, got {shown(column)}")
     if column in set(taken):
         raise ValueError(f"column {column!r} would overwrite {owner}'s own {column!r} values")
+    return column
+
+
+def add_win_rates(
+    matrix: PreferenceMatrix, averages: Sequence[dict], k: int | None, column: str | None = None
+) -> str:
+    """Write each model's win rate of ``matrix`` into its ``averages`` (a framework's averages,
+    one dict per model in the matrix's order) as ``column``, by default ``"RPP@k win"``
+    (``"RPP win"`` for whole rankings); returns the column.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> hits, misses = np.array([[0, 1], [1, 0]]), np.array([[1, 0], [0, 1]])
+    >>> rank = {"a": lambda u: TopK(hits[u]), "b": lambda u: TopK(misses[u])}
+    >>> matrix, averages = rpp_of_models(np.eye(2), rank, 1), [{}, {}]
+    >>> add_win_rates(matrix, averages, 1), averages
+    ('RPP@1 win', [{'RPP@1 win': 1.0}, {'RPP@1 win': -1.0}])
+    """
+    column = column or f"{matrix.name}{'' if k is None else f'@{k}'} win"
+    for values, rate in zip(averages, matrix.win_rates().means, strict=True):
+        values[column] = float(rate)
     return column
 
 

@@ -430,6 +430,31 @@ def evaluate_files(
     return plan.result(estimates, "local")
 
 
+def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> list[dict]:
+    """One row per model and estimator of ``estimates`` (model → estimator → estimate):
+    ``model``, ``metric``, ``name``, ``value``, ``ci_low``, ``ci_high`` (the interval at
+    ``level``), ``standard_error``, ``n_users``, ``n_excluded_users``; the rows of
+    :meth:`FileEvaluation.rows` and :meth:`recpack_ope.spark.HeldOutEvaluation.table`."""
+    rows = []
+    for model, by_metric in estimates.items():
+        for metric, est in by_metric.items():
+            lo, hi = est.confidence_interval(level)
+            rows.append(
+                {
+                    "model": model,
+                    "metric": metric,
+                    "name": est.name,
+                    "value": est.value,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "standard_error": est.standard_error,
+                    "n_users": est.n_users,
+                    "n_excluded_users": est.n_excluded_users,
+                }
+            )
+    return rows
+
+
 @dataclass(frozen=True, eq=False)
 class FileEvaluation:
     """Every model's estimates from files (:func:`evaluate_files`).
@@ -467,24 +492,7 @@ class FileEvaluation:
         """One row per model and estimator: ``model``, ``metric``, ``name``, ``value``,
         ``ci_low``, ``ci_high``, ``standard_error``, ``n_users``, ``n_excluded_users`` (the
         columns of :meth:`recpack_ope.spark.HeldOutEvaluation.table`)."""
-        rows = []
-        for model, by_metric in self.estimates.items():
-            for metric, est in by_metric.items():
-                lo, hi = est.confidence_interval(self.level)
-                rows.append(
-                    {
-                        "model": model,
-                        "metric": metric,
-                        "name": est.name,
-                        "value": est.value,
-                        "ci_low": lo,
-                        "ci_high": hi,
-                        "standard_error": est.standard_error,
-                        "n_users": est.n_users,
-                        "n_excluded_users": est.n_excluded_users,
-                    }
-                )
-        return rows
+        return estimate_rows(self.estimates, self.level)
 
     @functools.cached_property
     def comparisons(self) -> dict[str, Comparison]:

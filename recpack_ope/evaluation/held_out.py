@@ -16,13 +16,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._validation import (
     as_csr,
     check_bool,
+    check_choice,
     check_clip,
     check_finite_number,
     check_held_out_size,
+    check_model,
     check_positive_int,
     check_random_state,
     shown,
@@ -35,11 +38,15 @@ from .strata_report import ReportMetric, StrataReport, strata_report
 
 __all__ = [
     "HeldOutReport",
+    "HeldOutResult",
     "StratifiedOptions",
+    "check_models",
     "check_rating_split",
     "check_relevant",
+    "positives",
     "report_cutoff",
     "stratified_held_out",
+    "user_scores",
 ]
 
 
@@ -57,11 +64,17 @@ class StratifiedOptions:
         Users scored per batch.
     keep_rankings : bool
         Keep the held-out matrix, ranking and propensities in the :class:`HeldOutReport`.
+    fit_on : {"all", "train"}
+        The ratings whose item counts a propensity model is fitted on: every split's (as
+        Cornac's propensities) or the training split's.
 
     Examples
     --------
     >>> StratifiedOptions(n_strata=3).binning
     'width'
+    >>> options, others = StratifiedOptions.split({"n_strata": 3, "fmt": "UIR"})
+    >>> options.n_strata, others
+    (3, {'fmt': 'UIR'})
     >>> StratifiedOptions(binning="quantile")
     Traceback (most recent call last):
     ...
@@ -73,6 +86,7 @@ class StratifiedOptions:
     clip: float | str | None = RECOMMENDED_CLIP
     batch_users: int = 1024
     keep_rankings: bool = False
+    fit_on: str = "all"
 
     def __post_init__(self) -> None:
         check_clip(self.clip, allow_auto=True)
@@ -81,6 +95,32 @@ class StratifiedOptions:
             raise ValueError(f"binning must be one of {BINNINGS}, got {shown(self.binning)}")
         check_positive_int(self.batch_users, "batch_users")
         check_bool(self.keep_rankings, "keep_rankings")
+        check_choice(self.fit_on, ("all", "train"), "fit_on")
+
+    @classmethod
+    def split(cls, options: Mapping) -> tuple[StratifiedOptions, dict]:
+        """These options, checked, from the keyword arguments ``options``, and the others (a
+        framework's own): how an evaluation takes both as ``**options``."""
+        fields = cls.__dataclass_fields__
+        ours = {name: value for name, value in options.items() if name in fields}
+        return cls(**ours), {name: v for name, v in options.items() if name not in fields}
+
+
+def check_models(propensity, reward_model, recommender: str, example: str) -> None:
+    """Refuse a ``propensity`` model without ``fit`` and a ``reward_model`` without ``score``
+    (None is either's default), naming the framework's ``recommender`` and an ``example``.
+
+    Examples
+    --------
+    >>> check_models(None, "MostPop", "a Cornac recommender", "MostPop()")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: reward_model must be a Cornac recommender (with fit and score, ...) or None, got str
+    """
+    what = "a propensity model fitted on the item counts (e.g. PowerLawPropensity(), "
+    check_model(propensity, "fit", "propensity", what + "FixedPropensity(values))")
+    what = f"{recommender} (with fit and score, e.g. {example})"
+    check_model(reward_model, "score", "reward_model", what)
 
 
 def check_rating_split(
@@ -164,6 +204,98 @@ class HeldOutReport:
             for name, r in estimates
         }
         return averages, per_user
+
+
+def positives(triplets, shape: tuple[int, int], threshold: float) -> sp.csr_matrix:
+    """The users × items matrix of the ratings >= ``threshold`` among ``triplets`` (``(users,
+    items, ratings)`` arrays, e.g. a split's training and validation sets), a repeated rating
+    counted each time; items past ``shape`` (unknown to the models) are dropped.
+
+    Examples
+    --------
+    >>> triplets = [([0, 1, 1], [0, 2, 5], [5.0, 3.0, 4.0]), ([0], [0], [4.0])]
+    >>> positives(triplets, (2, 3), 4.0).toarray().tolist()
+    [[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    """
+    found = sp.csr_matrix(shape)
+    for users, items, ratings in (map(np.asarray, t) for t in triplets):
+        keep = (ratings >= threshold) & (items < shape[1])
+        found += sp.csr_matrix((np.ones(keep.sum()), (users[keep], items[keep])), shape=shape)
+    return found
+
+
+def user_scores(score, n_items: int, default: Callable[[], float], fails=()) -> Callable:
+    """``user → scores`` of ``n_items`` items from a model's ``score(user)``: a longer row is
+    cut, a shorter one padded with its minimum (items the model does not know rank last), and
+    a user whose scoring raises one of ``fails`` gets ``default()`` for every item.
+
+    Examples
+    --------
+    >>> one_user = user_scores(lambda u: [[0.5, 0.9]] if u else 1 / 0, 3, lambda: 0.1,
+    ...                        ZeroDivisionError)
+    >>> one_user(1).tolist(), one_user(0).tolist()
+    ([0.5, 0.9, 0.5], [0.1, 0.1, 0.1])
+    """
+
+    def one_user(user: int) -> np.ndarray:
+        try:
+            scores = np.asarray(score(user), dtype=np.float64).ravel()
+        except fails:
+            return np.full(n_items, float(default()))
+        missing = max(n_items - scores.size, 0)
+        return np.pad(scores, (0, missing), constant_values=scores.min())[:n_items]
+
+    return one_user
+
+
+class HeldOutResult:
+    """A :class:`HeldOutReport` in a framework's result class (mixed in, filled by
+    :meth:`keep`): the report, its rows as a table, its unreliable IPS values; printed as
+    ``[model_name]`` (the framework result's) and the report's table.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.propensity.discount import LogDiscount
+    >>> metrics = {"nDCG": ReportMetric("ndcg", LogDiscount())}
+    >>> out = stratified_held_out(np.eye(2), lambda u: np.eye(2)[u], np.ones(2), metrics)
+    >>> result = HeldOutResult()
+    >>> result.keep(out)
+    >>> float(result.rows().loc["Closed", "nDCG"]), result.user_index.tolist()
+    (1.0, [0, 1])
+    >>> result.model_name = "Identity"
+    >>> print(result)
+    [Identity]
+                  nDCG  SIZE
+    Closed      1.0000     2
+    IPS         1.0000     2
+    IPS ESS/n   1.0000     2
+    Q1          1.0000     2
+    Q2             nan     0
+    Stratified  1.0000     2
+    """
+
+    def keep(self, evaluation: HeldOutReport) -> None:
+        """Hold ``evaluation``: ``report`` (and its ``estimates``, ``ips``, ``dr``),
+        ``user_index`` (its ``user_ids``), ``y_true``, ``ranking`` and ``propensity``."""
+        self.report, self.user_index = evaluation.report, evaluation.user_ids
+        self.estimates, self.ips, self.dr = self.report.estimates, self.report.ips, self.report.dr
+        self.y_true, self.ranking = evaluation.y_true, evaluation.ranking  # keep_rankings=True
+        self.propensity = evaluation.propensity
+
+    def rows(self):
+        """The table as a pandas DataFrame: Closed, IPS, IPS ESS/n, (DR,) Q1…QS, Stratified ×
+        metrics and SIZE."""
+        import pandas as pd
+
+        return pd.DataFrame.from_dict(self.report.rows(), orient="index")
+
+    def unreliable_ips(self) -> dict:
+        """Metric → diagnostics of the IPS values whose ESS ratio is below threshold."""
+        return self.report.unreliable_ips()
+
+    def __str__(self) -> str:
+        return f"[{self.model_name}]\n{self.report.table()}"
 
 
 def report_cutoff(metrics: Mapping[str, ReportMetric]) -> int | None:

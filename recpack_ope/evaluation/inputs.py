@@ -28,10 +28,33 @@ from ..propensity.weights import RECOMMENDED_CLIP
 from ..registry import ESTIMATORS, Estimator
 from ..reward.validation import check_reward_model
 
-__all__ = ["EstimatorInputs"]
+__all__ = ["EstimatorInputs", "framework_cutoff"]
 
 # The DCG family shares the held-out data a cache prepared: plain estimator → normalise.
 _FAMILY = {"dcg": None, "ndcg": "per_user", "pn_dcg": "post"}
+
+
+def framework_cutoff(k, whole: int = -1, name: str = "k") -> int | None:
+    """A framework's cutoff ``k`` as the core's: a positive integer, or ``whole`` (the
+    framework's value for the whole ranking) as None.
+
+    Examples
+    --------
+    >>> framework_cutoff(10), framework_cutoff(-1)
+    (10, None)
+    >>> framework_cutoff([5, 10])
+    Traceback (most recent call last):
+    ...
+    ValueError: k must be one cutoff, got [5, 10]: make one metric per cutoff
+    """
+    if isinstance(k, (list, tuple, np.ndarray)):  # frameworks may rebuild those, losing inputs
+        raise ValueError(f"{name} must be one cutoff, got {shown(k)}: make one metric per cutoff")
+    integer = isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+    if not integer or (k < 1 and k != whole):
+        raise ValueError(
+            f"{name} must be a positive integer or {whole} (whole ranking), got {shown(k)}"
+        )
+    return None if k == whole else int(k)
 
 
 class EstimatorInputs:
@@ -214,6 +237,30 @@ class EstimatorInputs:
             raise ValueError(
                 f"{name(estimator)} is unweighted and takes no propensity; use {name(weighted)}"
             )
+
+    def check_metric(
+        self, estimator: Estimator, K: int | None, name: Callable[[Estimator], str], before: str
+    ) -> None:
+        """Refuse to make a metric of ``estimator`` at cutoff ``K`` (None: the whole ranking)
+        with these inputs: recall without a cutoff (always 1), the weighting
+        (:meth:`check_weighting`, names spelled by ``name``) and an unfitted propensity model
+        (:meth:`require_fitted`, ``before`` saying what waits for it).
+
+        Examples
+        --------
+        >>> from recpack_ope.registry import estimator
+        >>> EstimatorInputs().check_metric(estimator("recall"), None, lambda e: e.camel, "")
+        Traceback (most recent call last):
+        ...
+        ValueError: PlainRecall needs a positive integer cutoff: recall of the whole ranking is 1
+        """
+        if K is None and "recall" in estimator.name:
+            raise ValueError(
+                f"{name(estimator)} needs a positive integer cutoff: recall of the whole ranking "
+                "is 1"
+            )
+        self.check_weighting(estimator, name)
+        self.require_fitted(before)
 
     def missing(self, estimator: Estimator) -> list[str]:
         """What ``estimator`` needs and these inputs lack (``"propensity"``,

@@ -23,7 +23,7 @@ from ..propensity.discount import Discount
 from ..propensity.weights import RECOMMENDED_CLIP
 from ..registry import ESTIMATORS, Estimator, estimator
 
-__all__ = ["ESS_ROW", "ReportMetric", "StrataReport", "strata_report"]
+__all__ = ["ESS_ROW", "ReportMetric", "StrataReport", "simpsons_paradox_of", "strata_report"]
 
 #: Row with the Kish effective sample size, over n, of the IPS row's weights.
 ESS_ROW = "IPS ESS/n"
@@ -317,3 +317,26 @@ def strata_report(
             stacklevel=3,
         )
     return report
+
+
+def simpsons_paradox_of(
+    a, b, kind: type, where: str, metric: str | None = None, alpha: float = 0.05
+) -> SimpsonsParadoxReport:
+    """:meth:`StrataReport.simpsons_paradox` of two models' framework results, instances of
+    ``kind`` holding the report as ``report`` and the name as ``model_name``; any other result
+    is refused with a TypeError saying ``where`` such results are found.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> simpsons_paradox_of("BPR", None, SimpleNamespace, "experiment.result[i]")
+    Traceback (most recent call last):
+    ...
+    TypeError: a must be a SimpleNamespace (experiment.result[i]), got str
+    """
+    for name, result in (("a", a), ("b", b)):
+        if not isinstance(result, kind):
+            raise TypeError(
+                f"{name} must be a {kind.__name__} ({where}), got {type(result).__name__}"
+            )
+    return a.report.simpsons_paradox(b.report, metric, alpha, (a.model_name, b.model_name))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .._validation import real_array, shown
+from .._validation import first_outside, real_array, shown
 
 __all__ = ["raw_ids_by_index", "propensity_on_indices"]
 
@@ -101,9 +101,8 @@ def raw_ids_by_index(
             f"item_id_mapping maps raw item id {raw_ids[k]!r} to item indices {index[earlier]} "
             f"and {index[k]}; each raw id has one index"
         )
-    outside = np.flatnonzero((index < 0) | (index >= n))
-    if outside.size:
-        k = int(outside[0])
+    k = first_outside(index, n)
+    if k is not None:
         raise ValueError(
             f"item_id_mapping maps raw item id {raw_ids[k]!r} to item index {index[k]}, outside "
             f"0..{n - 1}: {framework} numbers the {n} items of the map 0..{n - 1}"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ..evaluation.files import estimate_rows
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     ReliabilityWarning,
@@ -276,24 +277,7 @@ class HeldOutEvaluation:
 
     def table(self, level: float = 0.95) -> list[dict]:
         """One row per model and metric: value, interval, standard error, users."""
-        rows = []
-        for model, metrics in self.estimates.items():
-            for metric, est in metrics.items():
-                lo, hi = est.confidence_interval(level)
-                rows.append(
-                    {
-                        "model": model,
-                        "metric": metric,
-                        "name": est.name,
-                        "value": est.value,
-                        "ci_low": lo,
-                        "ci_high": hi,
-                        "standard_error": est.standard_error,
-                        "n_users": est.n_users,
-                        "n_excluded_users": est.n_excluded_users,
-                    }
-                )
-        return rows
+        return estimate_rows(self.estimates, level)
 
 
 def _estimators(metrics, propensity) -> tuple[str, ...]:

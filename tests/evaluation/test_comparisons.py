@@ -62,3 +62,24 @@ def test_check_new_column_refuses_what_would_overwrite():
         check_new_column("", set())
     with pytest.raises(ValueError, match="column 'a' would overwrite the experiment's own"):
         check_new_column("a", {"a"})
+
+
+def test_add_win_rates_writes_each_models_mean_win_rate():
+    from recpack_ope.evaluation.comparisons import add_win_rates
+
+    held = np.array([[1, 0, 0], [0, 0, 1], [0, 1, 0]])
+    top = {"a": np.array([[0, 1], [2, 0], [0, 2]]), "b": np.array([[1, 2], [0, 2], [1, 0]])}
+    rank = {name: (lambda users, t=t: TopK(t[users])) for name, t in top.items()}
+    matrix = rpp_of_models(held, rank, k=2)
+    averages = [{"NDCG@2": 0.5}, {}]
+    assert add_win_rates(matrix, averages, 2) == "RPP@2 win"
+    # one held-out item per user: the model ranking it higher wins (+1), else loses or ties
+    wins = {name: [] for name in top}
+    for u, item in enumerate(held.argmax(axis=1)):
+        rank_a, rank_b = (list(top[n][u]).index(item) if item in top[n][u] else 2 for n in "ab")
+        wins["a"].append(float(np.sign(rank_b - rank_a)))
+        wins["b"].append(float(np.sign(rank_a - rank_b)))
+    assert averages[0]["NDCG@2"] == 0.5
+    assert averages[0]["RPP@2 win"] == pytest.approx(np.mean(wins["a"]))
+    assert averages[1]["RPP@2 win"] == pytest.approx(np.mean(wins["b"]))
+    assert add_win_rates(matrix, averages, None, "mine") == "mine" and "mine" in averages[1]

@@ -8,11 +8,15 @@ import pytest
 import scipy.sparse as sp
 
 from recpack_ope.evaluation.held_out import (
+    HeldOutResult,
     StratifiedOptions,
+    check_models,
     check_rating_split,
     check_relevant,
+    positives,
     report_cutoff,
     stratified_held_out,
+    user_scores,
 )
 from recpack_ope.evaluation.strata_report import ReportMetric, strata_report
 from recpack_ope.metrics.ranking import TopK
@@ -117,3 +121,88 @@ def test_rating_split_counts_as_ratio_split_and_refuses_empty_training():
     check_relevant([3.0, 4.0], 4.0)
     with pytest.raises(ValueError, match=r"no test rating reaches .*\(the largest is 3.0\)"):
         check_relevant([1.0, 3.0], 4.0)
+
+
+def test_options_split_takes_their_fields_and_check_fit_on():
+    options, others = StratifiedOptions.split({"n_strata": 3, "fit_on": "train", "fmt": "UIR"})
+    assert options == StratifiedOptions(n_strata=3, fit_on="train") and others == {"fmt": "UIR"}
+    assert StratifiedOptions.split({}) == (StratifiedOptions(), {})
+    with pytest.raises(ValueError, match="fit_on must be 'all' or 'train', got 'test'"):
+        StratifiedOptions.split({"fit_on": "test"})
+
+
+def test_positives_count_the_ratings_at_the_threshold_of_known_items():
+    rng = np.random.default_rng(3)
+    triplets = [
+        (rng.integers(0, 4, 30), rng.integers(0, 7, 30), rng.integers(1, 6, 30).astype(float))
+        for _ in range(2)
+    ]
+    expected = np.zeros((4, 5))
+    for users, items, ratings in triplets:
+        for u, i, r in zip(users, items, ratings, strict=True):
+            if r >= 4.0 and i < 5:  # items 5 and 6 are unknown to a 5-item model
+                expected[u, i] += 1
+    found = positives(triplets, (4, 5), 4.0)
+    assert sp.issparse(found) and found.shape == (4, 5)
+    np.testing.assert_array_equal(found.toarray(), expected)
+
+
+def test_user_scores_pad_cut_and_default():
+    rows = {0: [0.3, 0.7], 1: [[0.1, 0.9, 0.4, 0.8]], 2: [0.5, 0.2, 0.6]}
+
+    def score(user):
+        if user == 3:
+            raise KeyError(user)  # a user the model cannot score
+        return rows[user]
+
+    one_user = user_scores(score, 3, lambda: -1.0, KeyError)
+    assert one_user(0).tolist() == [0.3, 0.7, 0.3]  # an unknown item ranks last
+    assert one_user(1).tolist() == [0.1, 0.9, 0.4]  # a 1 × n row, cut to the items evaluated
+    assert one_user(2).tolist() == [0.5, 0.2, 0.6]
+    assert one_user(3).tolist() == [-1.0, -1.0, -1.0]
+    with pytest.raises(KeyError):
+        user_scores(score, 3, lambda: -1.0)(3)  # only the failures named are defaulted
+
+
+def test_check_models_names_what_each_must_be():
+    class Recommender:
+        def fit(self):
+            return self
+
+        def score(self, user):
+            return [0.0]
+
+    check_models(None, None, "a Cornac recommender", "MostPop()")
+    check_models(Recommender(), Recommender(), "a Cornac recommender", "MostPop()")
+    with pytest.raises(TypeError, match=r"propensity must be a propensity model .* got str"):
+        check_models("powerlaw", None, "a Cornac recommender", "MostPop()")
+    with pytest.raises(
+        TypeError, match=r"reward_model must be an R model \(with fit and score, e.g. R\(\)\) or"
+    ):
+        check_models(None, object(), "an R model", "R()")
+
+
+def test_held_out_result_holds_the_report_and_prints_its_table():
+    metrics = {"Recall@1": ReportMetric("recall", LogDiscount(1))}
+    held = sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 0], [0, 1, 1]]))
+    scores = np.array([[0.2, 0.9, 0.5], [0.0, 0.0, 0.0], [0.1, 0.3, 0.2]])
+    options = StratifiedOptions(clip=None, keep_rankings=True)
+    out = stratified_held_out(
+        held, lambda u: scores[u], np.array([0.5, 1.0, 1.0]), metrics, options
+    )
+
+    class Result(HeldOutResult):
+        model_name = "M"
+
+    result = Result()
+    result.keep(out)
+    assert result.report is out.report and result.user_index is out.user_ids
+    assert result.estimates is out.report.estimates and result.ips is out.report.ips
+    assert result.y_true is out.y_true and result.ranking is out.ranking
+    assert result.propensity is out.propensity and result.dr == {}
+    table = result.rows()
+    assert table.to_dict(orient="index") == out.report.rows()
+    # user 0 ranks item 1 first (held out: item 0), user 2 item 1 (held out): recall@1 0 and 1/2
+    assert table.loc["Closed", "Recall@1"] == pytest.approx(0.25)
+    assert result.unreliable_ips() == out.report.unreliable_ips()
+    assert str(result) == f"[M]\n{out.report.table()}"

@@ -66,3 +66,31 @@ def test_require_vector_and_check_weighting_name_the_counterpart():
         EstimatorInputs().check_weighting(estimator("ips_recall"), camel)
     with pytest.raises(ValueError, match="PostNormalisedDCG is unweighted .* use IPSPostNormal"):
         EstimatorInputs([0.5]).check_weighting(estimator("pn_dcg"), camel)
+
+
+def test_framework_cutoff_reads_the_whole_ranking_value_as_none():
+    from recpack_ope.evaluation.inputs import framework_cutoff
+
+    assert framework_cutoff(10) == 10 and framework_cutoff(np.int64(3)) == 3
+    assert framework_cutoff(-1) is None and framework_cutoff(0, whole=0) is None
+    for bad in (0, -2, 2.0, True, "10"):
+        with pytest.raises(ValueError, match="k must be a positive integer or -1 \\(whole"):
+            framework_cutoff(bad)
+    with pytest.raises(ValueError, match="K must be one cutoff, got \\[5, 10\\]: make one metric"):
+        framework_cutoff([5, 10], name="K")
+
+
+def test_check_metric_refuses_recall_without_cutoff_the_weighting_and_an_unfitted_model():
+    from recpack_ope.propensity.models import PowerLawPropensity
+
+    camel = lambda e: e.camel  # noqa: E731
+    EstimatorInputs().check_metric(estimator("recall"), 5, camel, "making it")
+    EstimatorInputs([0.5]).check_metric(estimator("ips_ndcg"), None, camel, "making it")
+    with pytest.raises(ValueError, match="IPSRecall needs a positive integer cutoff"):
+        EstimatorInputs([0.5]).check_metric(estimator("ips_recall"), None, camel, "making it")
+    with pytest.raises(ValueError, match="PlainDCG is unweighted and takes no propensity"):
+        EstimatorInputs([0.5]).check_metric(estimator("dcg"), 5, camel, "making it")
+    with pytest.raises(ValueError, match="PowerLawPropensity is not fitted: .* before making it"):
+        EstimatorInputs(PowerLawPropensity()).check_metric(
+            estimator("ips_dcg"), 5, camel, "making it"
+        )

@@ -142,3 +142,27 @@ def test_report_simpsons_paradox_is_the_cores_comparison_of_the_two_reports():
     assert ours.row("Holdout").value_b == pytest.approx(np.mean([_d(1) + _d(2), _d(1) + _d(2)]))
     with pytest.raises(ValueError, match=r"no metric 'nDCG'; the results have \['DCG@3'\]"):
         a.simpsons_paradox(b, "nDCG")
+
+
+def test_simpsons_paradox_of_framework_results_refuses_other_types():
+    from types import SimpleNamespace
+
+    from recpack_ope.evaluation.strata_report import simpsons_paradox_of
+
+    metrics = {"DCG@3": ReportMetric("dcg", LogDiscount(3))}
+    a = strata_report(Y, RANKING, P, metrics, clip=None)
+    b = strata_report(Y, TopK(np.array([[2, 0, 1, 3], [1, 3, 0, 2]])), P, metrics, clip=None)
+    ours = simpsons_paradox_of(
+        SimpleNamespace(report=a, model_name="A"),
+        SimpleNamespace(report=b, model_name="B"),
+        SimpleNamespace,
+        "results[i]",
+    )
+    direct = a.simpsons_paradox(b, names=("A", "B"))
+    assert ours.names == ("A", "B")
+    assert [(r.label, r.value_a, r.value_b) for r in ours.rows] == [
+        (r.label, r.value_a, r.value_b) for r in direct.rows
+    ]
+    for bad, name in (((a, SimpleNamespace()), "a"), ((SimpleNamespace(), "B"), "b")):
+        with pytest.raises(TypeError, match=rf"{name} must be a SimpleNamespace \(results\[i\]\)"):
+            simpsons_paradox_of(*bad, SimpleNamespace, "results[i]")

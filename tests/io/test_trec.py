@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import hide_package
+from conftest import hide_package, rpp_without_pandas
 
 from recpack_ope.cli import main
 from recpack_ope.io import trec
@@ -112,19 +112,7 @@ def test_rpp_command_writes_matrix_orderings_and_tests(tmp_path, capsys):
 
 
 def test_without_pandas_the_command_says_what_to_install(monkeypatch, tmp_path, capsys):
-    hide_package(monkeypatch, "pandas")
-    runs = sorted(str(p) for p in REFERENCE.glob("input.run*"))[:2]
-    with pytest.raises(SystemExit) as stop:
-        main(
-            [
-                "rpp",
-                "--qrels",
-                str(REFERENCE / "qrels.txt"),
-                *runs,
-                "--output",
-                str(tmp_path / "x.json"),
-            ]
-        )
+    stop = rpp_without_pandas(monkeypatch, tmp_path)
     assert stop.value.code == 2
     assert (
         "needs 'pandas': in a clone of recpack-ope (it is not on PyPI), pip install \".[trec]\""

@@ -10,7 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from conftest import brute_force_dcg, random_case
+from conftest import (
+    D,
+    S,
+    Y,
+    brute_force_dcg,
+    corrupt,
+    delta,
+    propensity_with_duplicate,
+    random_case,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import dcg_score, ndcg_score
@@ -407,57 +416,6 @@ def test_invalid_options(small):
         dcg(y, [1, 2, 3], discount=LogDiscount(2))
 
 
-D = LogDiscount(3)
-
-
-Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
-
-
-S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
-
-
-def delta(rank: int) -> float:
-    return 1.0 / math.log2(rank + 1) if rank <= 3 else 0.0
-
-
-def corrupt(kind: str):
-    """A copy of ``sp.csr_matrix(Y)`` (or another format) broken in one way."""
-    m = sp.csr_matrix(Y)
-    if kind == "column out of range":
-        m.indices[0] = 100
-    elif kind == "negative column":
-        m.indices[1] = -3
-    elif kind == "indptr decreases":
-        m.indptr[1], m.indptr[2] = 5, 1
-    elif kind == "indptr starts at 1":
-        m.indptr[0] = 1
-    elif kind == "indptr ends early":
-        m.indptr[-1] = 3
-    elif kind == "indptr too short":
-        m.indptr = m.indptr[:-1]
-    elif kind == "data shorter than indices":
-        m.data = m.data[:-1]
-    elif kind == "float indices":
-        m.indices = m.indices.astype(float)
-    elif kind == "CSC row out of range":
-        m = m.tocsc()
-        m.indices[2] = 7
-    elif kind == "COO row out of range":
-        m = m.tocoo()
-        m.row[0] = 3
-    elif kind == "COO column out of range":
-        m = m.tocoo()
-        m.col[-1] = 4
-    elif kind == "COO lengths differ":
-        m = m.tocoo()
-        m.data = m.data[:-2]
-    elif kind == "LIL column out of range":
-        m = m.tolil()
-        m.rows[1].append(9)
-        m.data[1].append(1.0)
-    return m
-
-
 CORRUPTIONS = {
     "column out of range": r"stored entry 0 \(row 0\) has column index 100, outside 0\.\.3",
     "negative column": r"stored entry 1 \(row 0\) has column index -3, outside 0\.\.3",
@@ -818,20 +776,6 @@ def test_propensity_series_is_aligned_by_item_label():
 def test_propensity_vector_of_the_wrong_length_is_refused(length):
     with pytest.raises(ValueError, match=rf"propensity has shape \({length},\) but y_true has 3"):
         ips_dcg(HELD_OUT, np.ones((2, 3)), discount=LogDiscount(), propensity=np.full(length, 0.5))
-
-
-def propensity_with_duplicate(form):
-    """(user 0, item 2) stored twice, 0.3 + 0.3, as COO or as a non-canonical CSR / CSC."""
-    if form == "coo":
-        return sp.coo_matrix(
-            ([0.3, 0.3, 0.5, 0.5, 0.5], ([0, 0, 0, 1, 1], [2, 2, 0, 1, 0])), shape=(2, 3)
-        )
-    if form == "csr":  # rows: [0.5 at 0, 0.3 at 2, 0.3 at 2], [0.5 at 0, 0.5 at 1]
-        parts = [0.5, 0.3, 0.3, 0.5, 0.5], [0, 2, 2, 0, 1], [0, 3, 5]
-        return sp.csr_matrix(tuple(np.array(a) for a in parts), shape=(2, 3))
-    # columns: [0.5 at 0, 0.5 at 1], [0.5 at 1], [0.3 at 0, 0.3 at 0]
-    parts = [0.5, 0.5, 0.5, 0.3, 0.3], [0, 1, 1, 0, 0], [0, 2, 3, 5]
-    return sp.csc_matrix(tuple(np.array(a) for a in parts), shape=(2, 3))
 
 
 @pytest.mark.parametrize("form", ["coo", "csr", "csc"])

@@ -173,12 +173,15 @@ def exact_width_strata(counts: list[int], n_strata: int) -> list[int]:
 
 SCALES = [1e-300, 3.0, 1e300, 0.1, 1 / 7, 1.0]
 
-
-@SETTINGS
-@given(
+#: Item counts (each a stratification value) and a number of strata.
+COUNTS_AND_STRATA = given(
     counts=st.lists(st.integers(1, 60), min_size=2, max_size=30),
     n_strata=st.integers(1, 8),
 )
+
+
+@SETTINGS
+@COUNTS_AND_STRATA
 def test_equal_width_strata_are_exact_on_edges_and_invariant_under_rescaling(counts, n_strata):
     n_strata = min(n_strata, len(counts))
     expected = exact_width_strata(counts, n_strata)
@@ -191,10 +194,7 @@ def test_equal_width_strata_are_exact_on_edges_and_invariant_under_rescaling(cou
 
 
 @SETTINGS
-@given(
-    counts=st.lists(st.integers(1, 60), min_size=2, max_size=30),
-    n_strata=st.integers(1, 8),
-)
+@COUNTS_AND_STRATA
 def test_equal_mass_strata_depend_only_on_the_order(counts, n_strata):
     n_strata = min(n_strata, len(counts))
     values = np.array(counts, dtype=np.float64)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import brute_force_dcg
+from conftest import D, S, Y, adversarial, as_sparse, brute_force_dcg, brute_order, delta, held_out
 
 from recpack_ope.metrics import ranking
 from recpack_ope.metrics.dcg import dcg, ips_dcg, ndcg
@@ -51,19 +51,6 @@ def test_invalid_k(k):
         TopK.from_scores(np.ones((2, 3)), k)
 
 
-D = LogDiscount(3)
-
-
-Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
-
-
-S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
-
-
-def delta(rank: int) -> float:
-    return 1.0 / math.log2(rank + 1) if rank <= 3 else 0.0
-
-
 def test_integer_scores_beyond_2_53_rank_exactly():
     big = 2**53
     scores = np.array(
@@ -99,16 +86,6 @@ def test_complex_values_are_refused(call, match):
         call()
 
 
-def brute_order(values: np.ndarray, k: int) -> list[np.ndarray]:
-    """Per row: positions of the k largest candidates (> -inf), larger first, ties to the
-    lower position (a stable lexsort on (-value, position))."""
-    out = []
-    for row in np.asarray(values, dtype=float):
-        pos = np.flatnonzero(row > -np.inf)
-        out.append(pos[np.lexsort((pos, -row[pos]))][:k])
-    return out
-
-
 def brute_items(values: np.ndarray, k: int) -> np.ndarray:
     """``brute_order`` as TopK items: (rows × min(k, width)), -1 padded."""
     width = min(k, values.shape[1])
@@ -116,23 +93,6 @@ def brute_items(values: np.ndarray, k: int) -> np.ndarray:
     for u, order in enumerate(brute_order(values, k)):
         items[u, : order.size] = order
     return items
-
-
-def adversarial(rng, n_rows: int, width: int) -> np.ndarray:
-    """Scores full of ties at every rank, with -inf, +inf, ±0.0, short and empty rows, and a
-    few tie-free rows (those take the fast path)."""
-    values = rng.integers(0, 4, size=(n_rows, width)).astype(float)
-    values[rng.random(values.shape) < 0.25] = -np.inf
-    values[0] = -np.inf  # no candidate
-    values[1, 1:] = -np.inf  # one candidate
-    values[2] = rng.permutation(width).astype(float)  # tie-free
-    values[3] = 0.0
-    values[3, ::2] = -0.0  # +0.0 and -0.0 are one tie
-    values[4, : width // 2] = np.inf
-    values[5] = rng.random(width)
-    values[5, -1] = values[5].max()  # a tie for first place only
-    values[6] = np.arange(width, dtype=float)  # ranked last position first
-    return values
 
 
 SHAPES = [(40, 1), (40, 7), (30, 60), (12, 300), (8, 700)]
@@ -214,13 +174,6 @@ def test_wide_rows_of_64_bit_integers_are_ranked_exactly():
     assert top_k_positions(values, 2)[1].tolist() == [7, 200]
 
 
-def as_sparse(values: np.ndarray, fmt: str) -> sp.spmatrix:
-    """The candidates (> -inf) of ``values`` as stored entries of a ``fmt`` matrix."""
-    rows, cols = np.nonzero(values > -np.inf)
-    matrix = sp.coo_matrix((values[rows, cols], (rows, cols)), shape=values.shape)
-    return matrix.asformat(fmt)
-
-
 def equal_nnz(rng, n_rows: int, width: int, stored: int) -> np.ndarray:
     """Tie-heavy scores with exactly ``stored`` candidates per row (-inf elsewhere)."""
     values = np.full((n_rows, width), -np.inf)
@@ -259,15 +212,6 @@ def brute_ndcg(y, values, cutoff):
 
     out = brute_force_dcg(y, values, delta)
     return np.array([out[u][0] / out[u][1] for u in sorted(out)])
-
-
-def held_out(rng, values: np.ndarray) -> sp.csr_matrix:
-    """Held-out rewards on scored, unscored and tied items, graded, for every other user."""
-    y = (rng.random(values.shape) < 0.15) * rng.integers(1, 4, values.shape)
-    y[::2] = 0
-    y[1, :] = 0
-    y[1, np.flatnonzero(values[1] == -np.inf)[:1]] = 2.0  # only an unscored item
-    return sp.csr_matrix(y.astype(float))
 
 
 @pytest.mark.parametrize("cutoff", [1, 3, 10, 300])

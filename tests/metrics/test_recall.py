@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import random_case
+from conftest import S, Y, random_case
 
 from recpack_ope.metrics.dcg import (
     ndcg,
@@ -16,11 +16,6 @@ from recpack_ope.metrics.recall import ips_recall, recall
 from recpack_ope.propensity.discount import (
     LogDiscount,
 )
-
-Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
-
-
-S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
 
 
 def test_cutoffs_deeper_than_the_catalogue_cost_nothing_and_change_nothing():

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import S, Y
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -263,12 +264,6 @@ def test_matrix_table_names_its_measure():
     for weighting, name in (("uniform", "RPP"), ("dcg", "dcgRPP"), ("inverse", "invRPP")):
         table = preference_matrix(y, runs, weighting=weighting).table()
         assert table.splitlines()[0] == f"| {name}(row, col) | a | b |"
-
-
-Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
-
-
-S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
 
 
 LEVELS = RecallLevels.from_y_true(Y)

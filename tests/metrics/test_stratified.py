@@ -9,7 +9,18 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from conftest import brute_force_dcg, random_case
+from conftest import (
+    D,
+    S,
+    Y,
+    adversarial,
+    as_sparse,
+    brute_force_dcg,
+    corrupt,
+    delta,
+    held_out,
+    random_case,
+)
 from scipy import stats
 
 from recpack_ope.metrics.dcg import (
@@ -355,19 +366,6 @@ def test_report_has_an_ips_row_and_rejects_mismatched_strata():
         report.row("Q9")
 
 
-D = LogDiscount(3)
-
-
-Y = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
-
-
-S = np.array([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.1, 0.4], [0.3, 0.2, 0.9, 0.1]])
-
-
-def delta(rank: int) -> float:
-    return 1.0 / math.log2(rank + 1) if rank <= 3 else 0.0
-
-
 def _stratified_pair():
     a = stratified(ndcg, Y, S, stratify_by=np.array([0.2, 0.4, 0.6, 0.8]), discount=D)
     b = stratified(ndcg, Y, S[:, ::-1], stratify_by=np.array([0.2, 0.4, 0.6, 0.8]), discount=D)
@@ -456,49 +454,6 @@ def test_complex_values_are_refused(call, match):
 def test_invalid_arguments_are_refused_by_name(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
-
-
-def brute_order(values: np.ndarray, k: int) -> list[np.ndarray]:
-    """Per row: positions of the k largest candidates (> -inf), larger first, ties to the
-    lower position (a stable lexsort on (-value, position))."""
-    out = []
-    for row in np.asarray(values, dtype=float):
-        pos = np.flatnonzero(row > -np.inf)
-        out.append(pos[np.lexsort((pos, -row[pos]))][:k])
-    return out
-
-
-def adversarial(rng, n_rows: int, width: int) -> np.ndarray:
-    """Scores full of ties at every rank, with -inf, +inf, ±0.0, short and empty rows, and a
-    few tie-free rows (those take the fast path)."""
-    values = rng.integers(0, 4, size=(n_rows, width)).astype(float)
-    values[rng.random(values.shape) < 0.25] = -np.inf
-    values[0] = -np.inf  # no candidate
-    values[1, 1:] = -np.inf  # one candidate
-    values[2] = rng.permutation(width).astype(float)  # tie-free
-    values[3] = 0.0
-    values[3, ::2] = -0.0  # +0.0 and -0.0 are one tie
-    values[4, : width // 2] = np.inf
-    values[5] = rng.random(width)
-    values[5, -1] = values[5].max()  # a tie for first place only
-    values[6] = np.arange(width, dtype=float)  # ranked last position first
-    return values
-
-
-def as_sparse(values: np.ndarray, fmt: str) -> sp.spmatrix:
-    """The candidates (> -inf) of ``values`` as stored entries of a ``fmt`` matrix."""
-    rows, cols = np.nonzero(values > -np.inf)
-    matrix = sp.coo_matrix((values[rows, cols], (rows, cols)), shape=values.shape)
-    return matrix.asformat(fmt)
-
-
-def held_out(rng, values: np.ndarray) -> sp.csr_matrix:
-    """Held-out rewards on scored, unscored and tied items, graded, for every other user."""
-    y = (rng.random(values.shape) < 0.15) * rng.integers(1, 4, values.shape)
-    y[::2] = 0
-    y[1, :] = 0
-    y[1, np.flatnonzero(values[1] == -np.inf)[:1]] = 2.0  # only an unscored item
-    return sp.csr_matrix(y.astype(float))
 
 
 def stratum_parts(y: sp.csr_matrix, propensity: np.ndarray, n_strata: int) -> list[sp.csr_matrix]:
@@ -598,41 +553,3 @@ def test_strata_of_a_large_catalogue_count_their_distinct_items():
     result = stratified(ndcg, y, scores, stratify_by=p, n_strata=2, discount=LogDiscount(3))
     assert [s.n_items for s in result.strata] == [1, 2]
     assert result.n_items == 3
-
-
-def corrupt(kind: str):
-    """A copy of ``sp.csr_matrix(Y)`` (or another format) broken in one way."""
-    m = sp.csr_matrix(Y)
-    if kind == "column out of range":
-        m.indices[0] = 100
-    elif kind == "negative column":
-        m.indices[1] = -3
-    elif kind == "indptr decreases":
-        m.indptr[1], m.indptr[2] = 5, 1
-    elif kind == "indptr starts at 1":
-        m.indptr[0] = 1
-    elif kind == "indptr ends early":
-        m.indptr[-1] = 3
-    elif kind == "indptr too short":
-        m.indptr = m.indptr[:-1]
-    elif kind == "data shorter than indices":
-        m.data = m.data[:-1]
-    elif kind == "float indices":
-        m.indices = m.indices.astype(float)
-    elif kind == "CSC row out of range":
-        m = m.tocsc()
-        m.indices[2] = 7
-    elif kind == "COO row out of range":
-        m = m.tocoo()
-        m.row[0] = 3
-    elif kind == "COO column out of range":
-        m = m.tocoo()
-        m.col[-1] = 4
-    elif kind == "COO lengths differ":
-        m = m.tocoo()
-        m.data = m.data[:-2]
-    elif kind == "LIL column out of range":
-        m = m.tolil()
-        m.rows[1].append(9)
-        m.data[1].append(1.0)
-    return m

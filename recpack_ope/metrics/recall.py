@@ -83,8 +83,12 @@ def ips_recall(
         As for :func:`recall`, with the weight diagnostics.
     """
     return _recall(
-        y_true, y_score, k=k, chunk_users=chunk_users,
-        propensity=_required(propensity, "ips_recall", "recall"), clip=clip,
+        y_true,
+        y_score,
+        k=k,
+        chunk_users=chunk_users,
+        propensity=_required(propensity, "ips_recall", "recall"),
+        clip=clip,
         ess_threshold=ess_threshold,
     )
 
@@ -98,6 +102,10 @@ def _recall(y_true, y_score, *, k, **options) -> EstimateResult:
     # A flat discount of length k turns DCG into the reward-weighted hit count in the top k;
     # dividing by the user's total gain Σ_i c·w gives recall.
     return _estimate(
-        y_true, y_score, discount=CustomDiscount(np.ones(depth)), normalise="total",
-        name=f"Recall@{k}", **options,
+        y_true,
+        y_score,
+        discount=CustomDiscount(np.ones(depth)),
+        normalise="total",
+        name=f"Recall@{k}",
+        **options,
     )

@@ -29,8 +29,7 @@ from ..metrics.simpsons_paradox import SimpsonsParadoxReport
 from ..propensity.weights import RECOMMENDED_CLIP
 from ..registry import ESTIMATORS, Estimator
 
-_OFFERED = [e for e in ESTIMATORS.values() if e.camel and e.data == "held_out"]
-_OFFERED = [e for e in _OFFERED if e.needs in ((), ("propensity",)) and e.weighting != "stratified"]
+_OFFERED = [e for e in ESTIMATORS.values() if e.cornac_class]
 __all__ = [e.camel for e in _OFFERED] + ["CornacAdapter", "PropensityStratifiedEvaluation"]
 __all__ += ["StratifiedModelResult", "add_rpp", "item_counts", "rank_test_users"]
 __all__ += ["simpsons_paradox", "tied_with_best"]

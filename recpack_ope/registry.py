@@ -100,6 +100,15 @@ class Estimator:
         """Whether the estimate re-weights by inverse propensities."""
         return self.weighting in ("ips", "self_normalised", "doubly_robust")
 
+    @property
+    def cornac_class(self) -> str | None:
+        """The Cornac metric class of this estimator, if Cornac has one: doubly robust and
+        stratified estimates are rows of the adapter's ``PropensityStratifiedEvaluation``
+        instead, since they need a reward model or strata that a metric object cannot hold."""
+        if self.camel is None or self.weighting in ("doubly_robust", "stratified"):
+            return None
+        return self.camel
+
     def display(self, discount: Discount) -> str:
         """The name a result of this estimator carries, e.g. ``IPS-pnDCG@10``."""
         if self.function in (recall, ips_recall):
@@ -415,6 +424,14 @@ def estimator(name: str, data: str | None = None) -> Estimator:
     return ESTIMATORS[name]
 
 
+def _cornac_cell(e: Estimator) -> str:
+    if e.cornac_class:
+        return f"`{e.cornac_class}`"
+    if e.camel:
+        return f"{e.label.split()[0].split('-')[0]} row of `PropensityStratifiedEvaluation`"
+    return "—"
+
+
 def markdown_table() -> str:
     """The registry as the docs' table of estimators (Markdown), one row per estimator.
 
@@ -436,7 +453,7 @@ def markdown_table() -> str:
         lines.append(
             f"| `{e.name}` | {e.label}@K | {e.weighting.replace('_', ' ')} "
             f"| {', '.join(e.needs) or '—'} | {formula} "
-            f"| {f'`{e.camel}K`' if e.camel else '—'} | {f'`{e.camel}`' if e.camel else '—'} "
+            f"| {f'`{e.camel}K`' if e.camel else '—'} | {_cornac_cell(e)} "
             f"| `{e.function.__module__}.{e.function.__name__}` | {e.reference} |"
         )
     return "\n".join(lines)

@@ -50,8 +50,8 @@ def dr_dcg(
     y_score,
     *,
     discount: Discount,
-    reward_model,
-    propensity,
+    reward_model=None,
+    propensity=None,
     impressions=None,
     clip: float | str | None = None,
     chunk_users: int | None = None,
@@ -102,10 +102,14 @@ def dr_dcg(
     """
     ess_threshold = check_ess_threshold(ess_threshold)
     auto = check_clip(clip, allow_auto=True) == "auto"
-    if propensity is None:
+    missing = [
+        n for n, v in (("propensity", propensity), ("reward_model", reward_model)) if v is None
+    ]
+    if missing:
         raise ValueError(
-            "dr_dcg needs propensity=: the residual of the reward model is weighted by 1/p "
-            "(for DCG without propensities use dcg)"
+            f"dr_dcg needs {' and '.join(missing)}=: a reward model's DCG plus its residual "
+            "weighted by 1/p (use dcg for the unweighted estimator, ips_dcg without a reward "
+            "model)"
         )
     check_reward_model(reward_model, np.shape(y_true))
     clipped = auto or np.isfinite(check_clip(clip))

@@ -30,6 +30,7 @@ from recpack_ope.inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWa
 from recpack_ope.metrics.ranking import TopK
 from recpack_ope.propensity import FixedPropensity
 from recpack_ope.propensity.weights import RECOMMENDED_CLIP
+from recpack_ope.registry import ESTIMATORS
 
 
 @pytest.fixture(scope="module")
@@ -1064,3 +1065,27 @@ def test_add_rpp_works_on_a_stratified_evaluation(small_triplets, workdir):
     np.testing.assert_allclose(matrix.pair("BPR", "BPR4").per_user, expected.per_user, atol=1e-12)
     wins = matrix.win_rates().means
     assert [r.metric_avg_results["RPP@5 win"] for r in experiment.result] == list(wins)
+
+
+def test_the_metric_classes_are_the_registrys():
+    # Spelled here by hand, independently of the registry's camel names.
+    expected = {
+        "dcg": ("PlainDCG", "DCG@10"),
+        "ndcg": ("PlainNDCG", "nDCG@10"),
+        "pn_dcg": ("PostNormalisedDCG", "pnDCG@10"),
+        "recall": ("PlainRecall", "Recall@10"),
+        "ips_dcg": ("IPSDCG", "IPS-DCG@10"),
+        "snips_dcg": ("SNIPSDCG", "SNIPS-DCG@10"),
+        "ips_ndcg": ("IPSNDCG", "IPS-nDCG@10"),
+        "ips_pn_dcg": ("IPSPostNormalisedDCG", "IPS-pnDCG@10"),
+        "ips_recall": ("IPSRecall", "IPS-Recall@10"),
+    }
+    classes = {n for n in adapter.__all__ if isinstance(getattr(adapter, n), type)}
+    metric_classes = {n for n in classes if issubclass(getattr(adapter, n), adapter.OPEMetric)}
+    assert metric_classes == {camel for camel, _ in expected.values()}
+    for name, (camel, shown) in expected.items():
+        assert ESTIMATORS[name].cornac_class == camel
+        options = {"propensity": np.full(5, 0.5)} if ESTIMATORS[name].needs else {}
+        assert getattr(adapter, camel)(k=10, **options).name == shown
+    assert ESTIMATORS["dr_dcg"].cornac_class is None
+    assert ESTIMATORS["stratified_ndcg"].cornac_class is None

@@ -358,6 +358,11 @@ def test_bad_reward_models_and_inputs_are_refused(tiny):
             discount=tiny["discount"],
             propensity=None,
         )
+    # Without what it needs, it names the estimators to use instead.
+    with pytest.raises(ValueError, match=r"dr_dcg needs reward_model=.*use dcg.*ips_dcg"):
+        dr_dcg(y, tiny["scores"], **kw)
+    with pytest.raises(ValueError, match=r"dr_dcg needs propensity and reward_model="):
+        dr_dcg(y, tiny["scores"], discount=tiny["discount"])
     with pytest.raises(ValueError, match="impressions has shape"):
         ips_dcg(y, tiny["scores"], impressions=np.zeros((6, 7)), **kw)
     with pytest.raises(ValueError, match=r"impressions has value -1.0 at \(user 0, item 0\)"):

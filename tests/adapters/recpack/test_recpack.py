@@ -1127,3 +1127,14 @@ def test_summary_of_recpacks_own_metric_or_one_not_in_the_pipeline_says_which(sm
         assert table.loc[name, "value"] == pytest.approx(
             small_pipeline._metric_acc.acc[name]["DCGK_5"].value, abs=1e-12
         )
+
+
+def test_the_registered_names_are_the_registrys():
+    # OURS and WEIGHTED above spell the names by hand; the registry must give the same.
+    from recpack_ope.adapters.recpack import NAMES
+
+    from recpack_ope.registry import ESTIMATORS
+
+    assert set(NAMES) == {*OURS, *WEIGHTED, "DRDCGK", "StratifiedNDCGK"}
+    for name, estimator in NAMES.items():
+        assert ESTIMATORS[estimator.name].camel + "K" == name

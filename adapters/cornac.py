@@ -57,6 +57,11 @@ class CornacAdapter(EstimatorInputs):
         self.on, self.given = check.check_choice(on, ("all", "train"), "on"), propensity
         self.by_raw_id = isinstance(propensity, (Mapping, pd.Series))
         super().__init__(None if self.by_raw_id else propensity, discount, clip, **inputs)
+        if self.population != "observed":  # its metrics() would silently average differently
+            raise ValueError(
+                f"population={self.population!r} averages over every user, and Cornac's ranking "
+                "loop scores only the users with test items: give population 'observed'"
+            )
         if self.fitted and self.propensity is not None:
             self.require_vector(why=": Cornac's metrics score one user at a time")
 
@@ -270,7 +275,9 @@ def _run(experiment) -> tuple[list, tuple[str, ...]]:
     return list(experiment.result), distinct_names(r.model_name for r in experiment.result)
 
 
-def tied_with_best(experiment, metric: str, alpha=0.05, correction=None, test="t") -> TiedWithBest:
+def tied_with_best(
+    experiment, metric: str, alpha=0.05, correction=None, test="mcb"
+) -> TiedWithBest:
     """Models of a run ``cornac.Experiment`` statistically tied with the best on ``metric``, over
     Cornac's per-user results. Usage: ``tied_with_best(experiment, "NDCG@10").tied``."""
     results, names = _run(experiment)

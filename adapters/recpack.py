@@ -292,6 +292,9 @@ def summary(
 ) -> pd.DataFrame:
     """One row per algorithm, best first: value, interval, standard error, users, the IPS
     weights' diagnostics, the clip ``clip="auto"`` selected, and whether it is tied with the
-    best (:func:`~recpack_ope.inference.summary.summary_rows`)."""
+    best; for IPS-weighted metrics also the bounds when every propensity may be off by a
+    factor of 2 either way (``sens_low``, ``sens_high``) and, for every algorithm but the best,
+    Γ* of best − algorithm (``robust_gamma``: its sign, ``robust_gamma_95``: its significance
+    at ``level``) (:func:`~recpack_ope.inference.summary.summary_rows`)."""
     rows = summary_rows(metric_results(pipeline, metric), level, alpha)
     return pd.DataFrame(rows).rename(columns={"system": "algorithm"}).set_index("algorithm")

@@ -153,7 +153,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         "propensity": args.propensity,
         "feed_log": args.feed_log,
         "targets": _named_paths(args.target, "--target"),
-        **{name: getattr(args, name) for name in ("metrics", "k", "clip", "level", "compare")},
+        **{
+            name: getattr(args, name)
+            for name in ("metrics", "k", "clip", "level", "compare", "population")
+        },
     }
     try:
         with _hints("evaluate", _EVALUATE_INSTALL[args.engine]):
@@ -173,7 +176,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise SystemExit(f"recpack-ope evaluate: {error}") from None
     print(result.table())
     if result.comparisons:
-        print("\n" + "\n".join(repr(c) for c in result.comparisons.values()))
+        print("\n" + result.comparison_table())
     if args.output is not None:
         written = result.write(args.output)
         kind = "JSON" if written[0].suffix.lower() == ".json" else "CSV"
@@ -262,8 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
             "Evaluate models from long tables (.parquet/.pq or .csv with a header line): "
             "held-out rewards with one recommendations file per model, or a feed log with one "
             "target ranking per model. Prints every model's estimates with confidence "
-            "intervals, and optionally a paired comparison; --engine spark runs the same "
-            "estimators on a local Spark session. Ties go to the lower item id."
+            "intervals (IPS-weighted ones also with their bounds when every propensity may be "
+            "off by a factor of 2 either way), and optionally a paired comparison with Γ*, the "
+            "factor of propensity error that could flip it (docs/sensitivity.md); --engine "
+            "spark runs the same estimators on a local Spark session. Ties go to the lower "
+            "item id."
         ),
     )
     ev.add_argument(
@@ -325,6 +331,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="clip inverse propensities at m (default: unclipped)",
     )
     ev.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    ev.add_argument(
+        "--population",
+        default="observed",
+        metavar="USERS",
+        help="users held-out estimates average over: 'observed' (those with a positive reward) "
+        "or 'all' (every user of --held-out, rows with reward 0 included, so that ips_dcg "
+        "estimates the online reward per user; ndcg, recall and their IPS forms refuse it)",
+    )
     ev.add_argument(
         "--compare",
         nargs=2,

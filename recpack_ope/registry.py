@@ -13,7 +13,9 @@ counterpart, and an unweighted name never becomes weighted because propensities 
 
 Estimates are ``Π_k mean(term_k) ** exponent_k`` over the users (or sessions) they average
 over; estimators with a single term of exponent 1 are means of per-user values (the only kind
-a per-user loop such as Cornac's can average).
+a per-user loop such as Cornac's can average). Which users a held-out estimate averages over
+(``population``, :data:`~recpack_ope.metrics.dcg.POPULATIONS`) decides what it estimates:
+every entry states its estimand per population (:func:`estimand_table`).
 """
 
 from __future__ import annotations
@@ -27,13 +29,23 @@ from .inference.diagnostics import ESS_RATIO_THRESHOLD
 from .inference.result import EstimateResult
 from .logged.doubly_robust import logged_dr_dcg
 from .logged.logged_dcg import logged_dcg
-from .metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
+from .metrics.dcg import (
+    POPULATIONS,
+    check_population,
+    dcg,
+    ips_dcg,
+    ips_ndcg,
+    ips_pn_dcg,
+    ndcg,
+    pn_dcg,
+    snips_dcg,
+)
 from .metrics.doubly_robust import dr_dcg
 from .metrics.recall import ips_recall, recall
 from .metrics.stratified import stratified
 from .propensity.discount import Discount
 
-__all__ = ["ESTIMATORS", "Estimator", "estimator", "markdown_table", "names"]
+__all__ = ["ESTIMATORS", "Estimator", "estimand_table", "estimator", "markdown_table", "names"]
 
 #: What an estimator may need besides the data: exposure propensities (IPS weights or the
 #: strata they define) and a reward model (the direct method of doubly robust estimates).
@@ -75,6 +87,13 @@ class Estimator:
         Fixed keyword arguments of ``function`` that make this estimator.
     reference : str
         Paper and equation.
+    estimands : mapping
+        What a held-out estimate estimates, by the users it averages over: ``"all"`` and
+        ``"observed"`` (:data:`~recpack_ope.metrics.dcg.POPULATIONS`; an estimator without an
+        ``"all"`` entry refuses that population) and ``"served"`` (``"observed"`` with
+        impressions, for the estimators that take them). Notation of docs/estimators.md.
+    assumptions : str
+        Under which assumptions the estimands hold.
     """
 
     name: str
@@ -89,6 +108,8 @@ class Estimator:
     function: Callable[..., EstimateResult]
     reference: str
     options: Mapping = field(default_factory=dict)
+    estimands: Mapping = field(default_factory=dict)
+    assumptions: str = ""
 
     @property
     def per_user_mean(self) -> bool:
@@ -108,6 +129,18 @@ class Estimator:
         if self.camel is None or self.weighting in ("doubly_robust", "stratified"):
             return None
         return self.camel
+
+    @property
+    def populations(self) -> tuple[str, ...]:
+        """The populations (:data:`~recpack_ope.metrics.dcg.POPULATIONS`) this estimator can
+        average over; none for feed-log estimators, which average over sessions."""
+        return tuple(p for p in POPULATIONS if p in self.estimands)
+
+    def check_population(self, population: str) -> str:
+        """``population`` if it is one of :data:`~recpack_ope.metrics.dcg.POPULATIONS` and
+        this estimator has a value over it, else the core's ValueError
+        (:func:`~recpack_ope.metrics.dcg.check_population`)."""
+        return check_population(population, None if "all" in self.populations else self.name)
 
     def display(self, discount: Discount) -> str:
         """The name a result of this estimator carries, e.g. ``IPS-pnDCG@10``."""
@@ -140,12 +173,15 @@ class Estimator:
         binning: str = "width",
         ess_threshold: float = ESS_RATIO_THRESHOLD,
         chunk_users: int | None = None,
+        population: str = "observed",
     ) -> EstimateResult:
         """Compute a held-out estimator from everything a caller may have; it takes what it
         needs and ignores the rest (a plain estimator ignores ``propensity`` and ``clip``).
 
         The cutoff of recall is the discount's. ``impressions`` go to the estimators that
-        define their served users by them (``ips_dcg``, ``dr_dcg``).
+        define their served users by them (``ips_dcg``, ``dr_dcg``). ``population`` is the
+        users averaged over (:data:`~recpack_ope.metrics.dcg.POPULATIONS`); an estimator
+        without an estimand over it (:attr:`populations`) refuses it.
 
         Examples
         --------
@@ -161,6 +197,7 @@ class Estimator:
         """
         if self.data != "held_out":
             raise ValueError(f"{self.name} evaluates feed logs: call {self.function.__name__}")
+        population = self.check_population(population)
         self.check(propensity=propensity, reward_model=reward_model)
         options = dict(self.options)
         if self.function in (recall, ips_recall):
@@ -184,7 +221,9 @@ class Estimator:
                 discount=discount,
                 chunk_users=chunk_users,
             )
-        return self.function(y_true, y_score, chunk_users=chunk_users, **options)
+        return self.function(
+            y_true, y_score, chunk_users=chunk_users, population=population, **options
+        )
 
 
 _DCG = "Jeunen et al. KDD'24 Eq. 11"
@@ -192,12 +231,32 @@ _IPS = "Jeunen et al. KDD'24 Eq. 10–11"
 _SECTION5 = "§5"
 _ONE, _POST, _SN = (1,), (1, -1), (1, 1, -1)
 _P = ("propensity",)
+# Estimands (notation of docs/estimators.md: V online reward per user, π share of users with a
+# held-out reward, D the exposure-scaled reward of plain DCG, κ SNIPS's constant).
+_IPS_ASSUMED = "Asm. 1–5 of Jeunen et al., p the logging exposure, no clipping (clipped: less)"
+_PER_USER = "no online-reward reading"
+_REWARDED = "over the users with a held-out reward"
+_SAME = "the same value as over all users"
 
 
 def _entries() -> dict[str, Estimator]:
     e = Estimator
     rows = [
-        e("dcg", "DCG", "PlainDCG", "held_out", "none", (), None, ("dcg",), _ONE, dcg, _DCG),
+        e(
+            "dcg",
+            "DCG",
+            "PlainDCG",
+            "held_out",
+            "none",
+            (),
+            None,
+            ("dcg",),
+            _ONE,
+            dcg,
+            _DCG,
+            estimands={"all": "`D`", "observed": "`D / π`"},
+            assumptions="Asm. 4; `D` is proportional to `V` only when every item is exposed alike",
+        ),
         e(
             "ndcg",
             "nDCG",
@@ -210,6 +269,8 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             ndcg,
             "Jeunen et al. KDD'24 §5 (per-user normalisation)",
+            estimands={"observed": f"mean nDCG {_REWARDED}; {_PER_USER} (Lemma 5.2)"},
+            assumptions="—",
         ),
         e(
             "pn_dcg",
@@ -223,6 +284,8 @@ def _entries() -> dict[str, Estimator]:
             _POST,
             pn_dcg,
             "Jeunen et al. KDD'24 §5, Lemma 5.1",
+            estimands={"all": "`D / E[iDCG_u]`", "observed": _SAME},
+            assumptions="as `dcg`",
         ),
         e(
             "recall",
@@ -236,6 +299,8 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             recall,
             "recall@k",
+            estimands={"observed": f"mean recall {_REWARDED}; {_PER_USER}"},
+            assumptions="—",
         ),
         e(
             "ips_dcg",
@@ -249,6 +314,12 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             ips_dcg,
             _IPS,
+            estimands={
+                "all": "`V`, unbiased",
+                "observed": "`V / π` (a ratio: consistent)",
+                "served": "`V` over the served users, unbiased",
+            },
+            assumptions=_IPS_ASSUMED,
         ),
         e(
             "snips_dcg",
@@ -262,6 +333,8 @@ def _entries() -> dict[str, Estimator]:
             _SN,
             snips_dcg,
             f"{_IPS}, self-normalised",
+            estimands={"all": "`V · κ` (consistent)", "observed": "`V · κ / π`"},
+            assumptions=_IPS_ASSUMED,
         ),
         e(
             "ips_ndcg",
@@ -275,6 +348,11 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             ips_ndcg,
             f"{_IPS}, {_SECTION5}",
+            estimands={
+                "observed": f"mean per-user ratio of IPS estimates {_REWARDED}; {_PER_USER} "
+                "(Lemma 5.2)"
+            },
+            assumptions=_IPS_ASSUMED,
         ),
         e(
             "ips_pn_dcg",
@@ -288,6 +366,11 @@ def _entries() -> dict[str, Estimator]:
             _POST,
             ips_pn_dcg,
             f"{_IPS}, {_SECTION5}",
+            estimands={
+                "all": "`V / E[iDCG_u]`, IPS gains (consistent, ordered as `V`)",
+                "observed": _SAME,
+            },
+            assumptions=_IPS_ASSUMED,
         ),
         e(
             "ips_recall",
@@ -301,6 +384,10 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             ips_recall,
             "recall@k with IPS gains",
+            estimands={
+                "observed": f"mean per-user ratio of IPS estimates {_REWARDED}; {_PER_USER}"
+            },
+            assumptions=_IPS_ASSUMED,
         ),
         e(
             "dr_dcg",
@@ -314,6 +401,13 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             dr_dcg,
             "direct method + IPS-weighted residual (Dudík et al. 2011)",
+            estimands={
+                "all": "`V`, unbiased",
+                "observed": "`V / π` unclipped (then equal to IPS)",
+                "served": "`V` over the served users, unbiased",
+            },
+            assumptions="Asm. 1–5, no clipping, and p the logging exposure **or** ρ̂ the true "
+            "click probability of an examined item (without impressions: p)",
         ),
         e(
             "stratified_ndcg",
@@ -328,6 +422,11 @@ def _entries() -> dict[str, Estimator]:
             stratified,
             "Jadidinejad et al. TOIS'21 Eq. 4",
             MappingProxyType({"metric": ndcg}),
+            estimands={
+                "observed": f"`Σ_s P(s) · nDCG_s`, each stratum's nDCG {_REWARDED} in it; "
+                f"{_PER_USER}"
+            },
+            assumptions="—",
         ),
         e(
             "logged_dcg",
@@ -424,6 +523,30 @@ def estimator(name: str, data: str | None = None) -> Estimator:
     return ESTIMATORS[name]
 
 
+def estimand_table() -> str:
+    """What each held-out estimator of the registry estimates, by the users it averages over
+    (Markdown, one row per estimator; notation of docs/estimators.md). A dash under "all"
+    means the estimator refuses ``population="all"``; "served users" is ``"observed"`` with
+    impressions.
+
+    Examples
+    --------
+    >>> from recpack_ope.registry import estimand_table
+    >>> estimand_table().splitlines()[6].split(" | ")[:3]
+    ['| `ips_dcg`', '`V`, unbiased', '`V / π` (a ratio: consistent)']
+    """
+    lines = [
+        '| name | all users (`population="all"`) | observed users (the default) '
+        "| served users (with impressions) | assumptions |",
+        "|---|---|---|---|---|",
+    ]
+    for e in ESTIMATORS.values():
+        if e.data == "held_out":
+            cells = [e.estimands.get(p, "—") for p in ("all", "observed", "served")]
+            lines.append(f"| `{e.name}` | {' | '.join(cells)} | {e.assumptions} |")
+    return "\n".join(lines)
+
+
 def _cornac_cell(e: Estimator) -> str:
     if e.cornac_class:
         return f"`{e.cornac_class}`"
@@ -461,3 +584,5 @@ def markdown_table() -> str:
 
 if __name__ == "__main__":
     print(markdown_table())
+    print()
+    print(estimand_table())

@@ -295,3 +295,36 @@ def held_out(rng, values: np.ndarray) -> sp.csr_matrix:
     y[1, :] = 0
     y[1, np.flatnonzero(values[1] == -np.inf)[:1]] = 2.0  # only an unscored item
     return sp.csr_matrix(y.astype(float))
+
+
+def max_abs_t_cdf_three(cov, nu, q, nodes=32, points=40):
+    """P(max over the 3 pairs of |t_ij| ≤ q) for 3 equal systems, by quadrature: the pair
+    differences u = z0 − z1 and v = z0 − z2 are bivariate normal (z ~ N(0, cov)), z1 − z2 = v − u;
+    given the shared scale w, integrate u over [−q·w·s01, q·w·s01] with v | u normal and bounded
+    by the other two pairs; then integrate over the density of w = sqrt(χ²_ν / ν) (Gauss–Legendre
+    with ``nodes`` nodes between its 1e-13 and 1 − 1e-13 quantiles). The integrand in u has
+    kinks where a bound on v switches (u = ±(b − e)) or the band closes (u = ±(b + e)):
+    Gauss–Legendre with ``points`` nodes on each smooth piece."""
+    from scipy import stats
+
+    var = {(i, j): cov[i, i] + cov[j, j] - 2 * cov[i, j] for i, j in ((0, 1), (0, 2), (1, 2))}
+    s01, s02, s12 = (np.sqrt(var[k]) for k in ((0, 1), (0, 2), (1, 2)))
+    cuv = cov[0, 0] - cov[0, 1] - cov[0, 2] + cov[1, 2]
+    slope, tau = cuv / s01**2, np.sqrt(s02**2 - cuv**2 / s01**2)
+    x, weight = np.polynomial.legendre.leggauss(points)
+    w_lo, w_hi = np.sqrt(stats.chi2.ppf([1e-13, 1 - 1e-13], nu) / nu)
+    y, w_weight = np.polynomial.legendre.leggauss(nodes)
+    scales = (w_lo + w_hi) / 2 + (w_hi - w_lo) / 2 * y
+    # density of w: that of χ²_ν at ν w², times d(ν w²)/dw = 2 ν w
+    w_weight = w_weight * (w_hi - w_lo) / 2 * stats.chi2.pdf(nu * scales**2, nu) * 2 * nu * scales
+    total = 0.0
+    for w, share in zip(scales, w_weight, strict=True):
+        a, b, e = q * w * s01, q * w * s02, q * w * s12
+        cuts = np.unique(np.clip([-a, a, b - e, e - b, b + e, -b - e], -a, a))
+        for left, right in zip(cuts[:-1], cuts[1:], strict=True):
+            u = (left + right) / 2 + (right - left) / 2 * x
+            lo, hi = np.maximum(-b, u - e), np.minimum(b, u + e)
+            band = stats.norm.cdf((hi - slope * u) / tau) - stats.norm.cdf((lo - slope * u) / tau)
+            f = stats.norm.pdf(u, scale=s01) * np.where(hi > lo, band, 0.0)
+            total += share * (right - left) / 2 * (weight @ f)
+    return total

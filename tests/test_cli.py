@@ -154,10 +154,14 @@ def test_three_users_by_hand(three_users, tmp_path, capsys):
     assert paired["name"] == "A − B (DCG@2)" and paired["n_users"] == 2
 
     out = capsys.readouterr().out.splitlines()
+    # Unweighted estimates: no bounds, no Γ*; numbers with 4 significant digits.
     assert out[0] == "| model | metric | value | 95% CI | n_users | excluded |"
     lo, hi = t_interval(dcg["A"])
-    assert out[2] == f"| A | DCG@2 | {np.mean(dcg['A']):.4f} | [{lo:.4f}, {hi:.4f}] | 2 | 1 |"
-    assert f"A − B (DCG@2) = {1 - L:.6g} [95% CI" in "\n".join(out)
+    assert out[2] == f"| A | DCG@2 | {np.mean(dcg['A']):.4g} | [{lo:.4g}, {hi:.4g}] | 2 | 1 |"
+    assert "| comparison | difference | 95% CI | p |" in out
+    lo, hi = t_interval(differences)
+    p = stats.ttest_1samp(differences, 0).pvalue
+    assert f"| A − B (DCG@2) | {1 - L:.4g} | [{lo:.4g}, {hi:.4g}] | {p:.4g} |" in out
 
 
 def test_three_users_weighted_and_clipped_by_hand(three_users, tmp_path):
@@ -203,6 +207,75 @@ def test_three_users_weighted_and_clipped_by_hand(three_users, tmp_path):
         )
         assert row["name"] == "IPS-DCG@2"
     assert report["clip"] == 3 and report["level"] == 0.9 and report["comparisons"] == []
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_three_users_over_all_users_by_hand(three_users, tmp_path, capsys):
+    weighted = ("--propensity", three_users["propensity"], "--population", "all")
+    metrics = ("--metrics", "dcg", "pn_dcg", "ips_dcg", "snips_dcg")
+    report = run(tmp_path, *_three_user_args(three_users, *weighted, *metrics))
+    assert report["population"] == "all"
+    got = rows(report)
+    # User 2 holds only a 0 reward and counts 0. Unclipped weights: item 10 → 2, 11 → 4, 12 → 1.
+    dcg = {"A": [2, 0, 1 + L], "B": [1 + 2 * L, 0, L]}
+    ips = {"A": [4 * 2, 0, 1 + 2 * L], "B": [2 + 4 * 2 * L, 0, 2 * L]}
+    for model in "AB":
+        expected = {
+            "dcg": np.mean(dcg[model]),
+            "pn_dcg": sum(dcg[model]) / (3 + 2 * L),  # the same as over the observed users
+            "ips_dcg": np.mean(ips[model]),
+            # mean(DCG) · mean(n) / mean(Σ w): 4 held-out interactions, Σ w = 2 + 4 + 1 + 2
+            "snips_dcg": np.mean(ips[model]) * (4 / 3) / (9 / 3),
+        }
+        for metric, value in expected.items():
+            row = got[model, metric]
+            assert row["value"] == pytest.approx(value, rel=1e-12), (model, metric)
+            assert (row["n_users"], row["n_excluded_users"]) == (3, 0)
+        row = got[model, "ips_dcg"]
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(t_interval(ips[model]), rel=1e-12)
+    lo, hi = t_interval(dcg["A"])
+    out = capsys.readouterr().out.splitlines()
+    assert f"| A | DCG@2 | {np.mean(dcg['A']):.4g} | [{lo:.4g}, {hi:.4g}] | – | 3 | 0 |" in out
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_three_users_sensitivity_by_hand(three_users, tmp_path, capsys):
+    weighted = ("--propensity", three_users["propensity"], "--metrics", "dcg", "ips_dcg")
+    report = run(tmp_path, *_three_user_args(three_users, *weighted, "--compare", "A", "B"))
+    got = rows(report)
+    # Unclipped weights 1/p: item 10 → 2, 11 → 4, 12 → 1; every coefficient of IPS-DCG is
+    # ≥ 0, so at Γ = 2 every weight is halved (doubled) at the low (high) end.
+    ips = {"A": [2 * 4, 1 + 2 * L], "B": [2 + 2 * 4 * L, 2 * L]}
+    for model in "AB":
+        row = got[model, "ips_dcg"]
+        assert (row["sens_low"], row["sens_high"]) == pytest.approx(
+            (np.mean(ips[model]) / 2, np.mean(ips[model]) * 2), rel=1e-12
+        )
+        assert "sens_low" not in got[model, "dcg"]
+    # A − B per item, summed over users: item 10 −1 (B ranks it first for user 1), item 11
+    # 2 − 2L, item 12 +1. The worst case (8(1 − L)/Γ + 1/Γ − 2Γ)/2 reaches 0 at Γ² = (9 − 8L)/2.
+    paired = {c["metric"]: c for c in report["comparisons"]}
+    assert "robust_gamma" not in paired["dcg"]
+    star = paired["ips_dcg"]["robust_gamma"]
+    assert star == pytest.approx(math.sqrt((9 - 8 * L) / 2), rel=1e-6)
+
+    def lower_end(gamma):
+        """The 95 % t-interval's lower end of A − B at the worst-case weights of Γ."""
+        w10, w11, w12 = 2 * gamma, 4 / gamma, 1 / gamma
+        d = [2 * w11 - w10 - 2 * L * w11, w12]
+        return t_interval(d)[0]
+
+    significant = paired["ips_dcg"]["robust_gamma_95"]
+    assert 1 < significant < star
+    assert lower_end(significant * (1 - 1e-5)) > 0 > lower_end(significant * (1 + 1e-5))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| model | metric | value | 95% CI | Γ=2 bounds | n_users | excluded |"
+    low, high = np.mean(ips["A"]) / 2, np.mean(ips["A"]) * 2
+    assert f"| [{low:.4g}, {high:.4g}] | 2 | 1 |" in out[3]
+    assert "| comparison | difference | 95% CI | p | Γ* (sign) | Γ* (95%) |" in out
+    compared = {line.split(" | ")[0]: line for line in out if line.startswith("| A − B")}
+    assert compared["| A − B (DCG@2)"].endswith(" | – | – |")  # unweighted
+    assert compared["| A − B (IPS-DCG@2)"].endswith(f" | {star:.4g} | {significant:.4g} |")
 
 
 def test_csv_output_holds_the_json_rows_and_comparisons(three_users, tmp_path, capsys):
@@ -340,11 +413,24 @@ def test_held_out_files_match_the_core_on_matrices(tmp_path):
         assert row["value"] == pytest.approx(est.value, rel=1e-12), key
         assert (row["ci_low"], row["ci_high"]) == pytest.approx(est.confidence_interval(), rel=1e-9)
         assert (row["n_users"], row["n_excluded_users"]) == (n_users - 5, 5)
+        # The bounds at Γ = 2 of the weighted estimators (outer ones for the normalised).
+        if est.weighting is None:
+            assert "sens_low" not in row
+        else:
+            bounds = est.sensitivity(2.0)
+            assert (row["sens_low"], row["sens_high"]) == pytest.approx(
+                (bounds.low, bounds.high), rel=1e-12
+            )
     assert len(report["comparisons"]) == len(METRICS)
     for paired in report["comparisons"]:
         c = expected["scored", paired["metric"]].compare(expected["ranked", paired["metric"]])
         assert paired["difference"] == pytest.approx(c.difference, rel=1e-12)
         assert paired["p_value"] == pytest.approx(c.p_value, rel=1e-9)
+        if expected["scored", paired["metric"]].weighting is None:
+            assert "robust_gamma" not in paired
+        else:
+            assert paired["robust_gamma"] == pytest.approx(c.robustness(), rel=1e-12)
+            assert paired["robust_gamma_95"] == pytest.approx(c.robustness(0.95), rel=1e-12)
 
 
 # --- feed logs ---------------------------------------------------------------------------------
@@ -423,8 +509,21 @@ def test_feed_log_by_hand(feed_log, tmp_path, capsys):
     assert paired["difference"] == pytest.approx(2.0, rel=1e-12)
     assert paired["p_value"] == pytest.approx(stats.ttest_1samp(differences, 0).pvalue, rel=1e-9)
     assert report["input"] == "feed-log"
+    # One propensity per logged row; unclipped, every coefficient of logged DCG is ≥ 0: at
+    # Γ = 2 the value halves and doubles.
+    for target in dcg:
+        row = got[target, "logged_dcg"]
+        assert (row["sens_low"], row["sens_high"]) == pytest.approx(
+            (np.mean(dcg[target]) / 2, np.mean(dcg[target]) * 2), rel=1e-12
+        )
+    # T1 − T2 per rewarded row: s1 item 12 +1 (T2 does not rank it in its top 2), s2 item 12
+    # +1, s1 item 10 0 (both rank it second), s3 item 11 0: no row favours T2, so the sign
+    # never flips (Γ* = ∞, written as JSON Infinity); the t-test fails at p̂ already
+    # (p = 0.23), so the significance's Γ* is 1.
+    assert paired["robust_gamma"] == math.inf
+    assert stats.ttest_1samp(differences, 0).pvalue > 0.05 and paired["robust_gamma_95"] == 1.0
     assert capsys.readouterr().out.startswith(
-        "| model | metric | value | 95% CI | n_sessions | excluded |"
+        "| model | metric | value | 95% CI | Γ=2 bounds | n_sessions | excluded |"
     )
 
 
@@ -628,6 +727,15 @@ def test_bad_options_name_the_option_and_the_value(three_users, feed_log, capsys
         (_three_user_args(files, "--k", "0"), ("--k", "0")),
         (_three_user_args(files, "--clip", "0"), ("--clip", "0.0")),
         (_three_user_args(files, "--metrics", "dcg", "dcg"), ("--metrics", "dcg dcg")),
+        (
+            _three_user_args(files, "--population", "everyone"),
+            ("--population must be 'observed' or 'all', got 'everyone'",),
+        ),
+        (
+            _three_user_args(files, "--population", "all", "--metrics", "dcg", "ndcg"),
+            ("--population 'all' needs a value for every user, but ndcg divides",),
+        ),
+        ([*on_log, "--population", "all"], ("--population 'all' applies to held-out data",)),
         (
             ["--held-out", "missing.csv", "--recommendations", f"A={files['A']}"],
             ("--held-out", "'missing.csv'"),

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 from recpack_ope.propensity.discount import LogDiscount
-from recpack_ope.registry import ESTIMATORS, estimator, markdown_table, names
+from recpack_ope.registry import ESTIMATORS, estimand_table, estimator, markdown_table, names
 from recpack_ope.reward.models import RewardMatrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,6 +151,7 @@ def test_the_cli_offers_exactly_the_registry_names():
 def test_the_docs_table_is_the_registry():
     page = (ROOT / "docs" / "estimators.md").read_text()
     assert markdown_table() in page
+    assert estimand_table() in page
     # Every estimator name in backticks anywhere in the docs' tables of names is a registry
     # name: names of the old tables (unbiased_dcg, UnbiasedDCG, …) are gone.
     # The table of earlier names on that page is the one place that names them.
@@ -164,3 +165,46 @@ def test_the_docs_table_is_the_registry():
         r"`((?:IPS|SNIPS|DR|Plain|PostNormalised|Stratified)\w*(?:DCG|Recall))K?`", docs
     ):
         assert camel.removesuffix("K") in {e.camel for e in ESTIMATORS.values()}, camel
+
+
+# A third user without held-out rewards.
+Y_ALL = sp.vstack([Y_TRUE, sp.csr_matrix((1, 4))]).tocsr()
+SCORES_ALL = np.vstack([SCORES, [0.1, 0.2, 0.3, 0.4]])
+HAS_ALL = {"dcg", "pn_dcg", "ips_dcg", "snips_dcg", "ips_pn_dcg", "dr_dcg"}
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+@pytest.mark.parametrize("name", names("held_out"))
+def test_population_all_scales_each_mean_or_is_refused_naming_the_estimator(name):
+    e = estimator(name)
+    kw = dict(discount=D, propensity=P, reward_model=RewardMatrix(np.full((3, 4), 0.5)))
+    observed = e(Y_ALL, SCORES_ALL, **kw)
+    assert observed.n_excluded_users == 1
+    if name not in HAS_ALL:
+        assert e.populations == ("observed",)
+        with pytest.raises(ValueError, match=rf"population 'all' .* but {name} divides each"):
+            e(Y_ALL, SCORES_ALL, population="all", **kw)
+        return
+    assert e.populations == ("observed", "all")
+    every = e(Y_ALL, SCORES_ALL, population="all", **kw)
+    assert (every.n_users, every.n_excluded_users) == (3, 0)
+    # The third user adds 0 to every per-user term (unclipped DR included), so each mean is
+    # 2/3 of the observed users' one: the estimate Π mean_k ** x_k scales by (2/3) ** Σ x_k.
+    factor = (2 / 3) ** sum(e.exponents)
+    assert every.value == pytest.approx(observed.value * factor, rel=1e-12)
+
+
+def test_the_refusal_lists_exactly_the_estimators_with_an_all_users_value():
+    with pytest.raises(ValueError) as refused:
+        estimator("ndcg")(Y_ALL, SCORES_ALL, discount=D, population="all")
+    listed = re.search(r"averages DCG \(([^)]*)\)", str(refused.value)).group(1)
+    assert set(listed.split(", ")) == HAS_ALL
+    assert {n for n in names("held_out") if "all" in estimator(n).populations} == HAS_ALL
+    assert all(estimator(n).populations == () for n in names("feed_log"))
+
+
+@pytest.mark.parametrize("name", names("held_out"))
+def test_an_unknown_population_is_refused_by_every_held_out_estimator(name):
+    kw = dict(discount=D, propensity=P, reward_model=RewardMatrix(np.full((3, 4), 0.5)))
+    with pytest.raises(ValueError, match="population must be 'observed' or 'all', got 'any'"):
+        estimator(name)(Y_ALL, SCORES_ALL, population="any", **kw)

@@ -25,19 +25,22 @@ def tied_with_best_of(
     metric: str,
     alpha: float = 0.05,
     correction: str | None = None,
-    test: str = "t",
+    test: str = "mcb",
 ) -> TiedWithBest:
     """Models statistically tied with the best on ``metric``
-    (:func:`~recpack_ope.inference.significance.tied_with_best`), from each model's per-user
-    results ``{metric: {user: value}}`` (e.g. Cornac's ``metric_user_results``), paired on the
-    users every model has.
+    (:func:`~recpack_ope.inference.significance.tied_with_best`: by default Hsu's multiple
+    comparisons with the best, whose family-wise error holds although the data chose the best;
+    ``test="t"`` for Holm-corrected t-tests against the best, ``"tukey"`` for the randomised
+    Tukey HSD), from each model's per-user results ``{metric: {user: value}}`` (e.g. Cornac's
+    ``metric_user_results``), paired on the users every model has.
 
     Examples
     --------
     >>> a = {"Recall@5": {0: 1.0, 1: 0.0, 2: 1.0, 3: 1.0}}
     >>> b = {"Recall@5": {0: 0.0, 1: 0.0, 2: 1.0, 3: 0.5}}
-    >>> tied_with_best_of({"a": a, "b": b}, "Recall@5").best
-    'a'
+    >>> ties = tied_with_best_of({"a": a, "b": b}, "Recall@5")
+    >>> ties.best, ties.label
+    ('a', "Hsu's MCB, α=0.05")
     >>> tied_with_best_of({"a": a, "b": {}}, "Recall@5")
     Traceback (most recent call last):
     ...

@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..inference.result import Comparison
+from ..inference.sensitivity import SHOWN_GAMMA
+from ..inference.summary import robustness_columns, sensitivity_columns
 from ..io.tables import feed_log_tables, held_out_tables
 from ..logged.policies import DeterministicRanker
+from ..metrics.dcg import check_population
 from ..propensity.discount import LogDiscount
 from ..registry import ESTIMATORS
 
@@ -61,6 +64,7 @@ PARAMETERS = (
     "clip",
     "level",
     "compare",
+    "population",
 )
 
 
@@ -134,6 +138,9 @@ class FilePlan:
         Confidence level of the intervals.
     compare : tuple of two str, or None
         The models of the paired comparison ``a − b``.
+    population : {"observed", "all"}
+        The users held-out estimates average over
+        (:data:`~recpack_ope.metrics.dcg.POPULATIONS`).
     """
 
     kind: str
@@ -145,6 +152,7 @@ class FilePlan:
     clip: float | None
     level: float
     compare: tuple[str, str] | None
+    population: str = "observed"
 
     @property
     def discount(self) -> LogDiscount:
@@ -154,7 +162,14 @@ class FilePlan:
     def result(self, estimates: Mapping, engine: str) -> FileEvaluation:
         """The :class:`FileEvaluation` of ``estimates`` (model → metric → estimate)."""
         return FileEvaluation(
-            estimates, self.kind, self.k, self.clip, self.level, self.compare, engine
+            estimates,
+            self.kind,
+            self.k,
+            self.clip,
+            self.level,
+            self.compare,
+            engine,
+            self.population,
         )
 
 
@@ -183,6 +198,7 @@ def plan_files(
     clip: float | None = None,
     level: float = 0.95,
     compare: Sequence[str] | None = None,
+    population: str = "observed",
 ) -> FilePlan:
     """Check the arguments of :func:`evaluate_files` without reading the files.
 
@@ -199,8 +215,9 @@ def plan_files(
         Naming the argument: both or neither of held-out data and a feed log, an estimator
         of the other kind of data, one needing a reward model, or a weighted one without
         ``propensity`` (naming the plain one), an estimator listed twice, ``k`` < 1,
-        ``clip`` <= 0, ``level`` outside (0, 1), ``compare`` naming an unknown model, a file
-        that does not exist.
+        ``clip`` <= 0, ``level`` outside (0, 1), ``compare`` naming an unknown model,
+        ``population`` not one of :data:`~recpack_ope.metrics.dcg.POPULATIONS` (or ``"all"``
+        with a feed log or with an estimator normalised per user), a file that does not exist.
 
     Examples
     --------
@@ -255,6 +272,20 @@ def plan_files(
             )
     if len(set(metrics)) != len(metrics):
         raise ArgumentError("{metrics} lists a metric twice: {got}", got=" ".join(metrics))
+    try:
+        check_population(population)
+        for m in metrics if kind == "held-out" else ():
+            ESTIMATORS[m].check_population(population)
+    except ValueError as error:  # the core's message, with the argument spelled by the caller
+        raise ArgumentError(
+            "{population}{why}", why=str(error).removeprefix("population")
+        ) from None
+    if kind == "feed-log" and population != "observed":
+        raise ArgumentError(
+            "{population} {got!r} applies to held-out data: feed-log estimates average over "
+            "the log's sessions",
+            got=population,
+        )
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ArgumentError("{k} must be a positive integer, got {got}", got=k)
     if clip is not None and not clip > 0:
@@ -294,6 +325,7 @@ def plan_files(
         clip,
         level,
         compare,
+        population,
     )
 
 
@@ -309,6 +341,7 @@ def evaluate_files(
     clip: float | None = None,
     level: float = 0.95,
     compare: Sequence[str] | None = None,
+    population: str = "observed",
 ) -> FileEvaluation:
     """Evaluate models from parquet or CSV files with the registry's estimators, in memory.
 
@@ -348,6 +381,12 @@ def evaluate_files(
     compare : (str, str), optional
         Two models (targets) whose paired differences ``a − b`` over the same users are
         reported for every estimator.
+    population : {"observed", "all"}
+        The users held-out estimates average over: ``"observed"``, those with a positive
+        reward; ``"all"``, every user of ``held_out`` (its rows with reward 0 included), so
+        that ``ips_dcg`` estimates the online reward per user
+        (:data:`~recpack_ope.metrics.dcg.POPULATIONS`). Estimators normalised per user
+        (``ndcg``, ``recall``, …) take only ``"observed"``.
 
     Returns
     -------
@@ -386,10 +425,15 @@ def evaluate_files(
     >>> print(result.table())
     | model | metric | value | 95% CI | n_users | excluded |
     |---|---|---:|---|---:|---:|
-    | A | DCG@2 | 0.8155 | [-1.5293, 3.1602] | 2 | 0 |
-    | A | Recall@2 | 1.0000 | [1.0000, 1.0000] | 2 | 0 |
-    | B | DCG@2 | 0.3155 | [-3.6929, 4.3238] | 2 | 0 |
-    | B | Recall@2 | 0.5000 | [-5.8531, 6.8531] | 2 | 0 |
+    | A | DCG@2 | 0.8155 | [-1.529, 3.16] | 2 | 0 |
+    | A | Recall@2 | 1 | [1, 1] | 2 | 0 |
+    | B | DCG@2 | 0.3155 | [-3.693, 4.324] | 2 | 0 |
+    | B | Recall@2 | 0.5 | [-5.853, 6.853] | 2 | 0 |
+    >>> print(result.comparison_table())
+    | comparison | difference | 95% CI | p |
+    |---|---:|---|---:|
+    | A − B (DCG@2) | 0.5 | [-1.164, 2.164] | 0.163 |
+    | A − B (Recall@2) | 0.5 | [-5.853, 6.853] | 0.5 |
     >>> [p.name for p in result.write(folder / "report.csv")]
     ['report.csv', 'report-comparisons.csv']
     """
@@ -404,6 +448,7 @@ def evaluate_files(
         clip=clip,
         level=level,
         compare=compare,
+        population=population,
     )
     if plan.kind == "feed-log":
         tables = feed_log_tables(plan.data, plan.models)
@@ -422,7 +467,12 @@ def evaluate_files(
         }
     else:
         tables = held_out_tables(plan.data, plan.models, plan.propensity)
-        options = {"discount": plan.discount, "propensity": tables.propensity, "clip": plan.clip}
+        options = {
+            "discount": plan.discount,
+            "propensity": tables.propensity,
+            "clip": plan.clip,
+            "population": plan.population,
+        }
         estimates = {
             name: {m: ESTIMATORS[m](tables.y_true, scores, **options) for m in plan.metrics}
             for name, scores in tables.scores.items()
@@ -433,7 +483,10 @@ def evaluate_files(
 def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> list[dict]:
     """One row per model and estimator of ``estimates`` (model → estimator → estimate):
     ``model``, ``metric``, ``name``, ``value``, ``ci_low``, ``ci_high`` (the interval at
-    ``level``), ``standard_error``, ``n_users``, ``n_excluded_users``; the rows of
+    ``level``), ``standard_error``, ``n_users``, ``n_excluded_users``, and for an estimate with
+    a weighting ``sens_low`` and ``sens_high``, its bounds when every propensity may be off by
+    a factor up to :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` either way
+    (:func:`~recpack_ope.inference.summary.sensitivity_columns`); the rows of
     :meth:`FileEvaluation.rows` and :meth:`recpack_ope.spark.HeldOutEvaluation.table`."""
     rows = []
     for model, by_metric in estimates.items():
@@ -450,9 +503,21 @@ def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> l
                     "standard_error": est.standard_error,
                     "n_users": est.n_users,
                     "n_excluded_users": est.n_excluded_users,
+                    **sensitivity_columns(est),
                 }
             )
     return rows
+
+
+def _interval(low: float, high: float) -> str:
+    """``[low, high]`` with 4 significant digits."""
+    return f"[{low:.4g}, {high:.4g}]"
+
+
+def _markdown(header: list[str], align: list[str], lines: list[list[str]]) -> str:
+    """A Markdown table: ``align`` holds ``---`` or ``---:`` per column."""
+    shown = ["| " + " | ".join(row) + " |" for row in (header, *lines)]
+    return "\n".join([shown[0], "|" + "|".join(align) + "|", *shown[1:]])
 
 
 @dataclass(frozen=True, eq=False)
@@ -478,6 +543,8 @@ class FileEvaluation:
         The two models of :attr:`comparisons`.
     engine : {"local", "spark"}
         What computed the estimates.
+    population : {"observed", "all"}
+        The users held-out estimates average over.
     """
 
     estimates: Mapping[str, Mapping[str, Any]]
@@ -487,11 +554,13 @@ class FileEvaluation:
     level: float = 0.95
     compare: tuple[str, str] | None = None
     engine: str = "local"
+    population: str = "observed"
 
     def rows(self) -> list[dict]:
         """One row per model and estimator: ``model``, ``metric``, ``name``, ``value``,
-        ``ci_low``, ``ci_high``, ``standard_error``, ``n_users``, ``n_excluded_users`` (the
-        columns of :meth:`recpack_ope.spark.HeldOutEvaluation.table`)."""
+        ``ci_low``, ``ci_high``, ``standard_error``, ``n_users``, ``n_excluded_users``, and
+        ``sens_low``, ``sens_high`` for the IPS-weighted estimates that carry their weighting
+        (:func:`estimate_rows`; on Spark ``ips_dcg`` and ``snips_dcg``)."""
         return estimate_rows(self.estimates, self.level)
 
     @functools.cached_property
@@ -508,11 +577,22 @@ class FileEvaluation:
 
     def comparison_rows(self) -> list[dict]:
         """One row per comparison: ``a``, ``b``, ``metric``, ``name``, ``difference``,
-        ``standard_error``, ``ci_low``, ``ci_high``, ``p_value``, ``n_users``."""
+        ``standard_error``, ``ci_low``, ``ci_high``, ``p_value``, ``n_users``; for IPS-weighted
+        estimates also ``robust_gamma`` and ``robust_gamma_95`` (the suffix is
+        ``100 · level``): Γ*, the largest factor by which every propensity may be off, either
+        way, before the difference can change sign or stop being significant at ``level``
+        (:func:`~recpack_ope.inference.summary.robustness_columns`; ``inf`` when it never
+        does, 1.0 when it fails at the given propensities). Spark's merged estimates give the
+        sign's Γ* alone: the significance needs every user's terms at the extreme
+        propensities."""
+        if self.compare is None:
+            return []
+        a, b = self.compare
+        level = None if self.engine == "spark" else self.level
         return [
             {
-                "a": self.compare[0],
-                "b": self.compare[1],
+                "a": a,
+                "b": b,
                 "metric": m,
                 "name": c.name,
                 "difference": c.difference,
@@ -521,23 +601,61 @@ class FileEvaluation:
                 "ci_high": c.confidence_interval[1],
                 "p_value": c.p_value,
                 "n_users": c.n_users,
+                **robustness_columns(self.estimates[a][m], self.estimates[b][m], level),
             }
             for m, c in self.comparisons.items()
         ]
 
     def table(self) -> str:
-        """The rows as a Markdown table: value, interval, users (sessions) and excluded."""
+        """The rows as a Markdown table: value, interval, the bounds at Γ =
+        :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` (when an estimate has them; –
+        for the others), users (sessions) and excluded; 4 significant digits."""
+        rows = self.rows()
+        bounds = any("sens_low" in r for r in rows)
         what = "users" if self.input == "held-out" else "sessions"
+        shown = [f"Γ={SHOWN_GAMMA:g} bounds"] if bounds else []
+        header = ["model", "metric", "value", f"{self.level * 100:g}% CI", *shown]
+        header += [f"n_{what}", "excluded"]
+        align = ["---", "---", "---:", "---"] + ["---"] * len(shown) + ["---:", "---:"]
+        lines = []
+        for r in rows:
+            line = [
+                r["model"],
+                r["name"],
+                f"{r['value']:.4g}",
+                _interval(r["ci_low"], r["ci_high"]),
+            ]
+            if bounds:
+                line.append(_interval(r["sens_low"], r["sens_high"]) if "sens_low" in r else "–")
+            lines.append([*line, str(r["n_users"]), str(r["n_excluded_users"])])
+        return _markdown(header, align, lines)
+
+    def comparison_table(self) -> str:
+        """The comparisons as a Markdown table: difference, interval, p-value and, when the
+        estimates are IPS-weighted, Γ* of the sign and of the significance at ``level``
+        (:meth:`comparison_rows`; – where an estimator has none); 4 significant digits. Empty
+        without comparisons."""
+        rows = self.comparison_rows()
+        if not rows:
+            return ""
+        percent = f"{self.level * 100:g}"
+        stars = [
+            c for c in ("robust_gamma", f"robust_gamma_{percent}") if any(c in r for r in rows)
+        ]
+        labels = {"robust_gamma": "Γ* (sign)", f"robust_gamma_{percent}": f"Γ* ({percent}%)"}
+        header = ["comparison", "difference", f"{percent}% CI", "p", *map(labels.get, stars)]
+        align = ["---", "---:", "---", "---:"] + ["---:"] * len(stars)
         lines = [
-            f"| model | metric | value | {self.level * 100:g}% CI | n_{what} | excluded |",
-            "|---|---|---:|---|---:|---:|",
+            [
+                r["name"],
+                f"{r['difference']:.4g}",
+                _interval(r["ci_low"], r["ci_high"]),
+                f"{r['p_value']:.4g}",
+                *(f"{r[c]:.4g}" if c in r else "–" for c in stars),
+            ]
+            for r in rows
         ]
-        lines += [
-            f"| {r['model']} | {r['name']} | {r['value']:.4f} | [{r['ci_low']:.4f}, "
-            f"{r['ci_high']:.4f}] | {r['n_users']} | {r['n_excluded_users']} |"
-            for r in self.rows()
-        ]
-        return "\n".join(lines)
+        return _markdown(header, align, lines)
 
     def to_dict(self) -> dict:
         """The settings, :meth:`rows` and :meth:`comparison_rows`, as JSON writes them."""
@@ -547,13 +665,16 @@ class FileEvaluation:
             "k": self.k,
             "clip": self.clip,
             "level": self.level,
+            "population": self.population,
             "rows": self.rows(),
             "comparisons": self.comparison_rows(),
         }
 
     def write(self, path: str | os.PathLike) -> tuple[Path, ...]:
-        """Write ``path``: JSON (``.json``, :meth:`to_dict`) or CSV (``.csv``, the rows; the
-        comparisons, if any, in ``<stem>-comparisons.csv`` beside it).
+        """Write ``path``: JSON (``.json``, :meth:`to_dict`; Γ* that never flips is written
+        ``Infinity``, as Python's ``json`` reads it) or CSV (``.csv``, the rows; the
+        comparisons, if any, in ``<stem>-comparisons.csv`` beside it; a column a row lacks is
+        an empty cell).
 
         Returns
         -------
@@ -573,7 +694,10 @@ class FileEvaluation:
             written.append((path.with_name(f"{path.stem}-comparisons.csv"), self.comparison_rows()))
         for target, table in written:
             with open(target, "w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+                # Every column of any row, in order; empty cells where a row has none (the
+                # bounds and Γ* of unweighted estimates).
+                columns = list(dict.fromkeys(column for row in table for column in row))
+                writer = csv.DictWriter(handle, fieldnames=columns)
                 writer.writeheader()
                 writer.writerows(table)
         return tuple(target for target, _ in written)

@@ -19,7 +19,7 @@ from .._validation import as_csr, check_clip, check_positive_int, check_rewards,
 from ..inference.diagnostics import ReliabilityWarning
 from ..inference.result import EstimateResult
 from ..metrics.cache import RankingCache
-from ..metrics.dcg import _estimate
+from ..metrics.dcg import _estimate, check_population
 from ..metrics.ranking import TopK
 from ..metrics.stratified import BINNINGS
 from ..propensity.discount import Discount, LogDiscount
@@ -82,6 +82,15 @@ class EstimatorInputs:
         Where the logging policy showed items (users × items); needs ``propensity``. Given,
         ``ips_dcg`` and ``dr_dcg`` average over the served users and carry the control
         variate of ``compare(..., control_variate=True)``.
+    population : {"observed", "all"}
+        The users every estimate averages over
+        (:data:`~recpack_ope.metrics.dcg.POPULATIONS`): ``"observed"``, those with a held-out
+        reward (with impressions, the served users); ``"all"``, every row of ``y_true``, those
+        without held-out rewards counting 0, so that ``ips_dcg`` estimates the online reward
+        per user. Estimators normalised per user (nDCG, recall) refuse ``"all"``. The rows of
+        ``y_true`` must then be the users the held-out period logged: a framework whose
+        held-out matrix has a row for every user of the data set (RecPack's) counts users
+        outside the test split as users without rewards.
 
     Examples
     --------
@@ -109,7 +118,9 @@ class EstimatorInputs:
         binning: str = "width",
         reward_model=None,
         impressions=None,
+        population: str = "observed",
     ):
+        self.population = check_population(population)
         self.discount = LogDiscount() if discount is None else discount
         if not isinstance(self.discount, Discount):
             raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
@@ -278,7 +289,8 @@ class EstimatorInputs:
         ``framework`` whose loop averages per-user values itself: ``relevant`` are the user's
         held-out item indices, ``ranked`` the ranked ones (both >= 0); ``instead`` says
         how to evaluate on all users at once, for messages. Weights are not diagnosed: one
-        user's weights say nothing of the average's reliability.
+        user's weights say nothing of the average's reliability. Only over the observed
+        users: the framework's loop visits the users with held-out items.
 
         Examples
         --------
@@ -293,6 +305,12 @@ class EstimatorInputs:
             raise ValueError(
                 f"{estimator.display(self.at(K))} is not a mean of per-user "
                 f"values, which {framework}'s per-user averaging cannot produce; {instead}"
+            )
+        if self.population != "observed":
+            raise ValueError(
+                f"{estimator.display(self.at(K))} has population={self.population!r}, which "
+                f"averages over every user, and {framework}'s ranking loop averages over the "
+                f"users with held-out items; give population 'observed', or {instead}"
             )
         if self.propensity is not None and isinstance(self.clip, str):
             raise ValueError(
@@ -320,7 +338,8 @@ class EstimatorInputs:
         """A held-out estimator at cutoff ``K`` with these inputs.
 
         With a ``cache``, sparse scores are ranked by it, and the DCG family's estimators
-        evaluated one after another on the same ranking share the held-out data it prepares.
+        evaluated one after another on the same ranking share the held-out data it prepares
+        (over the observed users; over all users each prepares its own).
         """
         estimator.check(propensity=self.propensity, reward_model=self.reward_model)
         self.require_fitted("evaluating")
@@ -328,7 +347,13 @@ class EstimatorInputs:
         ranking = y_score if cache is None else cache.ranking(y_score, K)
         family = estimator.plain or estimator.name
         weighted = estimator.weighting in ("ips", "self_normalised")
-        shared = cache is not None and family in _FAMILY and (weighted or not estimator.needs)
+        # The cache prepares the held-out data over the observed users only.
+        shared = (
+            cache is not None
+            and family in _FAMILY
+            and (weighted or not estimator.needs)
+            and self.population == "observed"
+        )
         if not shared or (self.impressions is not None and estimator.name == "ips_dcg"):
             return estimator(
                 y_true,
@@ -340,6 +365,7 @@ class EstimatorInputs:
                 impressions=self.impressions,
                 n_strata=self.n_strata,
                 binning=self.binning,
+                population=self.population,
             )
         propensity, clip = (self.propensity, self.clip) if weighted else (None, None)
         return _estimate(

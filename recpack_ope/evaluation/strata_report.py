@@ -17,6 +17,7 @@ import numpy as np
 
 from ..inference.diagnostics import ReliabilityWarning, WeightDiagnostics
 from ..inference.result import EstimateResult
+from ..inference.sensitivity import SHOWN_GAMMA
 from ..metrics.simpsons_paradox import SimpsonsParadoxReport, simpsons_paradox
 from ..metrics.stratified import StratifiedResult, stratified
 from ..propensity.discount import Discount
@@ -171,7 +172,8 @@ class StrataReport:
         )
 
     def unreliable_ips(self) -> dict[str, WeightDiagnostics]:
-        """Column → diagnostics of the IPS values whose ESS ratio is below threshold."""
+        """Column → diagnostics of the IPS values that a reliability criterion flags
+        (:attr:`~recpack_ope.inference.diagnostics.WeightDiagnostics.reasons`)."""
         return {
             name: r.diagnostics
             for name, r in self.ips.items()
@@ -179,20 +181,22 @@ class StrataReport:
         }
 
     def unreliable(self) -> list[str]:
-        """Every unreliable weighted value, e.g. ``"IPS nDCG (ESS/n 0.02 < 0.1)"``: the IPS
-        row, and the Closed and stratum rows of columns with their own weights."""
+        """Every unreliable weighted value with what flagged it, e.g.
+        ``"IPS nDCG (ESS 12 < 50)"``: the IPS row, and the Closed and stratum rows of columns
+        with their own weights."""
         found = []
         for name, r in self.estimates.items():
             rows = [("IPS", self.ips[name]), ("Closed", r.holdout)]
             for row, result in rows + [(s.label, s.result) for s in r.strata]:
                 d = getattr(result, "diagnostics", None)
                 if d is not None and not d.reliable:
-                    found.append(f"{row} {name} (ESS/n {d.ess_ratio:.3g} < {d.threshold:g})")
+                    found.append(f"{row} {name} ({d.explain()})")
         return found
 
     def table(self) -> str:
-        """The rows as text (values to 4 decimals), with notes on unreliable IPS values and
-        clippings selected by SLOPE."""
+        """The rows as text (values to 4 decimals), with notes on unreliable IPS values, the
+        IPS values' sensitivity bounds at Γ = :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA`
+        and clippings selected by SLOPE."""
         rows = self.rows()
         columns = list(next(iter(rows.values())))
         cells = [["", *columns]] + [
@@ -211,11 +215,20 @@ class StrataReport:
         )
         unreliable = self.unreliable_ips()
         if unreliable:
-            threshold = min(d.threshold for d in unreliable.values())
-            listed = ", ".join(f"{name} ({d.ess_ratio:.3g})" for name, d in unreliable.items())
+            listed = "; ".join(f"{name} ({d.explain()})" for name, d in unreliable.items())
             text += (
-                f"\nIPS rows marked unreliable: ESS/n < {threshold:g} for {listed}; clip the "
-                "weights (clip=...) or read the IPS row with caution"
+                f"\nIPS rows marked unreliable: {listed}; clip the weights (clip=...) or read "
+                "the IPS row with caution"
+            )
+        bounds = {
+            name: r.sensitivity(SHOWN_GAMMA)
+            for name, r in self.ips.items()
+            if getattr(r, "weighting", None) is not None and r.n_users > 1
+        }
+        if bounds:
+            text += f"\nIPS rows with propensities off by up to ×{SHOWN_GAMMA:g}: " + ", ".join(
+                f"{name} [{b.low:.4g}, {b.high:.4g}]" + ("" if b.exact else " (outer bounds)")
+                for name, b in bounds.items()
             )
         selected = {
             name: r.clip_selection.clip
@@ -310,8 +323,8 @@ def strata_report(
     found = report.unreliable()
     if found:
         warnings.warn(
-            f"{model}: unreliable weighted estimates, their weights' effective sample size is "
-            f"too small: {'; '.join(found)}. Clip the weights (clip=...) or check the "
+            f"{model}: unreliable weighted estimates, flagged by their weight diagnostics: "
+            f"{'; '.join(found)}. Clip the weights (clip=...) or check the "
             f"propensities; the table's {ESS_ROW!r} row shows the IPS ratios.",
             ReliabilityWarning,
             stacklevel=3,

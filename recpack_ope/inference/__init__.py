@@ -7,12 +7,13 @@ propensities.
   intervals, paired ``compare``
 * ``systems``      – ``SystemScores`` and ``PreferenceMatrix``: M systems on the same users
 * ``significance`` – paired t-tests with Bonferroni, Holm or Benjamini–Hochberg, randomised
-  Tukey HSD, discriminative power, systems tied with the best
+  Tukey HSD, discriminative power, systems tied with the best (Hsu's MCB)
 * ``aggregation``  – MC4, Borda and majority orderings of per-user system scores
 * ``agreement``    – agreement between two metrics over models, Steiger's test
 * ``moments``      – ``Moments`` and ``SummaryEstimate``: estimates from merged sufficient
   statistics (what distributed engines return)
-* ``diagnostics``  – weight diagnostics of IPS estimates, ``ReliabilityWarning``
+* ``diagnostics``  – weight diagnostics of IPS estimates, the propensities' calibration
+  against impressions, ``ReliabilityWarning``
 * ``clipping``     – ``clip="auto"``: SLOPE selection of the clipping threshold, ``ClipSelection``
 """
 
@@ -26,7 +27,7 @@ from .agreement import (
     steiger_z,
 )
 from .clipping import ClipSelection
-from .diagnostics import ReliabilityWarning, WeightDiagnostics
+from .diagnostics import PropensityCalibration, ReliabilityWarning, WeightDiagnostics
 from .moments import Moments, SummaryEstimate
 from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .significance import (
@@ -49,6 +50,7 @@ __all__ = [
     "Moments",
     "SummaryEstimate",
     "WeightDiagnostics",
+    "PropensityCalibration",
     "ReliabilityWarning",
     "ClipSelection",
     "SystemScores",

@@ -22,18 +22,45 @@ An estimate over a subset of the users (a propensity stratum) stores its terms a
 freedom within S follow from the joint ones: ``n_S = n π``, ``m_S = a / π`` and
 ``C_S = C_xx + n a aᵀ (1 − 1/π)`` with ``a`` the mean of ``x · 1_S`` and ``π`` the mean of the
 indicator.
+
+The sensitivity bounds to wrong propensities (:mod:`~recpack_ope.inference.sensitivity`)
+merge the same way for the linear and linear-ratio forms (IPS-DCG, SNIPS-DCG): their extremes
+depend on the users only through every propensity unit's summed coefficients, the summed
+weight-free terms and the number of users
+(:meth:`~recpack_ope.inference.sensitivity.Weighting.collapsed`). :class:`WeightSums` holds those
+sums keyed by the units' identifiers (item ids), adds them across partitions, and gives the
+driver the collapsed :class:`~recpack_ope.inference.sensitivity.Weighting` of a
+:class:`SummaryEstimate`, whose bounds equal the in-memory estimate's. The standard errors at
+the extreme propensities need every user's terms there, so summaries give bounds without a
+confidence level.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from .diagnostics import WeightDiagnostics
-from .result import Comparison, EstimateResult, PairedEstimate
+from .result import Comparison, EstimateResult, PairedEstimate, _sensitivity, _weighting
+from .sensitivity import Linear, SensitivityBounds, Weighting
 
-__all__ = ["Moments", "SummaryEstimate", "product_gradient"]
+__all__ = ["Moments", "SummaryEstimate", "SummaryComparison", "WeightSums", "product_gradient"]
+
+_PARTS = ("numerator", "kept", "denominator")
+
+
+def _no_level(name: str) -> str:
+    """Why a summary estimate refuses a confidence level on its sensitivity bounds."""
+    return (
+        f"level= on the sensitivity of {name} needs its standard errors at the propensities "
+        "that attain each extreme, i.e. every user's terms there, which stay where the summary "
+        "was computed (e.g. in Spark's partitions): call it without level for the bounds and "
+        "the sign's Γ*, or compute the estimate in memory (recpack_ope.metrics) for the "
+        "interval and the significance's Γ*"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,6 +146,190 @@ class Moments:
         return n, mean / share, comoment + np.outer(mean, mean) * (self.n * (1 - 1 / share))
 
 
+@dataclass(frozen=True, eq=False)
+class WeightSums:
+    """Per-unit sums of an IPS-weighted estimate's linear or linear-ratio
+    :class:`~recpack_ope.inference.sensitivity.Weighting` over some users, mergeable across
+    disjoint sets of users (module docstring).
+
+    Attributes
+    ----------
+    ids : numpy.ndarray
+        Sorted identifiers of the propensity units some term uses (e.g. item ids).
+    raw : numpy.ndarray
+        Each unit's nominal raw inverse weight ``v̂ = 1/p̂``.
+    numerator : numpy.ndarray
+        Each unit's numerator coefficients summed over the users.
+    kept, denominator : numpy.ndarray or None
+        The same for the clipped doubly robust terms and for a ratio's denominator.
+    base : float
+        ``Σ_u b_u``, the users' weight-free numerator terms.
+    fixed : numpy.ndarray or None
+        ``Σ_u`` of each weight-free factor (SNIPS's held-out counts).
+    clip, units, fixed_exponents
+        As for the weighting.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import ips_dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true, p = np.array([[1, 0, 1], [0, 1, 0]]), np.array([0.5, 1.0, 0.25])
+    >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    >>> options = dict(discount=LogDiscount(2), propensity=p)
+    >>> ids = np.array([10, 11, 12])  # the items' identifiers
+    >>> first, second = (
+    ...     WeightSums.from_weighting(ips_dcg(y_true[u], scores[u], **options).weighting, ids)
+    ...     for u in ([0], [1])
+    ... )
+    >>> both = first.merge(second)
+    >>> both.ids.tolist(), both.numerator.tolist(), both.raw.tolist()
+    ([10, 11], [1.0, 1.0], [2.0, 1.0])
+    >>> both.weighting(n_users=2).bounds(2.0)[:2]  # as ips_dcg(y_true, ...).sensitivity(2.0)
+    (0.75, 3.0)
+    """
+
+    ids: np.ndarray
+    raw: np.ndarray
+    numerator: np.ndarray
+    kept: np.ndarray | None
+    denominator: np.ndarray | None
+    base: float
+    fixed: np.ndarray | None
+    clip: float
+    units: str
+    fixed_exponents: tuple[int, ...] = ()
+
+    @classmethod
+    def from_weighting(cls, weighting: Weighting, ids) -> WeightSums:
+        """The sums of ``weighting`` over its users; ``ids[j]`` identifies its unit ``j``.
+
+        Raises
+        ------
+        ValueError
+            For a per-user ratio or an ideal-DCG normaliser, which need every user's terms
+            (:meth:`~recpack_ope.inference.sensitivity.Weighting.collapsed`), or ``ids`` not
+            naming every unit.
+        """
+        ids = np.asarray(ids)
+        if ids.shape != weighting.raw.shape:
+            raise ValueError(
+                f"ids must identify each of the weighting's {weighting.raw.size} units, got shape "
+                f"{ids.shape}"
+            )
+        mean = weighting.collapsed()
+        n = weighting.n_users
+        parts = {name: getattr(mean, name) for name in _PARTS}
+        used = np.unique(np.concatenate([p.unit for p in parts.values() if p is not None]))
+        used = used[np.argsort(ids[used], kind="stable")]
+        at = np.zeros(ids.size, dtype=np.intp)
+        at[used] = np.arange(used.size)
+
+        def summed(part: Linear | None) -> np.ndarray | None:
+            if part is None:
+                return None
+            return n * np.bincount(at[part.unit], weights=part.coef, minlength=used.size)
+
+        return cls(
+            ids=ids[used],
+            raw=weighting.raw[used],
+            **{name: summed(part) for name, part in parts.items()},
+            base=n * float(mean.base[0]),
+            fixed=None if mean.fixed is None else n * mean.fixed[0],
+            clip=weighting.clip,
+            units=weighting.units,
+            fixed_exponents=weighting.fixed_exponents,
+        )
+
+    def merge(self, other: WeightSums) -> WeightSums:
+        """The sums over the users of both (disjoint sets of users of the same estimator)."""
+        for attribute in ("clip", "units", "fixed_exponents"):
+            if getattr(self, attribute) != getattr(other, attribute):
+                raise ValueError(
+                    f"cannot merge the weight sums of two estimators: their {attribute} differ "
+                    f"({getattr(self, attribute)!r} and {getattr(other, attribute)!r})"
+                )
+        ids = np.union1d(self.ids, other.ids)
+        mine, theirs = np.searchsorted(ids, self.ids), np.searchsorted(ids, other.ids)
+
+        def added(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+            if a is None and b is None:
+                return None
+            total = np.zeros(ids.size)
+            for at, values in ((mine, a), (theirs, b)):
+                if values is not None:
+                    total[at] += values
+            return total
+
+        # Both hold the same propensity for a unit they share.
+        raw = np.ones(ids.size)
+        raw[theirs], raw[mine] = other.raw, self.raw
+        fixed = None if self.fixed is None else self.fixed + other.fixed
+        return WeightSums(
+            ids=ids,
+            raw=raw,
+            **{name: added(getattr(self, name), getattr(other, name)) for name in _PARTS},
+            base=self.base + other.base,
+            fixed=fixed,
+            clip=self.clip,
+            units=self.units,
+            fixed_exponents=self.fixed_exponents,
+        )
+
+    @staticmethod
+    def shared_units(sums: Iterable[WeightSums]) -> tuple[np.ndarray, np.ndarray]:
+        """The union of the identifiers of ``sums`` and each one's raw inverse weight: the
+        units every estimate of one pass is placed on by :meth:`weighting`, so that two of them
+        pair in a comparison."""
+        ids, raw = np.empty(0), np.empty(0)
+        for s in sums:
+            ids, raw = (
+                np.concatenate([ids.astype(s.ids.dtype, copy=False), s.ids]),
+                np.concatenate([raw, s.raw]),
+            )
+        ids, first = np.unique(ids, return_index=True)
+        return ids, raw[first]
+
+    def weighting(self, n_users: int, ids=None, raw=None) -> Weighting:
+        """The collapsed weighting of the estimate over ``n_users`` users: those whose sums
+        these are, and any whose terms are all 0 (users without a positive reward over
+        ``population="all"``). Its bounds equal those of the in-memory estimate's weighting.
+
+        Parameters
+        ----------
+        n_users : int
+            Users the estimate averages over.
+        ids, raw : numpy.ndarray, optional
+            Sorted identifiers of the units to place the sums on, and their raw inverse
+            weights (default :attr:`ids` and :attr:`raw`); :meth:`shared_units` of all the
+            estimates that will be compared.
+        """
+        if isinstance(n_users, bool) or not isinstance(n_users, (int, np.integer)) or n_users < 1:
+            raise ValueError(f"n_users must be a positive integer, got {n_users!r}")
+        if ids is None:
+            ids, raw = self.ids, self.raw
+        if not np.isin(self.ids, ids).all():
+            raise ValueError("ids must hold every identifier of these sums (shared_units)")
+        at = np.searchsorted(ids, self.ids)
+
+        def linear(values: np.ndarray | None) -> Linear | None:
+            if values is None:
+                return None
+            keep = values != 0
+            users = np.zeros(int(keep.sum()), dtype=np.int64)
+            return Linear(users, at[keep].astype(np.int64), values[keep] / n_users)
+
+        return Weighting(
+            raw=np.asarray(raw, dtype=np.float64),
+            clip=self.clip,
+            units=self.units,
+            base=np.array([self.base / n_users]),
+            **{name: linear(getattr(self, name)) for name in _PARTS},
+            fixed=None if self.fixed is None else (self.fixed / n_users)[None],
+            fixed_exponents=self.fixed_exponents,
+        )
+
+
 def product_gradient(means: np.ndarray, exponents: tuple[int, ...]) -> tuple[float, np.ndarray]:
     """Value ``Π_k m_k ** e_k`` and its gradient, finite when a numerator mean is 0."""
     exps = np.asarray(exponents)
@@ -155,6 +366,12 @@ class SummaryEstimate(PairedEstimate):
         Weight diagnostics of an IPS-weighted estimate.
     indicator : int or None
         For an estimate over a subset of the users, the term holding ``1[u ∈ S]``.
+    weighting : Weighting or None
+        For an IPS-weighted estimate of the linear or linear-ratio form, its collapsed
+        weighting merged from :class:`WeightSums`, which :meth:`sensitivity` perturbs.
+    no_bounds : str or None
+        For an IPS-weighted estimate without a weighting, why it has none and what gives its
+        bounds: the error :meth:`sensitivity` raises.
     """
 
     name: str
@@ -164,6 +381,8 @@ class SummaryEstimate(PairedEstimate):
     n_excluded_users: int = 0
     diagnostics: WeightDiagnostics | None = None
     indicator: int | None = None
+    weighting: Weighting | None = None
+    no_bounds: str | None = None
 
     @classmethod
     def product(
@@ -247,9 +466,49 @@ class SummaryEstimate(PairedEstimate):
         if n < 2:
             raise ValueError("a paired comparison needs at least 2 users")
         se = float(np.sqrt(self._variance(self.gradient - other.gradient) / n))
-        return Comparison.from_difference(
-            self._comparison_name(other, names), self.value - other.value, se, n, level
+        return SummaryComparison.from_difference(
+            self._comparison_name(other, names),
+            self.value - other.value,
+            se,
+            n,
+            level,
+            estimates=(self, other),
         )
+
+    def sensitivity(self, gamma: float, level: float | None = None) -> SensitivityBounds:
+        """The smallest and largest value of this estimate when every propensity may be off by
+        a factor up to ``gamma`` either way, from its merged weighting: the same bounds as
+        :meth:`~recpack_ope.inference.result.EstimateResult.sensitivity` in memory.
+
+        Raises
+        ------
+        ValueError
+            With ``level`` (its standard errors need every user's terms), or for an estimate
+            without a weighting: unweighted, or one whose bounds need every user's terms
+            (:attr:`no_bounds` says which and what to use).
+        """
+        if level is not None:
+            raise ValueError(_no_level(self.name))
+        return _sensitivity(self.name, self.value, self._weighting(), gamma, None, None)
+
+    def _weighting(self) -> Weighting:
+        """:attr:`weighting`, or the error saying why there is none."""
+        if self.weighting is None and self.no_bounds is not None:
+            raise ValueError(self.no_bounds)
+        if self.weighting is None and self.diagnostics is not None:
+            raise ValueError(
+                f"{self.name} is IPS-weighted, but its sensitivity bounds did not merge: only "
+                "per-item propensities of linear and linear-ratio estimators (ips_dcg, "
+                "snips_dcg) reduce to sums over the users, while per-row or per-(user, item) "
+                "propensities (feed logs), per-user ratios and ideal-DCG normalisers need every "
+                "user's terms; compute it in memory (recpack_ope.metrics, recpack_ope.logged) "
+                "for its bounds"
+            )
+        return _weighting(self)
+
+    def _influence_at(self, raw: np.ndarray) -> np.ndarray:
+        """Not available: the per-user terms at other weights stayed with the engine."""
+        raise ValueError(_no_level(self.name))
 
     # Clipping on summaries is a given m, never selected from the data ("auto").
     clip_selection = None
@@ -257,3 +516,58 @@ class SummaryEstimate(PairedEstimate):
     # Printed like an EstimateResult: the same headline and weight diagnostics.
     _headline = EstimateResult._headline
     __repr__ = EstimateResult.__repr__
+
+
+class SummaryComparison(Comparison):
+    """A :class:`~recpack_ope.inference.result.Comparison` of two :class:`SummaryEstimate`:
+    :meth:`sensitivity` and the sign's :meth:`robustness` (Γ*) come from their merged
+    weightings and equal the in-memory ones; a confidence level is refused (the standard
+    errors at the extreme propensities need every user's terms).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import ips_dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [1, 0, 0]])
+    >>> p, ids = np.array([0.5, 1.0, 0.25]), np.arange(3)
+    >>> options = dict(discount=LogDiscount(1), propensity=p)
+    >>> a = ips_dcg(y_true, np.eye(3)[[0, 1, 0, 0]], **options)
+    >>> b = ips_dcg(y_true, np.eye(3)[[2, 2, 1, 1]], **options)
+    >>> sums = [WeightSums.from_weighting(e.weighting, ids) for e in (a, b)]
+    >>> units = WeightSums.shared_units(sums)
+    >>> moments = Moments.from_terms(np.column_stack([a.terms, b.terms]))
+    >>> summaries = [
+    ...     SummaryEstimate.product(e.name, moments, [k], (1,), weighting=s.weighting(4, *units))
+    ...     for k, (e, s) in enumerate(zip((a, b), sums))
+    ... ]
+    >>> comparison = summaries[0].compare(summaries[1])
+    >>> round(comparison.robustness(), 4), round(a.compare(b).robustness(), 4)
+    (1.2247, 1.2247)
+    """
+
+    def sensitivity(self, gamma: float, level: float | None = None) -> SensitivityBounds:
+        """The bounds of the paired difference
+        (:meth:`~recpack_ope.inference.result.Comparison.sensitivity`), without ``level``."""
+        self._check(level)
+        return super().sensitivity(gamma)
+
+    def robustness(self, level: float | None = None) -> float:
+        """Γ* of the difference's sign
+        (:meth:`~recpack_ope.inference.result.Comparison.robustness`), without ``level``."""
+        self._check(level)
+        return super().robustness()
+
+    def _check(self, level) -> None:
+        """Refuse ``level`` and estimates without a weighting, saying why."""
+        if level is not None:
+            raise ValueError(_no_level(self.name))
+        for estimate in self.estimates:
+            estimate._weighting()
+
+    @cached_property
+    def _robustness_shown(self) -> str:
+        """``Γ* …`` of the sign for the repr, when both estimates carry a weighting."""
+        if any(e.weighting is None for e in self.estimates):
+            return ""
+        return f"; robust to propensities off by ×{self.robustness():.3g} (sign)"

@@ -31,9 +31,25 @@ level α when its adjusted p-value is below α:
   false discovery rate (the expected share of false rejections among the rejections) for
   independent or positively dependent tests, a weaker guarantee than FWER and more rejections.
 
-:func:`tied_with_best` tests every system against the one with the highest mean (the M − 1
-paired t-tests, corrected over M − 1, or the best's row of the randomised Tukey HSD) and
-reports the systems not significantly worse than it.
+Which systems are *tied with the best* (:func:`tied_with_best`) is decided by default by Hsu's
+multiple comparisons with the best (MCB) in its unconstrained form (Hsu 1996, ch. 4): for
+every system i, simultaneous intervals for ``μ_i − max_{j≠i} μ_j`` deduced from simultaneous
+intervals for all M(M − 1)/2 paired differences,
+
+    [min_{j≠i} (x̄_i − x̄_j − c · se_ij),  min_{j≠i} (x̄_i − x̄_j + c · se_ij)],
+
+with ``se_ij`` the paired t-test's standard error and c the (1 − α) quantile of the largest
+``|t_ij|`` over all pairs when all systems are equal. On the event that every pair's
+``|t_ij − (μ_i − μ_j) / se_ij| ≤ c`` (probability 1 − α) every interval covers, so no system
+whose true mean is the largest (``μ_i − max_{j≠i} μ_j ≥ 0``) gets an upper bound below 0 —
+however many share that mean and although the data chose the best. A system is tied with the
+best unless its upper bound is below 0. The one-sided critical value of *constrained* MCB
+(Hsu 1984) keeps only a unique true best: when several share the largest mean it excludes one
+of them more often than α (about 2α for two equal systems). The joint law of the t statistics
+is the multivariate t of Hothorn, Bretz & Westfall (2008): ``z / w`` with ``z`` normal with the
+users' covariance of the paired differences and ``w² ~ χ²_{n−1} / (n − 1)`` shared; c and the
+p-values come from ``n_draws`` Monte Carlo draws of it (exactly from Student's t for two
+systems, where MCB is the paired t-test).
 
 References
 ----------
@@ -43,6 +59,11 @@ Y. Benjamini, Y. Hochberg, "Controlling the false discovery rate: a practical an
 approach to multiple testing", Journal of the Royal Statistical Society B 57(1):289–300, 1995.
 B. Carterette, "Multiple testing in statistical analysis of systems-based information retrieval
 experiments", ACM TOIS 30(1), 2012.
+J. C. Hsu, "Constrained simultaneous confidence intervals for multiple comparisons with the
+best", Annals of Statistics 12(3):1136–1144, 1984.
+J. C. Hsu, Multiple Comparisons: Theory and Methods, Chapman & Hall, 1996, ch. 4.
+T. Hothorn, F. Bretz, P. Westfall, "Simultaneous inference in general parametric models",
+Biometrical Journal 50(3):346–363, 2008.
 T. Sakai, "Statistical reform in information retrieval?", SIGIR Forum 48(1), 2014.
 """
 
@@ -52,10 +73,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from .._chunks import CHUNK_ELEMENTS
 from .._validation import check_fraction, check_positive_int, check_seed, real_array
-from .result import t_test_p_value
+from ._student import t_test_p_value
 from .systems import PreferenceMatrix, SystemScores
 
 __all__ = [
@@ -66,6 +88,7 @@ __all__ = [
     "discriminative_power",
     "CORRECTIONS",
     "adjust_p_values",
+    "TIED_TESTS",
     "TiedWithBest",
     "tied_with_best",
 ]
@@ -429,6 +452,11 @@ def discriminative_power(
     return DiscriminativePower(power=power, n_systems=len(names.pop()), alpha=alpha)
 
 
+#: Procedures :func:`tied_with_best` runs, by its ``test`` argument: Hsu's MCB (the default),
+#: paired t-tests against the best with a correction, or the randomised Tukey HSD.
+TIED_TESTS = ("mcb", "t", "tukey")
+
+
 @dataclass(frozen=True, eq=False)
 class TiedWithBest:
     """Systems not significantly worse than the one with the highest mean.
@@ -440,25 +468,38 @@ class TiedWithBest:
     best : str
         The system with the highest mean, ``names[0]``.
     tied : tuple of str
-        Systems whose adjusted p-value against the best is at least ``alpha`` (not
-        significantly worse), the best included, in the order of ``names``.
+        Systems whose p-value is at least ``alpha`` (not significantly worse than the best),
+        the best included, in the order of ``names``.
     mean : numpy.ndarray, shape (M,)
         Mean score of each system, in the order of ``names``.
     difference : numpy.ndarray, shape (M,)
         mean(best) − mean(s) for each system in the order of ``names`` (≥ 0; 0 for the best).
     p_value : numpy.ndarray, shape (M,)
-        Adjusted two-sided p-value of "s differs from the best", in the order of ``names``.
-        The best is not tested against itself and gets 1, as on the diagonal of
-        :class:`PairwiseTests`; so ``tied`` is exactly the systems with ``p_value >= alpha``.
+        In the order of ``names``, the smallest level at which s is declared worse than the
+        best: for ``test="mcb"`` the null probability that the largest ``|t|`` over all pairs
+        reaches ``max_{j≠s} t_js`` (the upper MCB bound of s is below 0 exactly when it is
+        below ``alpha``); otherwise the adjusted two-sided p-value of "s differs from the
+        best". The best gets 1, as on the diagonal of :class:`PairwiseTests`; so ``tied`` is
+        exactly the systems with ``p_value >= alpha``.
     alpha : float
         Significance level.
     correction : str
         Correction over the M − 1 t-tests against the best (:data:`CORRECTIONS`); ``"none"``
-        for the Tukey HSD, whose p-values already control the family-wise error rate.
+        for MCB and the Tukey HSD, whose p-values already control the family-wise error rate.
     test : str
-        ``"t"`` (paired t-tests) or ``"tukey"`` (randomised Tukey HSD).
+        ``"mcb"`` (Hsu's multiple comparisons with the best), ``"t"`` (paired t-tests against
+        the best) or ``"tukey"`` (randomised Tukey HSD); see :data:`TIED_TESTS`.
     measure : str
         Name of the tested measure.
+    procedure : str
+        The procedure in words, with how its null distribution was computed.
+    interval : numpy.ndarray, shape (M, 2), or None
+        ``test="mcb"`` only: simultaneous ``1 − alpha`` intervals for ``μ_s − max_{t≠s} μ_t``
+        (true means) in the order of ``names`` (module docstring); s is tied with the best
+        exactly when its upper bound is at least 0.
+    critical_value : float or None
+        ``test="mcb"`` only: c, the ``1 − alpha`` quantile of the largest ``|t|`` over all pairs
+        when all systems are equal.
     """
 
     names: tuple[str, ...]
@@ -471,15 +512,20 @@ class TiedWithBest:
     correction: str
     test: str
     measure: str
+    procedure: str
+    interval: np.ndarray | None
+    critical_value: float | None
 
     @property
     def label(self) -> str:
-        """The test and correction in words, e.g. ``"Holm, α=0.05"``."""
-        name = "randomised Tukey HSD" if self.test == "tukey" else _LABEL[self.correction]
+        """The procedure and level in a few words, e.g. ``"Hsu's MCB, α=0.05"``."""
+        name = {"mcb": "Hsu's MCB", "tukey": "randomised Tukey HSD"}.get(
+            self.test, _LABEL[self.correction]
+        )
         return f"{name}, α={self.alpha:g}"
 
     def table(self) -> str:
-        """Markdown table: rank, system, mean, difference to the best, adjusted p, tie mark."""
+        """Markdown table: rank, system, mean, difference to the best, p, tie mark."""
         lines = [
             f"| rank | system | {self.measure} | difference to best | p ({self.label}) | "
             f"tied with best |",
@@ -496,37 +542,121 @@ class TiedWithBest:
     def __repr__(self) -> str:
         return (
             f"{len(self.tied)} of {len(self.names)} systems tied with the best, {self.best} "
-            f"({self.label}):\n{self.table()}"
+            f"({self.label}):\n{self.procedure}\n{self.table()}"
         )
+
+
+def _pair_standard_deviations(values: np.ndarray) -> np.ndarray:
+    """Standard deviation over users of ``x_ui − x_uj`` for every pair (M × M), from the
+    differences themselves so that identical systems get exactly 0."""
+    m = values.shape[1]
+    return np.stack([(values[:, [i]] - values).std(axis=0, ddof=1) for i in range(m)])
+
+
+def _max_abs_t_draws(
+    values: np.ndarray, pair_sd: np.ndarray, n_draws: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n_draws`` draws, sorted, of the largest ``|t_ij|`` over the pairs with spread when all
+    systems are equal: the multivariate t ``z / w`` of the module docstring, ``z`` normal with
+    the users' covariance and ``w² ~ χ²_ν / ν`` (ν = users − 1) shared by all pairs."""
+    n_users, m = values.shape
+    eigenvalues, vectors = np.linalg.eigh(np.atleast_2d(np.cov(values, rowvar=False)))
+    # A root from the eigendecomposition also serves the singular covariance of identical
+    # systems, where a Cholesky factor does not exist.
+    root = vectors * np.sqrt(np.clip(eigenvalues, 0.0, None))
+    nu = n_users - 1
+    maxima = np.zeros(n_draws)
+    batch = max(1, CHUNK_ELEMENTS // (2 * m))
+    for start in range(0, n_draws, batch):
+        size = min(batch, n_draws - start)
+        z = rng.standard_normal((size, m)) @ root.T
+        w = np.sqrt(rng.chisquare(nu, size) / nu)
+        top = maxima[start : start + size]
+        # Row by row: pairs (i, j > i) without copying z once per pair.
+        for i in range(m - 1):
+            spread = pair_sd[i, i + 1 :] > 0
+            if spread.any():
+                t = np.abs(z[:, i + 1 :][:, spread] - z[:, [i]]) / pair_sd[i, i + 1 :][spread]
+                np.maximum(top, t.max(axis=1), out=top)
+        top /= w
+    return np.sort(maxima)
+
+
+def _mcb(
+    values: np.ndarray, means: np.ndarray, alpha: float, n_draws: int, rng
+) -> tuple[np.ndarray, np.ndarray, float, str]:
+    """Hsu's unconstrained MCB (module docstring) in column order: p-values, intervals for
+    ``μ_i − max_{j≠i} μ_j``, the critical value c and the procedure in words."""
+    n_users, m = values.shape
+    pair_sd = _pair_standard_deviations(values)
+    se = pair_sd / np.sqrt(n_users)
+    gap = means[:, None] - means[None, :]  # gap[i, j] = x̄_i − x̄_j
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Without spread a pair is decided by its difference, as in t_test_p_value.
+        t = np.where(se > 0, -gap / se, np.where(gap == 0, 0.0, -np.sign(gap) * np.inf))
+    np.fill_diagonal(t, -np.inf)  # t[i, j] = t_ji, system j against system i
+    worst = t.max(axis=1)  # max_{j≠i} t_ji: how far the best other system is above i
+    nu = n_users - 1
+    words = "Hsu's multiple comparisons with the best (unconstrained): simultaneous intervals from "
+    if m == 2:
+        # One pair: the largest |t| is Student's |t_ν| and MCB is the two-sided paired t-test.
+        p = np.where(worst > 0, t_test_p_value(np.maximum(worst, 0), 1.0, n_users), 1.0)
+        c = float(stats.t.ppf(1 - alpha / 2, nu))
+        words += f"the paired t-test's |t|, Student's t with {nu} df (exact)"
+    else:
+        maxima = _max_abs_t_draws(values, pair_sd, n_draws, rng)
+        # Compare with a relative tolerance so float noise cannot flip a tie.
+        reached = n_draws - np.searchsorted(maxima, worst * (1 - 1e-12), side="left")
+        p = np.where(np.isposinf(worst), 0.0, (1 + reached) / (1 + n_draws))
+        # c: the largest draw at which p would still be at least alpha, so that an upper bound
+        # below 0 and p < alpha are the same event.
+        allowed = int(np.ceil(alpha * (1 + n_draws) - 1 - 1e-9)) - 1
+        c = float(maxima[n_draws - allowed - 1]) if allowed >= 0 else np.inf
+        words += (
+            f"the largest |t| over all {m * (m - 1) // 2} paired differences, multivariate t with "
+            f"{nu} df and the users' covariance ({n_draws} Monte Carlo draws)"
+        )
+    p = np.minimum(p, 1.0)
+    off = ~np.eye(m, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        half = np.where(se > 0, c * se, 0.0)
+    lower = np.where(off, gap - half, np.inf).min(axis=1)
+    upper = np.where(off, gap + half, np.inf).min(axis=1)
+    return p, np.column_stack([lower, upper]), c, words
 
 
 def tied_with_best(
     sample: SystemScores,
     alpha: float = 0.05,
     correction: str | None = None,
-    test: str = "t",
+    test: str = "mcb",
     n_resamples: int = 1000,
     seed: int | None = 0,
+    *,
+    n_draws: int = 100_000,
 ) -> TiedWithBest:
     """Systems statistically tied with the one with the highest mean.
 
     The best is the system with the highest mean score (the first in column order among equal
-    means). Each other system s is tested against it, two-sided, and is *tied* with it when
-    its adjusted p-value is at least ``alpha``:
+    means). A system is *tied* with it unless the procedure declares it worse at level
+    ``alpha`` (p-value below ``alpha``):
 
-    * ``test="t"`` — the M − 1 paired t-tests over users of the per-user differences
-      ``x_u,best − x_us`` (the t-test of :func:`paired_t_tests`, equal to
-      ``scipy.stats.ttest_rel``), adjusted over the family of M − 1 with
-      :func:`adjust_p_values`;
-    * ``test="tukey"`` — the best's row of :func:`randomised_tukey_hsd`, whose p-values already
-      control the family-wise error rate over all M(M − 1)/2 pairs; no further correction.
-
-    The t-test family takes the best as given, but the best is chosen by the same data, and
-    the largest of its M − 1 differences is the range of all M means. Under the hypothesis that
-    all systems are equal, Holm or Bonferroni over M − 1 therefore separates some system from
-    the best more often than ``alpha`` once M > 2 (simulated, independent normal scores of 50
-    users, Holm at 0.05: 0.066 for M = 3, 0.089 for M = 5, 0.147 for M = 10). ``test="tukey"``
-    keeps the family-wise error rate at ``alpha`` over every pair.
+    * ``test="mcb"`` (default) — Hsu's multiple comparisons with the best, unconstrained
+      (module docstring): s is worse when its simultaneous upper bound on
+      ``μ_s − max_{t≠s} μ_t`` is below 0. The probability of declaring worse any system whose
+      true mean is the largest is at most ``alpha`` (up to the Monte Carlo and the
+      multivariate-t approximation), whichever system the data ranked first and however many
+      share the largest mean. With two systems it is the paired t-test.
+    * ``test="t"`` — the M − 1 paired t-tests over users of ``x_u,best − x_us`` (the t-test of
+      :func:`paired_t_tests`, equal to ``scipy.stats.ttest_rel``), adjusted over the family of
+      M − 1 with :func:`adjust_p_values` (Holm unless ``correction`` says otherwise). The family
+      takes the best as given, but the same data chose it, so when all systems are equal some
+      system is declared worse than the best more often than ``alpha`` once M > 2 (simulated,
+      independent normal scores of 50 users, Holm at 0.05: 0.066 for M = 3, 0.089 for M = 5,
+      0.147 for M = 10).
+    * ``test="tukey"`` — the best's row of :func:`randomised_tukey_hsd`, whose p-values control
+      the family-wise error rate over all M(M − 1)/2 pairs when the systems are exchangeable
+      within users; it compares raw mean differences, not t statistics.
 
     Parameters
     ----------
@@ -535,24 +665,44 @@ def tied_with_best(
     alpha : float
         Significance level, in (0, 1).
     correction : {"holm", "bonferroni", "bh", "none"} or None
-        Correction over the M − 1 t-tests; None means ``"holm"`` for ``test="t"``. With
-        ``test="tukey"`` it must be None or ``"none"``.
-    test : {"t", "tukey"}
-        Paired t-tests against the best, or the randomised Tukey HSD.
-    n_resamples, seed
-        Of the randomised Tukey HSD; unused by the t-tests.
+        Correction over the M − 1 t-tests of ``test="t"``; None means ``"holm"``. With
+        ``test="mcb"`` or ``"tukey"`` it must be None or ``"none"``.
+    test : {"mcb", "t", "tukey"}
+        The procedure (:data:`TIED_TESTS`).
+    n_resamples : int
+        Random relabellings of the randomised Tukey HSD.
+    seed : int, numpy Generator or None
+        Seed of the Tukey HSD's relabellings and of MCB's draws.
+    n_draws : int
+        Monte Carlo draws of the multivariate t from which MCB takes its critical value and
+        p-values (with more than two systems); the p-value's Monte Carlo standard error is
+        ``sqrt(p (1 − p) / n_draws)``, 0.0007 at p = 0.05 with the default.
 
     Returns
     -------
     TiedWithBest
-        Systems by decreasing mean with differences to the best, adjusted p-values and the
-        tied set.
+        Systems by decreasing mean with differences to the best, p-values, the tied set, the
+        procedure in words and, for MCB, the simultaneous intervals.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.inference import SystemScores
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.random((200, 1)) + [0.0, 0.0, -0.3] + 0.1 * rng.standard_normal((200, 3))
+    >>> scores = SystemScores(("a", "b", "c"), x, np.arange(200), "nDCG@10")
+    >>> result = tied_with_best(scores)
+    >>> result.label, sorted(result.tied)
+    ("Hsu's MCB, α=0.05", ['a', 'b'])
+    >>> bool(result.interval[2, 1] < 0)  # c is below the best of the others
+    True
 
     References
     ----------
-    S. Holm, Scandinavian Journal of Statistics 6(2):65–70, 1979; Y. Benjamini, Y. Hochberg,
-    Journal of the Royal Statistical Society B 57(1):289–300, 1995; B. Carterette, ACM TOIS
-    30(1), 2012.
+    J. C. Hsu, Multiple Comparisons: Theory and Methods, Chapman & Hall, 1996, ch. 4;
+    T. Hothorn, F. Bretz, P. Westfall, Biometrical Journal 50(3):346–363, 2008; S. Holm,
+    Scandinavian Journal of Statistics 6(2):65–70, 1979; Y. Benjamini, Y. Hochberg, Journal of
+    the Royal Statistical Society B 57(1):289–300, 1995; B. Carterette, ACM TOIS 30(1), 2012.
     """
     if not isinstance(sample, SystemScores):
         raise TypeError(
@@ -561,20 +711,22 @@ def tied_with_best(
         )
     alpha = check_fraction(alpha, "alpha")
     n_resamples = check_positive_int(n_resamples, "n_resamples")
+    n_draws = check_positive_int(n_draws, "n_draws")
     seed = check_seed(seed)
-    if test not in ("t", "tukey"):
-        raise ValueError(f"test must be 't' or 'tukey', got {test!r}")
-    if test == "tukey":
-        if correction not in (None, "none"):
-            raise ValueError(
-                f"correction={correction!r} conflicts with test='tukey': the randomised Tukey HSD "
-                "already controls the family-wise error rate; leave correction None or 'none'"
-            )
+    if test not in TIED_TESTS:
+        raise ValueError(f"test must be one of {TIED_TESTS}, got {test!r}")
+    if test == "t":
+        if correction is None:
+            correction = "holm"
+        elif correction not in CORRECTIONS:
+            raise ValueError(f"correction must be one of {CORRECTIONS} or None, got {correction!r}")
+    elif correction not in (None, "none"):
+        raise ValueError(
+            f"correction={correction!r} conflicts with test={test!r}, which already controls the "
+            "family-wise error rate; leave correction None or 'none'"
+        )
+    else:
         correction = "none"
-    elif correction is None:
-        correction = "holm"
-    elif correction not in CORRECTIONS:
-        raise ValueError(f"correction must be one of {CORRECTIONS} or None, got {correction!r}")
     values = sample.per_user
     n_users, m = values.shape
     if m < 2:
@@ -586,13 +738,27 @@ def tied_with_best(
     order = np.argsort(-means, kind="stable")
     best = int(order[0])
     difference = means[best] - means[order]
-    if test == "t":
+    interval = critical_value = None
+    if test == "mcb":
+        p, bounds, critical_value, procedure = _mcb(
+            values, means, alpha, n_draws, np.random.default_rng(seed)
+        )
+        p_value, interval = p[order], bounds[order]
+    elif test == "t":
         diffs = values[:, [best]] - values[:, order[1:]]
         se = diffs.std(axis=0, ddof=1) / np.sqrt(n_users)
         raw = t_test_p_value(diffs.mean(axis=0), se, n_users)
         p_value = np.concatenate(([1.0], adjust_p_values(raw, correction)))
+        procedure = (
+            f"paired t-tests against the best, {_LABEL[correction]} over the {m - 1} tests "
+            "(the best taken as given)"
+        )
     else:
         p_value = randomised_tukey_hsd(sample, n_resamples, seed).p_value[best, order]
+        procedure = (
+            f"best's row of the randomised Tukey HSD over all {m * (m - 1) // 2} pairs "
+            f"({n_resamples} relabellings)"
+        )
     names = tuple(sample.names[i] for i in order)
     tied = tuple(name for name, p in zip(names, p_value, strict=True) if p >= alpha)
     return TiedWithBest(
@@ -606,4 +772,7 @@ def tied_with_best(
         correction=correction,
         test=test,
         measure=sample.name,
+        procedure=procedure,
+        interval=interval,
+        critical_value=critical_value,
     )

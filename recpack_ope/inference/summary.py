@@ -8,12 +8,19 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from .._validation import shown
+from .._validation import check_fraction, shown
 from .result import Comparison, PairedEstimate
+from .sensitivity import SHOWN_GAMMA
 from .significance import tied_with_best
 from .systems import SystemScores
 
-__all__ = ["DIAGNOSTICS", "summary_rows", "compare_systems"]
+__all__ = [
+    "DIAGNOSTICS",
+    "summary_rows",
+    "compare_systems",
+    "sensitivity_columns",
+    "robustness_columns",
+]
 
 #: Columns of the weights' diagnostics
 #: (:class:`~recpack_ope.inference.diagnostics.WeightDiagnostics`) of an IPS-weighted row.
@@ -26,6 +33,69 @@ DIAGNOSTICS = (
     "clipped_mass",
     "reliable",
 )
+
+
+def sensitivity_columns(estimate: PairedEstimate) -> dict[str, float]:
+    """``sens_low`` and ``sens_high``: the smallest and largest value of ``estimate`` when every
+    propensity may be off by a factor up to
+    :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` either way
+    (:meth:`~recpack_ope.inference.result.EstimateResult.sensitivity`);
+    empty for an estimate without a weighting (unweighted, stratified, or a Spark estimate whose
+    bounds need every user's terms).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import dcg, ips_dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true, scores = np.array([[1, 0, 1], [0, 1, 0]]), np.eye(3)[[0, 1]]
+    >>> p = np.array([0.5, 1.0, 0.25])
+    >>> sensitivity_columns(ips_dcg(y_true, scores, discount=LogDiscount(2), propensity=p))
+    {'sens_low': 0.75, 'sens_high': 3.0}
+    >>> sensitivity_columns(dcg(y_true, scores, discount=LogDiscount(2)))
+    {}
+    """
+    if getattr(estimate, "weighting", None) is None:
+        return {}
+    bounds = estimate.sensitivity(SHOWN_GAMMA)
+    return {"sens_low": bounds.low, "sens_high": bounds.high}
+
+
+def robustness_columns(
+    a: PairedEstimate, b: PairedEstimate, level: float | None = 0.95
+) -> dict[str, float]:
+    """Γ* of the paired comparison ``a − b``
+    (:meth:`~recpack_ope.inference.result.Comparison.robustness`): ``robust_gamma``, the largest
+    factor by which every propensity may be off, either way, before the difference can change
+    sign, and with ``level`` also ``robust_gamma_<100·level>`` (``robust_gamma_95``), before it
+    can stop being significant at that level. Each is ``inf`` when the verdict holds for any
+    error (up to a factor of a million) and 1.0 when it fails at the given propensities already.
+    Empty when either estimate has no weighting; NaN when the two cannot be perturbed together
+    (e.g. different clipping thresholds, as ``clip="auto"`` selects per estimate).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import ips_dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [1, 0, 0]])
+    >>> p = np.array([0.5, 1.0, 0.25])
+    >>> a = ips_dcg(y_true, np.eye(3)[[0, 1, 0, 0]], discount=LogDiscount(1), propensity=p)
+    >>> b = ips_dcg(y_true, np.eye(3)[[2, 2, 1, 1]], discount=LogDiscount(1), propensity=p)
+    >>> {k: round(v, 4) for k, v in robustness_columns(a, b).items()}  # (6/Γ − 4Γ)/4 = 0
+    {'robust_gamma': 1.2247, 'robust_gamma_95': 1.0}
+    """
+    if any(getattr(e, "weighting", None) is None for e in (a, b)):
+        return {}
+    levels = {"robust_gamma": None}
+    if level is not None:
+        levels[f"robust_gamma_{check_fraction(level, 'level') * 100:g}"] = level
+    try:
+        a.weighting.minus(b.weighting)
+    except ValueError:
+        return dict.fromkeys(levels, math.nan)
+    comparison = a.compare(b)
+    return {column: comparison.robustness(at) for column, at in levels.items()}
 
 
 def summary_rows(
@@ -55,10 +125,21 @@ def summary_rows(
         ``top_share`` of the estimate carried by the top 1 % of weights, ``n_clipped``,
         ``clipped_mass`` and ``reliable``) when it is IPS-weighted; and, with at least two
         systems, ``p_vs_best`` and ``tied_with_best`` from
-        :func:`~recpack_ope.inference.significance.tied_with_best`: Holm-corrected paired
-        t-tests of every system against the best over the M − 1 comparisons (the best gets
-        p = 1). Choosing the best from the same data makes this family slightly liberal for
-        large pools; ``tied_with_best(..., test="tukey")`` controls it exactly.
+        :func:`~recpack_ope.inference.significance.tied_with_best`: Hsu's multiple
+        comparisons with the best, whose family-wise error holds although the same data chose
+        the best (the best gets p = 1).
+
+        IPS-weighted estimates (those with a ``weighting``) also say how far wrong
+        propensities could move them (docs/sensitivity.md): ``sens_low`` and ``sens_high``,
+        the smallest and largest value when every propensity may be off by a factor up to
+        :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` (2) either way
+        (:func:`sensitivity_columns`; valid outer bounds for the per-user ratios and pnDCG);
+        and, on every row but the best, ``robust_gamma`` and ``robust_gamma_95`` (the suffix
+        is ``100 · level``), Γ* of the paired comparison best − row: the largest such factor
+        before the difference can change sign, or stop being significant at ``level``
+        (:func:`robustness_columns`; ``inf`` when it never does, 1.0 when it already fails
+        at the given propensities, NaN when the two estimates were clipped differently).
+        Unweighted estimates have none of these columns.
 
     Examples
     --------
@@ -85,17 +166,22 @@ def summary_rows(
         selection = getattr(result, "clip_selection", None)
         if selection is not None:
             row["clip"] = math.inf if selection.clip is None else selection.clip
+        row.update(sensitivity_columns(result))
         diagnostics = getattr(result, "diagnostics", None)
         if diagnostics is not None:
             row.update({column: getattr(diagnostics, column) for column in DIAGNOSTICS})
         rows.append(row)
+    rows.sort(key=lambda row: -row["value"])
     if len(rows) > 1:
         tied = tied_with_best(SystemScores.from_estimates(results), alpha=alpha)
         p_values = dict(zip(tied.names, tied.p_value, strict=True))
+        best = results[rows[0]["system"]]
         for row in rows:
             row["p_vs_best"] = float(p_values[row["system"]])
             row["tied_with_best"] = row["system"] in tied.tied
-    return sorted(rows, key=lambda row: -row["value"])
+            if row is not rows[0]:
+                row.update(robustness_columns(best, results[row["system"]], level))
+    return rows
 
 
 def _system(results: Mapping[str, PairedEstimate], name, argument: str) -> PairedEstimate:

@@ -200,8 +200,8 @@ class SystemScores:
             Ordering of the rows (:func:`recpack_ope.inference.aggregation.order`).
         tied : TiedWithBest, optional
             Result of :func:`~recpack_ope.inference.significance.tied_with_best` on these
-            scores; adds a column "tied with best (Holm, α=0.05)" (its test and level) marking
-            tied systems with "=". Without it the table is unchanged.
+            scores; adds a column "tied with best (Hsu's MCB, α=0.05)" (its procedure and
+            level) marking tied systems with "=". Without it the table is unchanged.
         """
         if tied is not None and set(tied.names) != set(self.names):
             raise ValueError(

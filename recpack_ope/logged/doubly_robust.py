@@ -29,6 +29,7 @@ from ..inference.diagnostics import (
     check_ess_threshold,
 )
 from ..inference.result import LoggedEstimate
+from ..inference.sensitivity import Linear, Weighting
 from ..propensity.discount import Discount
 from ..propensity.weights import clip_weights
 from ..reward.validation import check_reward_model, predict_rewards
@@ -108,7 +109,11 @@ def logged_dr_dcg(
             log.session, weights=contributions, minlength=log.n_sessions
         )
         diagnostics = WeightDiagnostics.from_contributions(
-            raw[evaluated], inverse[evaluated], np.abs(contributions[evaluated]), ess_threshold
+            raw[evaluated],
+            inverse[evaluated],
+            np.abs(contributions[evaluated]),
+            ess_threshold,
+            users=log.session[evaluated],
         )
         # Bound on the Monte Carlo error of the sampled exposures in the residual (the direct
         # method's exposures carry the same draws), as in logged_dcg.
@@ -123,6 +128,14 @@ def logged_dr_dcg(
             approximation_error=error,
             diagnostics=diagnostics,
             control=control(inverse),
+            doubly_robust=True,
+            weighting=Weighting(
+                raw=raw,
+                clip=check_clip(m),
+                units="row",
+                base=control.direct,
+                numerator=Linear(log.session, np.arange(log.n_rows), eps * residual),
+            ),
         )
 
     result = select_clip(estimate, raw[evaluated]) if auto else estimate(clip)

@@ -22,7 +22,7 @@ with the result (:class:`recpack_ope.inference.result.EstimateResult`);
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,7 +35,8 @@ from ..inference.diagnostics import (
     check_ess_threshold,
 )
 from ..inference.result import LoggedEstimate
-from ..metrics.dcg import ideal_dcg
+from ..inference.sensitivity import Linear, Weighting
+from ..metrics.dcg import ideal_dcg, ideal_discounts
 from ..propensity.discount import CustomDiscount, Discount
 from ..propensity.weights import clip_weights
 from .feed_log import FeedLog
@@ -211,10 +212,23 @@ def logged_dcg(
         contributions = gains[active] * target_exposure.values
         dcg_s = np.bincount(log.session[active], weights=contributions, minlength=log.n_sessions)
         diagnostics = WeightDiagnostics.from_contributions(
-            raw[active[shown]], inverse[active[shown]], contributions[shown], ess_threshold
+            raw[active[shown]],
+            inverse[active[shown]],
+            contributions[shown],
+            ess_threshold,
+            users=log.session[active[shown]],
         )
         sessions = np.arange(log.n_sessions)
         label = discount.label + ("" if m is None else f" (m={m:g})")
+        weighting = Weighting(
+            raw=raw,
+            clip=check_clip(m),
+            units="row",
+            base=np.zeros(log.n_sessions),
+            numerator=Linear(
+                log.session[active], active, log.reward[active] * target_exposure.values
+            ),
+        )
         if normalise is None:
             return LoggedEstimate(
                 name=f"logged DCG{label}",
@@ -225,6 +239,7 @@ def logged_dcg(
                 approximation_error=mc_error(gains, log.n_sessions),
                 diagnostics=diagnostics,
                 control=None if control is None else control(inverse),
+                weighting=weighting,
             )
         # Each session's gains in a CSR row (columns: positions in the session, so unique).
         positions = active - log.indptr[log.session[active]]
@@ -241,6 +256,18 @@ def logged_dcg(
         kept = idcg_s > 0
         if not kept.any():
             raise ValueError("no session has a positive reward: normalised DCG is undefined")
+        position = np.cumsum(kept) - 1  # every active row's session is kept: it has a reward
+        user = position[log.session[active]]
+        weighting = replace(
+            weighting,
+            base=np.zeros(int(kept.sum())),
+            numerator=Linear(user, active, weighting.numerator.coef),
+            denominator=Linear(user, active, log.reward[active]),
+            discounts=ideal_discounts(
+                discount, int(positions.max(initial=0)) + 1, int(np.diff(indptr).max())
+            ),
+            per_user=normalise == "per_user",
+        )
         if normalise == "per_user":
             name, terms, exponents = "nDCG", dcg_s[kept] / idcg_s[kept], (1,)
             # Sessions without reward have no gains, so their rows weigh 0 here.
@@ -257,6 +284,7 @@ def logged_dcg(
             n_excluded_users=int((~kept).sum()),
             approximation_error=error,
             diagnostics=diagnostics,
+            weighting=weighting,
         )
 
     if not auto:

@@ -17,33 +17,65 @@ Evaluation Metric for Top-n Recommendation", KDD 2024. Notation of docs/definiti
 * nDCG ``= (1/|U|) Σ_u DCG_u / iDCG_u`` (per-user normalisation, §5: can invert DCG's order).
 * pnDCG ``= Σ_u DCG_u / Σ_u iDCG_u`` (post-normalisation, §5: consistent with DCG, Lemma 5.1).
 
-U is the set of users with at least one non-zero held-out reward; the others are counted in
-``n_excluded_users`` of the result, never silently dropped.
+Which users U the means run over decides what an estimate estimates (docs/definitions.md,
+"Evaluated users and estimands"). ``population="observed"`` (the default): the users with at
+least one non-zero held-out reward (with impressions, also those shown something); the others
+are counted in ``n_excluded_users`` of the result, never silently dropped. Over them unbiased
+DCG estimates the online reward per user divided by the share of users with a held-out reward.
+``population="all"``: every row of ``y_true``, users without held-out rewards counting 0, as
+in Eq. 10–11 (an average over every logged trajectory); unbiased DCG then estimates the online
+reward per user.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._chunks import rows_per_chunk
-from .._validation import as_csr, check_bool, check_clip, check_positive_int, check_rewards
+from .._validation import (
+    as_csr,
+    check_bool,
+    check_choice,
+    check_clip,
+    check_positive_int,
+    check_rewards,
+)
 from ..inference.clipping import select_clip
 from ..inference.diagnostics import (
+    CALIBRATION_BINS,
     ESS_RATIO_THRESHOLD,
+    PropensityCalibration,
     WeightDiagnostics,
     check_ess_threshold,
 )
 from ..inference.result import EstimateResult
+from ..inference.sensitivity import Linear, Weighting
 from ..propensity.discount import Discount
-from ..propensity.weights import clip_weights, entry_propensities
+from ..propensity.weights import clip_weights, entry_propensities, resolve_propensity
 from .ranking import ScoreSource, padded_csr, score_source
+from .stratified import StrataBins
 
-__all__ = ["dcg", "ndcg", "pn_dcg", "ips_dcg", "snips_dcg", "ips_ndcg", "ips_pn_dcg", "ideal_dcg"]
+__all__ = [
+    "POPULATIONS",
+    "check_population",
+    "dcg",
+    "ndcg",
+    "pn_dcg",
+    "ips_dcg",
+    "snips_dcg",
+    "ips_ndcg",
+    "ips_pn_dcg",
+    "ideal_dcg",
+]
 
 _NORMALISE = (None, "per_user", "post")
+
+#: The users a held-out estimate averages over: those the held-out data observes (a reward, or
+#: with impressions an impression) or every row of ``y_true`` (module docstring).
+POPULATIONS = ("observed", "all")
 
 
 def ideal_dcg(gains, discount: Discount) -> np.ndarray:
@@ -99,9 +131,24 @@ def _ideal_dcg(gains: np.ndarray, indptr: np.ndarray, discounts: np.ndarray) -> 
     return total
 
 
-def dcg(y_true, y_score, *, discount: Discount, chunk_users: int | None = None) -> EstimateResult:
+def dcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    chunk_users: int | None = None,
+    population: str = "observed",
+) -> EstimateResult:
     """Plain (unweighted) DCG: ``(1/|U|) Σ_u Σ_i c_ui · δ(r_u(i))`` (Jeunen et al. Eq. 11
     with ``p ≡ 1``). With ``LogDiscount(K)`` this is RecPack's ``DCGK(K)``.
+
+    What it estimates (docs/definitions.md, "Evaluated users and estimands"): over
+    ``population="all"``, ``D = (1/|U|) Σ_u Σ_i E[c_ui] · δ(r_u(i))``, the target's online
+    reward per user with every item's reward scaled by the logging policy's exposure of it
+    (``E[c_ui] = p_ui · ρ_ui`` under the examination hypothesis, Asm. 4): proportional to the
+    online reward only when the logging policy exposes every item alike. Over the
+    ``"observed"`` users, ``D / π`` with π the expected share of users with a held-out reward
+    (a ratio: consistent, not unbiased).
 
     Parameters
     ----------
@@ -121,6 +168,11 @@ def dcg(y_true, y_score, *, discount: Discount, chunk_users: int | None = None) 
     chunk_users : int or None
         Users per chunk; None picks a size that keeps each chunk's dense work near 4M
         elements, so memory stays bounded for any number of users.
+    population : {"observed", "all"}
+        The users U the estimate averages over: ``"observed"``, those with a non-zero
+        held-out reward (the others counted in ``n_excluded_users``); ``"all"``, every row of
+        ``y_true``, users without held-out rewards counting 0. The rows must then be the users
+        the held-out period logged (served), no more.
 
     Returns
     -------
@@ -130,8 +182,9 @@ def dcg(y_true, y_score, *, discount: Discount, chunk_users: int | None = None) 
     Raises
     ------
     ValueError
-        On shape mismatches, NaN scores, negative or non-finite rewards, invalid options, or
-        when no user has held-out interactions.
+        On shape mismatches, NaN scores, negative or non-finite rewards, invalid options
+        (``population`` not one of :data:`POPULATIONS`), or when no user has held-out
+        interactions.
 
     Examples
     --------
@@ -142,8 +195,14 @@ def dcg(y_true, y_score, *, discount: Discount, chunk_users: int | None = None) 
     >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
     >>> round(dcg(y_true, scores, discount=LogDiscount(2)).value, 4)
     1.0
+    >>> y_more = np.array([[1, 0, 1], [0, 1, 0], [0, 0, 0]])  # a third user, no reward
+    >>> more = np.vstack([scores, [0.5, 0.4, 0.3]])
+    >>> round(dcg(y_more, more, discount=LogDiscount(2), population="all").value, 4)
+    0.6667
     """
-    return _estimate(y_true, y_score, discount=discount, chunk_users=chunk_users)
+    return _estimate(
+        y_true, y_score, discount=discount, chunk_users=chunk_users, population=population
+    )
 
 
 def ips_dcg(
@@ -156,14 +215,27 @@ def ips_dcg(
     impressions=None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
+    population: str = "observed",
 ) -> EstimateResult:
     """Unbiased (IPS) DCG, an estimator of online reward (Jeunen et al. Eq. 10–11):
     ``(1/|U|) Σ_u Σ_i c_ui · w_ui · δ(r_u(i))`` with ``w_ui = min(m, 1/p_ui)``.
 
-    Unbiased for the expected reward per user of the target ranking under the
-    position-based model (Asm. 2), examination hypothesis (Asm. 4) and full support
-    (Asm. 5) when ``propensity`` holds the logging exposure ``p_ui`` and no clipping is
-    applied.
+    What it estimates (docs/definitions.md, "Evaluated users and estimands"), when
+    ``propensity`` holds the logging exposure ``p_ui``, Jeunen et al.'s Asm. 1–5 hold
+    (independent trajectories, position-based model, independent ranks, examination
+    hypothesis, full support) and no weight is clipped:
+
+    * ``population="all"``: the online reward per user ``V`` of the target ranking, without
+      bias (Eq. 10–11 average over every logged trajectory);
+    * ``population="observed"`` without impressions: ``V / π``, π the expected share of users
+      with a held-out reward. The factor is the same for every model, so models are ordered
+      as by ``V``, but the value and its interval are not a reward per user (a ratio:
+      consistent, not unbiased);
+    * ``population="observed"`` with impressions: ``V`` over the served users (an impression
+      or a reward), the same as ``"all"`` when every row of ``y_true`` was served.
+
+    Clipping lowers every term (rewards are ≥ 0), so a clipped estimate is of a lower bound
+    of these.
 
     Parameters
     ----------
@@ -190,6 +262,12 @@ def ips_dcg(
         A :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning` is issued when the
         Kish effective sample size of the IPS weights is below this share of the held-out
         interactions; in (0, 1].
+    population : {"observed", "all"}
+        As for :func:`dcg`; ``"observed"`` with impressions means the served users. ``"all"``
+        with impressions also averages in the rows with neither a reward nor an impression
+        (DCG 0, control variate ``−Σ_r δ(r)``): right when the propensities describe them
+        too (they were served and saw nothing), wrong for users the logging policy never
+        served.
 
     Returns
     -------
@@ -216,6 +294,7 @@ def ips_dcg(
         clip=clip,
         impressions=impressions,
         ess_threshold=ess_threshold,
+        population=population,
     )
 
 
@@ -228,12 +307,19 @@ def snips_dcg(
     clip: float | str | None = None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
+    population: str = "observed",
 ) -> EstimateResult:
     """Self-normalised IPS DCG: ``Σ_ui c·w·δ / Σ_ui w × (N / |U|)``, N the held-out
     interactions (SNIPS rescaled so that it equals DCG when all weights are equal).
 
     Parameters as for :func:`ips_dcg` (no impressions: the self-normalisation constant is
     over the rewarded entries).
+
+    What it estimates, under the assumptions of :func:`ips_dcg`: over ``population="all"``,
+    ``V · κ`` with ``κ = E[N] / E[Σ_ui w_ui]`` over the rewarded entries (for clicks, the
+    expected clicks per expected relevant item, ``Σ p·ρ / Σ ρ``); over the ``"observed"``
+    users, ``V · κ / π``. κ does not depend on the target, so it orders models as ``V`` does,
+    but neither value is a reward per user (ratios: consistent, not unbiased).
 
     Examples
     --------
@@ -255,14 +341,28 @@ def snips_dcg(
         clip=clip,
         ess_threshold=ess_threshold,
         self_normalised=True,
+        population=population,
     )
 
 
-def ndcg(y_true, y_score, *, discount: Discount, chunk_users: int | None = None) -> EstimateResult:
+def ndcg(
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    chunk_users: int | None = None,
+    population: str = "observed",
+) -> EstimateResult:
     """Per-user normalised DCG, ``(1/|U|) Σ_u DCG_u / iDCG_u`` (Jeunen et al. §5).
 
     The common definition; Lemma 5.2 shows it can order models differently from DCG.
     Parameters as for :func:`dcg`.
+
+    What it estimates: the mean, over the users with a held-out reward, of each user's share
+    of their ideal DCG; it has no online-reward reading. Only ``population="observed"``: a
+    user without held-out rewards has ``iDCG_u = 0`` and no nDCG, and counting them as 0 (or
+    1) would only multiply the value by a share of users that is the same for every model,
+    a convention rather than an estimate, so ``"all"`` is refused with a ValueError.
 
     Examples
     --------
@@ -275,7 +375,12 @@ def ndcg(y_true, y_score, *, discount: Discount, chunk_users: int | None = None)
     0.8066
     """
     return _estimate(
-        y_true, y_score, discount=discount, chunk_users=chunk_users, normalise="per_user"
+        y_true,
+        y_score,
+        discount=discount,
+        chunk_users=chunk_users,
+        normalise="per_user",
+        population=population,
     )
 
 
@@ -288,10 +393,14 @@ def ips_ndcg(
     clip: float | str | None = None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
+    population: str = "observed",
 ) -> EstimateResult:
     """Per-user nDCG with IPS gains ``c·w`` in both DCG_u and iDCG_u (Jeunen et al. §5).
 
-    Parameters as for :func:`ips_dcg` (no impressions).
+    Parameters as for :func:`ips_dcg` (no impressions). What it estimates: the mean over the
+    users with a held-out reward of ``DCG_u / iDCG_u`` with IPS gains, a per-user ratio of
+    two estimates that has no online-reward reading even with the true propensities
+    (Lemma 5.2); only ``population="observed"``, for the reason given in :func:`ndcg`.
     """
     return _estimate(
         y_true,
@@ -302,16 +411,26 @@ def ips_ndcg(
         clip=clip,
         ess_threshold=ess_threshold,
         normalise="per_user",
+        population=population,
     )
 
 
 def pn_dcg(
-    y_true, y_score, *, discount: Discount, chunk_users: int | None = None
+    y_true,
+    y_score,
+    *,
+    discount: Discount,
+    chunk_users: int | None = None,
+    population: str = "observed",
 ) -> EstimateResult:
     """Post-normalised DCG, ``Σ_u DCG_u / Σ_u iDCG_u`` (Jeunen et al. §5).
 
     Normalising after aggregation keeps DCG's ordering of models (Lemma 5.1 applied to the
     aggregate), while staying in [0, 1]. Parameters as for :func:`dcg`.
+
+    What it estimates: ``E[Σ_u DCG_u] / E[Σ_u iDCG_u]`` (a ratio: consistent, not unbiased),
+    the plain DCG's estimand of :func:`dcg` over the mean ideal DCG. Users without held-out
+    rewards add 0 to both sums, so both populations give the same value.
 
     Examples
     --------
@@ -323,7 +442,14 @@ def pn_dcg(
     >>> round(pn_dcg(y_true, scores, discount=LogDiscount(2)).value, 4)
     0.7602
     """
-    return _estimate(y_true, y_score, discount=discount, chunk_users=chunk_users, normalise="post")
+    return _estimate(
+        y_true,
+        y_score,
+        discount=discount,
+        chunk_users=chunk_users,
+        normalise="post",
+        population=population,
+    )
 
 
 def ips_pn_dcg(
@@ -335,10 +461,15 @@ def ips_pn_dcg(
     clip: float | str | None = None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
+    population: str = "observed",
 ) -> EstimateResult:
     """Post-normalised DCG with IPS gains, ``Σ_u DCG_u / Σ_u iDCG_u`` (Jeunen et al. §5).
 
-    Parameters as for :func:`ips_dcg` (no impressions).
+    Parameters as for :func:`ips_dcg` (no impressions). What it estimates, under the
+    assumptions of :func:`ips_dcg`: ``V / E[iDCG_u]``, the online reward per user over the
+    mean ideal DCG of the IPS gains (a ratio: consistent, not unbiased). The denominator does
+    not depend on the target, so it orders models as ``V`` does (Lemma 5.1). Users without
+    held-out rewards add 0 to both sums, so both populations give the same value.
     """
     return _estimate(
         y_true,
@@ -349,6 +480,7 @@ def ips_pn_dcg(
         clip=clip,
         ess_threshold=ess_threshold,
         normalise="post",
+        population=population,
     )
 
 
@@ -370,14 +502,44 @@ def _estimate(y_true, y_score, **options) -> EstimateResult:
     return result
 
 
+def check_population(population: str, normalised: str | None = None) -> str:
+    """``population`` if it is one of :data:`POPULATIONS`, else a ValueError naming the
+    argument and the choices.
+
+    ``normalised`` names an estimator that divides each user's DCG by a per-user total (nDCG,
+    recall): it has no value for a user without held-out rewards, whose total is 0, so
+    ``"all"`` is refused for it.
+
+    Examples
+    --------
+    >>> check_population("all")
+    'all'
+    >>> check_population("everyone")
+    Traceback (most recent call last):
+    ...
+    ValueError: population must be 'observed' or 'all', got 'everyone'
+    """
+    population = check_choice(population, POPULATIONS, "population")
+    if population == "all" and normalised is not None:
+        raise ValueError(
+            f"population 'all' needs a value for every user, but {normalised} divides each "
+            "user's DCG by a per-user total (the ideal DCG; for recall the held-out gain) that "
+            "is 0 for users without held-out rewards: give population 'observed', or an "
+            "estimator that averages DCG (dcg, ips_dcg, snips_dcg, pn_dcg, ips_pn_dcg, dr_dcg)"
+        )
+    return population
+
+
 @dataclass(frozen=True, eq=False)
 class HeldOut:
     """Held-out data prepared for one target: every stored entry with its reward, impression,
     inverse propensity and the target's examination of it.
 
     The entries are those of ``y_true`` and, when given, of ``impressions`` (their union, in
-    CSR order); ``users`` are the rows that have any, and ``starts[k]`` is where user k's
-    entries begin.
+    CSR order); ``users`` are the evaluated rows (:data:`POPULATIONS`), and ``starts[k]`` is
+    where user k's entries begin. Over ``population="all"`` a row without entries holds one
+    placeholder (reward, impression, inverse propensity and examination 0), so that every sum
+    over a user's entries (``np.add.reduceat`` at ``starts``) is defined, and 0 for them.
     """
 
     pattern: sp.csr_matrix
@@ -402,15 +564,54 @@ class HeldOut:
             - self.total_exposure
         )
 
+    def entry_positions(self) -> np.ndarray:
+        """The position in ``users`` of every stored entry's user."""
+        return np.repeat(np.arange(self.users.size), np.diff(self.pattern.indptr)[self.users])
+
+    def calibration(self, propensity) -> PropensityCalibration | None:
+        """The check of ``propensity`` against the impressions (None without impressions or
+        with fewer than 2 users): every user's ``Σ_i e_ui / p̂_ui`` over all items,
+        and per quartile of the per-item propensities (docs/definitions.md, "Weight
+        diagnostics"). Propensities per (user, item) cannot place the unshown items in bins:
+        then only the overall mean, assuming every item has a propensity (full support)."""
+        if self.impression is None or self.users.size < 2:
+            return None
+        p = resolve_propensity(propensity, self.pattern.shape)
+        n_items = self.pattern.shape[1]
+        if sp.issparse(p):
+            item_bin, items, bounds = np.zeros(n_items, dtype=np.intp), np.array([n_items]), None
+        else:
+            bins = StrataBins.fit(p, min(CALIBRATION_BINS, n_items), "mass")
+            item_bin = bins.index(p)
+            items = np.bincount(item_bin, minlength=bins.n_strata)
+            lowest = np.full(items.size, np.inf)
+            np.minimum.at(lowest, item_bin, p)
+            highest = np.zeros(items.size)
+            np.maximum.at(highest, item_bin, p)
+            bounds = np.column_stack([lowest, highest])
+        cell = self.entry_positions() * items.size + item_bin[self.pattern.indices]
+        sums = np.bincount(cell, self.impression * self.raw, minlength=self.users.size * items.size)
+        return PropensityCalibration.from_sums(sums.reshape(-1, items.size), items, bounds)
+
 
 def prepare_held_out(
-    y_true, y_score, *, discount, propensity, impressions, chunk_users, on_ranked=None
+    y_true,
+    y_score,
+    *,
+    discount,
+    propensity,
+    impressions,
+    chunk_users,
+    on_ranked=None,
+    population: str = "observed",
 ) -> HeldOut:
     """Validate the inputs of a held-out estimator and rank the target once.
 
     ``on_ranked(positions, items, delta)``, when given, sees every ranked (user, item) of the
-    target with ``δ(rank)``; ``positions`` index the evaluated ``users``.
+    target with ``δ(rank)``; ``positions`` index the evaluated ``users``, which are those of
+    ``population`` (:data:`POPULATIONS`).
     """
+    population = check_population(population)
     chunk_users = check_positive_int(chunk_users, "chunk_users", allow_none=True)
     if not isinstance(discount, Discount):
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
@@ -442,8 +643,14 @@ def prepare_held_out(
         if propensity is None
         else 1.0 / entry_propensities(propensity, pattern)
     )
+    placeholders = None
+    if population == "all":
+        pattern, impression, raw, placeholders = _with_placeholders(pattern, impression, raw)
+        users = np.arange(pattern.shape[0])
     step = chunk_users or rows_per_chunk(max(scores.width, int(counts.max()), 1))
     exposure, total = _held_out_exposure(pattern, users, scores, discount, step, on_ranked)
+    if placeholders is not None:
+        exposure[placeholders] = 0.0
     return HeldOut(
         pattern=pattern,
         reward=pattern.data,
@@ -456,6 +663,30 @@ def prepare_held_out(
         n_held_out=n_held_out[users],
         step=step,
     )
+
+
+def _with_placeholders(
+    pattern: sp.csr_matrix, impression: np.ndarray | None, raw: np.ndarray
+) -> tuple[sp.csr_matrix, np.ndarray | None, np.ndarray, np.ndarray]:
+    """``pattern`` with one stored 0 in column 0 of every row without entries, the impressions
+    and inverse propensities aligned with it (0 at the placeholders), and where the
+    placeholders are."""
+    empty = np.diff(pattern.indptr) == 0
+    indptr = np.concatenate([[0], np.cumsum(np.diff(pattern.indptr) + empty)])
+    placeholders = indptr[:-1][empty]
+    kept = np.ones(indptr[-1], dtype=bool)
+    kept[placeholders] = False
+
+    def spread(values: np.ndarray) -> np.ndarray:
+        out = np.zeros(indptr[-1], dtype=values.dtype)
+        out[kept] = values
+        return out
+
+    # Built directly so the placeholders stay stored entries.
+    padded = sp.csr_matrix(
+        (spread(pattern.data), spread(pattern.indices), indptr), shape=pattern.shape
+    )
+    return padded, None if impression is None else spread(impression), spread(raw), placeholders
 
 
 def _union(rewards: sp.csr_matrix, shown: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -497,6 +728,7 @@ def _dcg(
     impressions=None,
     name: str | None = None,
     held_out: HeldOut | None = None,
+    population="observed",
 ) -> EstimateResult:
     """:func:`dcg` without the reliability warning, for estimators built on it.
 
@@ -504,10 +736,14 @@ def _dcg(
     ``name`` replaces the estimator's name (its ``IPS-`` prefix is kept). ``held_out``, when
     given, is :func:`prepare_held_out` of these same ``y_true``, ``y_score``, ``discount``,
     ``propensity``, ``impressions`` and ``chunk_users``, reused by a caller that evaluates
-    several estimators on one ranking (the RecPack adapter).
+    several estimators on one ranking (the RecPack adapter), prepared over ``population``.
     """
     if normalise not in (*_NORMALISE, "total"):
         raise ValueError(f"normalise must be one of {_NORMALISE}, got {normalise!r}")
+    per_user = {"per_user": "ndcg", "total": "recall"}.get(normalise)
+    if per_user is not None and propensity is not None:
+        per_user = "ips_" + per_user
+    check_population(population, per_user)
     ess_threshold = check_ess_threshold(ess_threshold)
     auto = check_clip(clip, allow_auto=True) == "auto"
     self_normalised = check_bool(self_normalised, "self_normalised")
@@ -530,11 +766,14 @@ def _dcg(
             propensity=propensity,
             impressions=impressions,
             chunk_users=chunk_users,
+            population=population,
         )
     rewards, users, starts, step = data.pattern, data.users, data.starts, data.step
     # The evaluated interactions: rewarded entries the target ranks where δ > 0, whose weights
     # make up the estimate (docs/definitions.md, "Weight diagnostics").
     evaluated = (data.exposure > 0) & (data.reward > 0)
+    calibration = None if propensity is None else data.calibration(propensity)
+    position = data.entry_positions()[evaluated]
 
     def estimate(m: float | None) -> EstimateResult:
         weights = clip_weights(data.raw, m)
@@ -566,8 +805,19 @@ def _dcg(
             label, terms, exponents = "DCG", dcg_u, (1,)
         diagnostics = None
         if propensity is not None:
+            part = contributions[evaluated]
+            if normalise in ("per_user", "total"):
+                # A per-user ratio: each interaction's part of its user's term is its share of
+                # the user's DCG times that term.
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    part = part * np.where(dcg_u > 0, terms / dcg_u, 0.0)[position]
             diagnostics = WeightDiagnostics.from_contributions(
-                data.raw[evaluated], weights[evaluated], contributions[evaluated], ess_threshold
+                data.raw[evaluated],
+                weights[evaluated],
+                part,
+                ess_threshold,
+                users=position,
+                calibration=calibration,
             )
         return EstimateResult(
             name=prefix + (name or f"{label}{discount.label}"),
@@ -577,6 +827,11 @@ def _dcg(
             n_excluded_users=int(rewards.shape[0] - users.size),
             diagnostics=diagnostics,
             control=data.control(weights),
+            weighting=None
+            if propensity is None
+            else held_out_weighting(
+                data, propensity, m, discount, normalise=normalise, self_normalised=self_normalised
+            ),
         )
 
     if not auto:
@@ -584,6 +839,98 @@ def _dcg(
     if propensity is None:
         raise ValueError('clip="auto" selects the clipping of IPS weights; give a propensity')
     return select_clip(estimate, data.raw)
+
+
+def held_out_weighting(
+    data: HeldOut,
+    propensity,
+    clip: float | None,
+    discount: Discount,
+    *,
+    normalise: str | None = None,
+    self_normalised: bool = False,
+    base: np.ndarray | None = None,
+    numerator: np.ndarray | None = None,
+    kept: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> Weighting:
+    """How a held-out estimate depends on the weight of each propensity
+    (:class:`~recpack_ope.inference.sensitivity.Weighting`): the numerator's coefficients are
+    ``c_ui · δ(r_u(i))`` (or ``numerator``, per stored entry, over a weight-free ``base``), the
+    denominator's those of :func:`_dcg`'s normaliser. ``kept`` is ``(positions, items,
+    coefficients, propensities)`` of the terms in ``max(0, 1 − m p_ui)`` that the clipped
+    doubly robust estimator adds for (user position, item) pairs the target ranks."""
+    pattern, users = data.pattern, data.users
+    kind, unit, raw = propensity_units(propensity, pattern, data.raw)
+    counts = np.diff(pattern.indptr)
+    user = np.repeat(np.arange(users.size), counts[users])
+    kept_linear = keys = None
+    if kept is not None:
+        positions, items, kept_coef, kept_p = kept
+        kept_unit = items.astype(np.int64)
+        if kind == "entry":
+            # Ranked pairs need not be stored entries: one unit per distinct (user, item).
+            n_items = np.int64(pattern.shape[1])
+            rows = np.repeat(np.arange(pattern.shape[0]), counts)
+            keys, inverse = np.unique(
+                np.concatenate(
+                    [rows * n_items + pattern.indices, users[positions] * n_items + items]
+                ),
+                return_inverse=True,
+            )
+            unit, kept_unit = inverse[: pattern.nnz], inverse[pattern.nnz :]
+            raw = np.empty(keys.size)
+            # Ranked pairs last: a placeholder entry of population="all" holds raw 0.
+            raw[unit] = data.raw
+            raw[kept_unit] = 1.0 / kept_p
+        kept_linear = Linear(positions, kept_unit, kept_coef)
+    if kind == "entry" and keys is None:
+        keys = (
+            np.repeat(np.arange(pattern.shape[0]), counts) * np.int64(pattern.shape[1])
+            + pattern.indices
+        )
+    coef = data.reward * data.exposure if numerator is None else numerator
+    nonzero = coef != 0
+    weighting = Weighting(
+        raw=raw,
+        clip=check_clip(clip),
+        units=kind,
+        base=np.zeros(users.size) if base is None else base,
+        numerator=Linear(user[nonzero], unit[nonzero], coef[nonzero]),
+        kept=kept_linear,
+        keys=keys,
+    )
+    if self_normalised:
+        return replace(
+            weighting,
+            # Σ w over the rewarded entries (not the placeholders of population="all").
+            denominator=Linear(user, unit, (data.reward > 0).astype(float)),
+            fixed=data.n_held_out[:, None].astype(float),
+            fixed_exponents=(1,),
+        )
+    if normalise is None:
+        return weighting
+    discounts = None
+    if normalise != "total":
+        discounts = ideal_discounts(discount, pattern.shape[1], int(counts.max()))
+    return replace(
+        weighting,
+        denominator=Linear(user, unit, data.reward),
+        discounts=discounts,
+        per_user=normalise != "post",
+    )
+
+
+def propensity_units(propensity, pattern: sp.csr_matrix, raw: np.ndarray):
+    """What one propensity belongs to (``"item"`` or ``"entry"``), the unit of every stored
+    entry of ``pattern``, and every unit's raw inverse weight (``raw`` holds the entries')."""
+    p = resolve_propensity(propensity, pattern.shape)
+    if sp.issparse(p):
+        return "entry", np.arange(pattern.nnz), raw
+    with np.errstate(divide="ignore"):
+        inverse = 1.0 / p
+    # Items no entry uses never enter the bounds; give them a finite weight.
+    inverse[~np.isfinite(inverse)] = 1.0
+    return "item", pattern.indices.astype(np.int64), inverse
 
 
 def _held_out_exposure(

@@ -40,7 +40,7 @@ from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
 from ..propensity.weights import clip_weights, item_propensities
 from ..reward.validation import check_reward_model, predict_rewards
-from .dcg import prepare_held_out
+from .dcg import held_out_weighting, prepare_held_out
 
 __all__ = ["dr_dcg"]
 
@@ -56,8 +56,22 @@ def dr_dcg(
     clip: float | str | None = None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
+    population: str = "observed",
 ) -> EstimateResult:
     """Doubly robust DCG of a model's rankings on held-out rewards (module docstring).
+
+    What it estimates (docs/definitions.md, "Evaluated users and estimands"), under Jeunen
+    et al.'s Asm. 1–5, unclipped, when the propensities are the logging exposure **or** the
+    reward model is the true click probability of an examined item (Dudík et al. 2011):
+
+    * ``population="all"``: the online reward per user ``V``, without bias;
+    * ``population="observed"`` without impressions: DR then equals IPS, and estimates
+      ``V / π``, π the expected share of users with a held-out reward (with the true
+      propensities only: without impressions nothing corrects wrong ones). Clipped, it also
+      leaves out the reward model's part of the users without held-out rewards, which
+      ``"all"`` keeps;
+    * ``population="observed"`` with impressions: ``V`` over the served users, the same as
+      ``"all"`` when every row of ``y_true`` was served.
 
     Parameters
     ----------
@@ -86,19 +100,26 @@ def dr_dcg(
     ess_threshold : float
         A :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning` is issued when the
         Kish ESS of the weights of the evaluated entries is below this share of them.
+    population : {"observed", "all"}
+        The users averaged over, as for :func:`~.dcg.ips_dcg`: ``"observed"``, those with a
+        held-out reward or, given impressions, an impression; ``"all"``, every row of
+        ``y_true``. A user with neither then contributes the direct method alone: with
+        impressions ``Σ_r δ(r) ρ̂``, without them the reward model's DCG of what clipping
+        removed, ``Σ_r δ(r) ρ̂ (1 − min(1, m·p))`` (0 unclipped).
 
     Returns
     -------
     EstimateResult
         Named ``DR-DCG…``; per-user values ``DR_u``, intervals, diagnostics, and with
         impressions the control variate for ``compare(..., control_variate=True)``. Users are
-        those with a held-out reward or, given impressions, an impression.
+        those of ``population``.
 
     Raises
     ------
     ValueError
         Without propensities, for a reward model whose values leave [0, 1] or whose shape does
-        not match ``y_true``, and for the inputs :func:`~.dcg.dcg` refuses.
+        not match ``y_true``, and for the inputs :func:`~.dcg.dcg` refuses (``population``
+        not one of :data:`~.dcg.POPULATIONS`).
     """
     ess_threshold = check_ess_threshold(ess_threshold)
     auto = check_clip(clip, allow_auto=True) == "auto"
@@ -126,6 +147,7 @@ def dr_dcg(
         impressions=impressions,
         chunk_users=chunk_users,
         on_ranked=on_ranked,
+        population=population,
     )
     users = data.users
     positions, items, delta = (np.concatenate(parts) for parts in zip(*ranked, strict=True))
@@ -149,6 +171,7 @@ def dr_dcg(
     evaluated = (data.exposure > 0) & (
         (data.reward > 0) if data.impression is None else (data.reward > 0) | (expected > 0)
     )
+    evaluated_users, calibration = data.entry_positions()[evaluated], data.calibration(propensity)
 
     def estimate(m: float | None) -> EstimateResult:
         weights = clip_weights(data.raw, m)
@@ -161,7 +184,12 @@ def dr_dcg(
             dm = direct_u
         dr_u = dm + np.add.reduceat(residual, data.starts)
         diagnostics = WeightDiagnostics.from_contributions(
-            data.raw[evaluated], weights[evaluated], np.abs(residual[evaluated]), ess_threshold
+            data.raw[evaluated],
+            weights[evaluated],
+            np.abs(residual[evaluated]),
+            ess_threshold,
+            users=evaluated_users,
+            calibration=calibration,
         )
         return EstimateResult(
             name=f"DR-DCG{discount.label}",
@@ -171,6 +199,19 @@ def dr_dcg(
             n_excluded_users=int(data.pattern.shape[0] - users.size),
             diagnostics=diagnostics,
             control=data.control(weights),
+            doubly_robust=True,
+            weighting=held_out_weighting(
+                data,
+                propensity,
+                m,
+                discount,
+                base=None if data.impression is None else direct_u,
+                numerator=data.exposure
+                * (data.reward if data.impression is None else data.reward - expected),
+                kept=None
+                if data.impression is not None or p_ranked is None
+                else (positions, items, direct, p_ranked),
+            ),
         )
 
     if auto:

@@ -441,11 +441,14 @@ def stratified(
     if result.diagnostics is not None and (
         not result.diagnostics.reliable or result.unreliable_strata
     ):
-        where = ", ".join(result.unreliable_strata) or "the holdout"
+        parts = [("the holdout", result.diagnostics)] + [
+            (s.label, s.result.diagnostics)
+            for s in result.strata
+            if s.label in result.unreliable_strata
+        ]
+        found = "; ".join(f"{where}: {d.explain()}" for where, d in parts if not d.reliable)
         warnings.warn(
-            f"{result.name}: the IPS weights of {where} have an effective sample size below "
-            f"{result.diagnostics.threshold:g} of their interactions "
-            f"({result.diagnostics.summary()}). "
+            f"{result.name}: unreliable IPS weights in {found}. "
             "Clip the weights (clip=...) or check the propensities.",
             ReliabilityWarning,
             stacklevel=2,

@@ -204,7 +204,7 @@ class PowerLawPropensity(BaseEstimator):
         if not isinstance(self.variant, str) or self.variant not in ("yang", "cornac"):
             raise ValueError(f"variant must be 'yang' or 'cornac', got {self.variant!r}")
         xmin = _check_xmin(self.xmin)
-        min_count = check_finite_number(self.min_count, "min_count", above=0)
+        check_finite_number(self.min_count, "min_count", above=0)
         counts = item_counts(X)
         fractional = np.flatnonzero(counts != np.floor(counts))
         if fractional.size:
@@ -250,14 +250,37 @@ class PowerLawPropensity(BaseEstimator):
         # Kept for report(): its KS distance and likelihood-ratio tests need the fitted data.
         self._powerlaw_fit = fit
         self.counts_ = counts
-        log_n = np.log(np.maximum(counts, min_count))
-        if self.variant == "yang":
-            log_p = 0.5 * (self.gamma_ + 1.0) * log_n
-        else:
-            log_p = np.where(counts > self.xmin_, self.gamma_ * log_n, log_n)
-        # Rescale in log space: n**γ overflows float64 for large catalogues.
-        self.propensity_ = np.exp(log_p - log_p.max())
+        self.propensity_ = self.propensity_at(self.gamma_)
         return self
+
+    def propensity_at(self, gamma: float) -> np.ndarray:
+        """The propensities of the fitted counts with exponent ``gamma`` in place of the
+        fitted ``gamma_`` (the class's formula, largest = 1); what a sensitivity analysis of
+        the exponent recomputes.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> model = PowerLawPropensity(xmin=1).fit(np.repeat(np.eye(3), [9, 3, 1], axis=0))
+        >>> np.round(model.propensity_at(1.0), 4).tolist()
+        [1.0, 0.3333, 0.1111]
+        """
+        if not hasattr(self, "counts_"):
+            raise NotFittedError(
+                "PowerLawPropensity is not fitted: call fit(X) on the training interactions "
+                "before propensity_at()"
+            )
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.number)):
+            raise ValueError(f"gamma must be a finite number, got {gamma!r}")
+        if not np.isfinite(gamma):
+            raise ValueError(f"gamma must be a finite number, got {gamma!r}")
+        log_n = np.log(np.maximum(self.counts_, self.min_count))
+        if self.variant == "yang":
+            log_p = 0.5 * (gamma + 1.0) * log_n
+        else:
+            log_p = np.where(self.counts_ > self.xmin_, gamma * log_n, log_n)
+        # Rescale in log space: n**γ overflows float64 for large catalogues.
+        return np.exp(log_p - log_p.max())
 
     def report(self) -> PropensityFitReport:
         """Diagnostics of the fit: γ ± σ, xmin and the shares below it, the KS distance, the

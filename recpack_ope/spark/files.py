@@ -66,6 +66,7 @@ def evaluate_files(
     clip: float | None = None,
     level: float = 0.95,
     compare: Sequence[str] | None = None,
+    population: str = "observed",
     session=None,
     n_partitions: int | None = None,
 ) -> FileEvaluation:
@@ -73,10 +74,12 @@ def evaluate_files(
 
     Parameters
     ----------
-    held_out, recommendations, propensity, feed_log, targets, metrics, k, clip, level, compare
+    held_out, recommendations, propensity, feed_log, targets, metrics, k, clip, level
         As for :func:`recpack_ope.evaluation.files.evaluate_files`. Spark computes every
-        held-out estimator but ``stratified_ndcg`` (:func:`recpack_ope.spark.stratified`),
-        and compares targets on a feed log only in memory.
+        held-out estimator but ``stratified_ndcg`` (:func:`recpack_ope.spark.stratified`).
+    compare, population
+        As for :func:`recpack_ope.evaluation.files.evaluate_files`; Spark compares targets on
+        a feed log only in memory.
     session : pyspark.sql.SparkSession, optional
         Default :func:`recpack_ope.spark.local_session`.
     n_partitions : int, optional
@@ -117,6 +120,7 @@ def evaluate_files(
         clip=clip,
         level=level,
         compare=compare,
+        population=population,
     )
     if plan.kind == "feed-log" and plan.compare is not None:
         raise ArgumentError(
@@ -140,6 +144,12 @@ def evaluate_files(
     else:
         propensity = None if plan.propensity is None else read_table(session, plan.propensity)
         estimates = evaluate(
-            data, frames, metrics=plan.metrics, k=plan.k, propensity=propensity, **options
+            data,
+            frames,
+            metrics=plan.metrics,
+            k=plan.k,
+            propensity=propensity,
+            population=plan.population,
+            **options,
         ).estimates
     return plan.result(estimates, "spark")

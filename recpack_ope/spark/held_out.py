@@ -11,6 +11,13 @@ tests as the in-memory estimate.
 
 Items are indexed in increasing id order within each chunk, so tied scores go to the lower
 item id, as the core's rankings break ties by the lower item index.
+
+The sensitivity bounds to wrong propensities merge for ``ips_dcg`` and ``snips_dcg``: every
+partition also ships, per item id, the estimate's summed coefficients
+(:class:`~recpack_ope.inference.moments.WeightSums`), and the driver gives each estimate the
+collapsed weighting of the in-memory one, so ``sensitivity(gamma)`` and a comparison's
+``sensitivity(gamma)`` and ``robustness()`` equal the in-memory values. The other weighted
+estimators are normalised per user or by the ideal DCG, whose bounds need every user's terms.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from ..inference.diagnostics import (
     WeightDiagnostics,
     WeightGroups,
 )
-from ..inference.moments import Moments, SummaryEstimate
+from ..inference.moments import Moments, SummaryComparison, SummaryEstimate, WeightSums
+from ..inference.summary import robustness_columns
+from ..metrics.dcg import check_population
 from ..propensity.discount import Discount
 from ..registry import ESTIMATORS, Estimator, estimator
 from . import _frames, _partitions
@@ -51,6 +60,24 @@ _NOT_ON_SPARK = {
 }
 
 
+#: The weighted estimators whose sensitivity bounds merge across partitions: the linear and
+#: linear-ratio forms of per-item weights (docs/sensitivity.md).
+_MERGED_BOUNDS = ("ips_dcg", "snips_dcg")
+
+
+def _no_bounds(metric: str, name: str) -> str | None:
+    """Why the weighted estimator ``metric`` (results named ``name``) has no sensitivity bounds
+    on Spark, and what gives them; None when it has them or is unweighted."""
+    if metric in _MERGED_BOUNDS or "propensity" not in ESTIMATORS[metric].needs:
+        return None
+    return (
+        f"{name} has no sensitivity bounds on Spark: its normaliser (per user, or the ideal DCG "
+        "of the weighted gains) makes them depend on every user's terms, and only sums reach "
+        f"the driver; compute it in memory with recpack_ope.metrics.{metric} for its bounds, "
+        f"or use {' or '.join(_MERGED_BOUNDS)}, whose bounds Spark merges"
+    )
+
+
 def _cut_at_k(entry: Estimator) -> bool:
     """Whether the core function takes a cutoff ``k`` (recall) rather than a discount."""
     return "k" in inspect.signature(entry.function).parameters
@@ -68,14 +95,15 @@ class _Plan:
     clip: float | None
     weighted: bool
     ess_threshold: float
+    population: str = "observed"
     key: str = "user"
     nullable: tuple[str, ...] = ("propensity", "stratify")
     what: str = "the held-out data or recommendations"
     shown: tuple[str, ...] = ("user", "item", "value", "source")
 
     def call(self, metric: str, y_true, y_score, propensity):
-        """The registry's estimator ``metric`` on one chunk; a plain one ignores
-        ``propensity``, and recall is cut at ``k``."""
+        """The registry's estimator ``metric`` on one chunk, over the plan's population; a
+        plain one ignores ``propensity``, and recall is cut at ``k``."""
         entry = ESTIMATORS[metric]
         discount = self.discount.with_cutoff(self.k) if _cut_at_k(entry) else self.discount
         return entry(
@@ -85,6 +113,7 @@ class _Plan:
             propensity=propensity,
             clip=self.clip,
             ess_threshold=self.ess_threshold,
+            population=self.population,
         )
 
     def matrices(self, chunk: dict):
@@ -172,12 +201,20 @@ class _Plan:
             )
 
     def evaluate(self, chunk: dict):
-        """Per-user terms of every model and metric, with names and weight diagnostics."""
+        """The chunk's users, which of them are evaluated, and their per-user terms of every
+        model and metric (None if none is), with names, weight diagnostics and the weight sums
+        of the estimators whose bounds merge."""
         users, y_true, propensity, scores = self.matrices(chunk)
         positive = np.diff(sp.csr_matrix(y_true > 0).indptr) > 0
+        evaluated = positive if self.population == "observed" else np.ones_like(positive)
         if not positive.any():
-            return users, positive, None, {}, {}
-        blocks, names, groups = [], {}, {}
+            # Over all users a chunk without rewards still counts: every term of its users
+            # (DCG, ideal DCG, interactions, weights) is 0, and so are their weight sums.
+            width = _width(self.metrics) * len(self.models)
+            terms = np.zeros((users.size, width)) if evaluated.any() else None
+            return users, evaluated, terms, {}, {}, {}
+        items = np.unique(chunk["item"])  # the item of each column of the chunk's matrices
+        blocks, names, groups, sums = [], {}, {}, {}
         with warnings.catch_warnings():
             # The merged diagnostics decide on the driver whether to warn.
             warnings.simplefilter("ignore", ReliabilityWarning)
@@ -188,19 +225,23 @@ class _Plan:
                     names[metric] = result.name
                     if result.diagnostics is not None:
                         groups[model, metric] = result.diagnostics.groups
-        return users, positive, np.hstack(blocks), names, groups
+                    if metric in _MERGED_BOUNDS:
+                        sums[model, metric] = WeightSums.from_weighting(result.weighting, items)
+        return users, evaluated, np.hstack(blocks), names, groups, sums
 
     def chunk(self, chunk: dict) -> _Partial:
-        users, positive, terms, names, groups = self.evaluate(chunk)
+        users, evaluated, terms, names, groups, sums = self.evaluate(chunk)
         d = _width(self.metrics) * len(self.models)
         moments = Moments.empty(d) if terms is None else Moments.from_terms(terms)
-        return _Partial(moments, int((~positive).sum()), names, {k: [g] for k, g in groups.items()})
+        return _Partial(
+            moments, int((~evaluated).sum()), names, {k: [g] for k, g in groups.items()}, sums
+        )
 
     def per_key(self, chunk: dict):
         import pyarrow as pa
 
-        users, positive, terms, _, _ = self.evaluate(chunk)
-        evaluated = users[positive]
+        users, members, terms = self.evaluate(chunk)[:3]
+        evaluated = users[members]
         columns = {
             "user": np.repeat(evaluated, len(self.models)) if terms is not None else evaluated[:0],
             "model": np.tile(np.asarray(self.models, dtype=object), evaluated.size),
@@ -236,17 +277,22 @@ class _Partial:
     n_excluded: int
     names: dict
     groups: dict = field(default_factory=dict)
+    sums: dict = field(default_factory=dict)
 
     def merge(self, other: _Partial) -> _Partial:
         groups = {
             k: self.groups.get(k, []) + other.groups.get(k, [])
             for k in {*self.groups, *other.groups}
         }
+        sums = {**self.sums, **other.sums}
+        for k in self.sums.keys() & other.sums.keys():
+            sums[k] = self.sums[k].merge(other.sums[k])
         return _Partial(
             self.moments.merge(other.moments),
             self.n_excluded + other.n_excluded,
             {**self.names, **other.names},
             groups,
+            sums,
         )
 
 
@@ -268,21 +314,36 @@ class HeldOutEvaluation:
     def __getitem__(self, model: str) -> dict:
         return self.estimates[model]
 
-    def compare(self, a: str, b: str, metric: str, level: float = 0.95):
-        """Paired comparison ``a − b`` of one metric over the same users."""
+    def compare(self, a: str, b: str, metric: str, level: float = 0.95) -> SummaryComparison:
+        """Paired comparison ``a − b`` of one metric over the same users; for ``ips_dcg`` and
+        ``snips_dcg`` its ``sensitivity(gamma)`` and ``robustness()`` (Γ* of the sign) equal
+        the in-memory comparison's (without a ``level``, which needs every user's terms)."""
         for model in (a, b):
             if model not in self.estimates:
                 raise KeyError(f"no model {model!r}; evaluated: {list(self.estimates)}")
         return self.estimates[a][metric].compare(self.estimates[b][metric], level, names=(a, b))
 
     def table(self, level: float = 0.95) -> list[dict]:
-        """One row per model and metric: value, interval, standard error, users."""
-        return estimate_rows(self.estimates, level)
+        """One row per model and metric: value, interval, standard error, users; for
+        ``ips_dcg`` and ``snips_dcg`` also ``sens_low`` and ``sens_high`` (the bounds when every
+        propensity may be off by a factor up to
+        :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` either way) and, on every row
+        but the metric's best model, ``robust_gamma``: Γ* of the sign of best − model. These
+        are the columns of :func:`~recpack_ope.inference.summary.summary_rows` Spark can
+        compute; ``robust_gamma_95`` needs the in-memory path."""
+        rows = estimate_rows(self.estimates, level)
+        for row in rows:
+            by_model = {model: metrics[row["metric"]] for model, metrics in self.estimates.items()}
+            best = max(by_model, key=lambda model: by_model[model].value)
+            if row["model"] != best:
+                row.update(robustness_columns(by_model[best], by_model[row["model"]], None))
+        return rows
 
 
-def _estimators(metrics, propensity) -> tuple[str, ...]:
+def _estimators(metrics, propensity, population) -> tuple[str, ...]:
     """The registry names ``metrics`` asks for, refused when unknown, repeated, not computable
-    on Spark, or weighted without ``propensity`` (naming the plain estimator)."""
+    on Spark, weighted without ``propensity`` (naming the plain estimator), or without a value
+    over ``population``."""
     metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
     if not metrics:
         raise ValueError("metrics must name at least one held-out estimator")
@@ -293,13 +354,15 @@ def _estimators(metrics, propensity) -> tuple[str, ...]:
         if entry.weighting in _NOT_ON_SPARK:
             raise ValueError(_NOT_ON_SPARK[entry.weighting].format(name=name, plain=entry.plain))
         entry.check(propensity=propensity)
+        entry.check_population(population)
     return metrics
 
 
-def _plan(metrics, models, discount, k, propensity, clip, ess_threshold) -> _Plan:
+def _plan(metrics, models, discount, k, propensity, clip, ess_threshold, population) -> _Plan:
     if not isinstance(discount, Discount):
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
-    metrics = _estimators(metrics, propensity)
+    population = check_population(population)
+    metrics = _estimators(metrics, propensity, population)
     if clip == "auto":
         raise ValueError(
             'clip="auto" selects the clipping from every weight at once; on Spark give a '
@@ -318,6 +381,7 @@ def _plan(metrics, models, discount, k, propensity, clip, ess_threshold) -> _Pla
         clip=clip,
         weighted=any("propensity" in ESTIMATORS[m].needs for m in metrics),
         ess_threshold=ess_threshold,
+        population=population,
     )
 
 
@@ -332,6 +396,7 @@ def evaluate(
     clip: float | None = None,
     n_partitions: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
+    population: str = "observed",
 ) -> HeldOutEvaluation:
     """Held-out estimates of one or more models on Spark, in one pass over the data.
 
@@ -339,7 +404,8 @@ def evaluate(
     ----------
     held_out : pyspark.sql.DataFrame
         Columns ``user``, ``item``, ``reward`` (``>= 0``; binary or graded), one row per
-        (user, item). Users whose rewards are all 0 are counted as excluded.
+        (user, item). Users whose rewards are all 0 are counted as excluded, or over
+        ``population="all"`` evaluated with reward 0.
     recommendations : pyspark.sql.DataFrame or mapping of name → DataFrame
         Columns ``user``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top),
         one row per (user, item); unlisted items are not ranked. Every user must have
@@ -365,6 +431,11 @@ def evaluate(
         Partitions users are spread over; default ``spark.sql.shuffle.partitions``.
     ess_threshold : float
         ESS ratio below which a weighted estimate warns (``ReliabilityWarning``).
+    population : {"observed", "all"}
+        The users estimates average over (:data:`~recpack_ope.metrics.dcg.POPULATIONS`):
+        ``"observed"``, those with a positive reward; ``"all"``, every user of ``held_out``,
+        as the core's estimators with that ``population`` over the same matrix. Estimators
+        normalised per user refuse ``"all"``.
 
     Returns
     -------
@@ -375,8 +446,8 @@ def evaluate(
     ------
     ValueError
         On an unknown estimator name, a weighted one without ``propensity`` (naming the plain
-        one), an estimator Spark does not compute, or bad rows (with the column and an
-        example row).
+        one), an estimator Spark does not compute or without a value over ``population``, an
+        unknown ``population``, or bad rows (with the column and an example row).
 
     Examples
     --------
@@ -400,11 +471,21 @@ def evaluate(
     (1.0, 1.5)
     """
     plan, frame = _prepare(
-        held_out, recommendations, metrics, discount, k, propensity, clip, ess_threshold
+        held_out,
+        recommendations,
+        metrics,
+        discount,
+        k,
+        propensity,
+        clip,
+        ess_threshold,
+        population=population,
     )
     partial = _partitions.run(frame, plan, n_partitions)
-    if partial is None or partial.moments.n == 0:
+    # Only chunks with a positive reward call the estimators and name their results.
+    if partial is None or not partial.names:
         raise ValueError("held_out has no positive reward: no user can be evaluated")
+    ids, raw = WeightSums.shared_units(partial.sums.values())
     estimates, column = {}, 0
     for model in plan.models:
         estimates[model] = {}
@@ -417,6 +498,7 @@ def evaluate(
                 if groups is None
                 else WeightDiagnostics.from_groups(WeightGroups.concatenate(groups), ess_threshold)
             )
+            sums = partial.sums.get((model, metric))
             estimates[model][metric] = SummaryEstimate.product(
                 partial.names[metric],
                 partial.moments,
@@ -424,6 +506,8 @@ def evaluate(
                 entry.exponents,
                 n_excluded_users=partial.n_excluded,
                 diagnostics=diagnostics,
+                weighting=None if sums is None else sums.weighting(partial.moments.n, ids, raw),
+                no_bounds=_no_bounds(metric, partial.names[metric]),
             )
             if diagnostics is not None:
                 diagnostics.warn(f"{model} {partial.names[metric]}")
@@ -441,6 +525,7 @@ def per_user(
     propensity=None,
     clip: float | None = None,
     n_partitions: int | None = None,
+    population: str = "observed",
 ):
     """Per-user terms of every model and estimator as a lazy Spark DataFrame (never
     collected).
@@ -461,7 +546,15 @@ def per_user(
     ['user', 'model', 'pn_dcg_dcg', 'pn_dcg_idcg']
     """
     plan, frame = _prepare(
-        held_out, recommendations, metrics, discount, k, propensity, clip, ESS_RATIO_THRESHOLD
+        held_out,
+        recommendations,
+        metrics,
+        discount,
+        k,
+        propensity,
+        clip,
+        ESS_RATIO_THRESHOLD,
+        population=population,
     )
     user_type = frame.schema["user"].dataType.simpleString()
     schema = ", ".join(
@@ -480,10 +573,18 @@ def _prepare(
     clip,
     ess_threshold,
     stratify_by=None,
+    population="observed",
 ):
     """(plan, long frame); propensities are joined only when an estimator reads them."""
     plan = _plan(
-        metrics, _frames.models(recommendations), discount, k, propensity, clip, ess_threshold
+        metrics,
+        _frames.models(recommendations),
+        discount,
+        k,
+        propensity,
+        clip,
+        ess_threshold,
+        population,
     )
     frame = held_out_frame(
         held_out, recommendations, propensity if plan.weighted else None, stratify_by

@@ -7,6 +7,8 @@ import pytest
 from scipy import stats
 
 from recpack_ope.evaluation.comparisons import check_new_column, rpp_of_models, tied_with_best_of
+from recpack_ope.inference.significance import tied_with_best
+from recpack_ope.inference.systems import SystemScores
 from recpack_ope.metrics.ranking import TopK
 from recpack_ope.metrics.rpp import rpp
 
@@ -22,6 +24,14 @@ def test_tied_with_best_of_pairs_users_and_runs_scipys_paired_t_test():
     assert ties.best == ("a" if x.mean() >= y.mean() else "b")
     other = 1 - ties.names.index(ties.best)
     assert ties.p_value[other] == pytest.approx(stats.ttest_rel(x, y).pvalue, rel=1e-9)
+    # The default is Hsu's MCB, which for two models is the paired t-test; the other
+    # procedures pass through by name.
+    assert ties.test == "mcb" and ties.label == "Hsu's MCB, α=0.05"
+    holm = tied_with_best_of({"a": {"m": a}, "b": {"m": b}}, "m", test="t")
+    assert holm.test == "t" and holm.correction == "holm"
+    assert holm.p_value[other] == pytest.approx(stats.ttest_rel(x, y).pvalue, rel=1e-9)
+    with pytest.raises(ValueError, match="test must be one of \\('mcb', 't', 'tukey'\\), got 'z'"):
+        tied_with_best_of({"a": {"m": a}, "b": {"m": b}}, "m", test="z")
     with pytest.raises(
         ValueError, match="no per-user results for metric 'n' of a; known: \\['m'\\]"
     ):
@@ -83,3 +93,15 @@ def test_add_win_rates_writes_each_models_mean_win_rate():
     assert averages[0]["RPP@2 win"] == pytest.approx(np.mean(wins["a"]))
     assert averages[1]["RPP@2 win"] == pytest.approx(np.mean(wins["b"]))
     assert add_win_rates(matrix, averages, None, "mine") == "mine" and "mine" in averages[1]
+
+
+def test_tied_with_best_of_three_models_is_the_core_mcb_on_the_shared_users():
+    rng = np.random.default_rng(3)
+    values = rng.random((40, 3)) + [0.0, -0.02, -0.3]
+    results = {n: {"m": dict(enumerate(values[:, k]))} for k, n in enumerate("abc")}
+    results["c"]["m"][40] = 0.0  # a user only c has: not paired
+    ties = tied_with_best_of(results, "m")
+    core = tied_with_best(SystemScores(("a", "b", "c"), values, np.arange(40), "m"))
+    assert ties.names == core.names and ties.tied == core.tied == ("a", "b")
+    np.testing.assert_array_equal(ties.p_value, core.p_value)
+    np.testing.assert_array_equal(ties.interval, core.interval)

@@ -24,6 +24,7 @@ from recpack_ope.inference.significance import paired_t_tests, randomised_tukey_
 from recpack_ope.io.trec import read_trec
 from recpack_ope.logged import DeterministicRanker, FeedLog
 from recpack_ope.metrics.rpp import preference_matrix
+from recpack_ope.registry import ESTIMATORS
 
 RPP_DATA = Path(__file__).parents[1] / "data" / "rpp_reference"
 
@@ -118,12 +119,27 @@ def test_held_out_files_give_the_core_estimates(held_out, tmp_path):
             est.confidence_interval(0.9), rel=1e-9
         )
         assert (row["n_users"], row["n_excluded_users"]) == (37, 3)
+        # Weighted rows carry the bounds at Γ = 2 (of the core's estimate), the others none.
+        if est.weighting is None:
+            assert "sens_low" not in row and "sens_high" not in row
+        else:
+            bounds = est.sensitivity(2.0)
+            assert (row["sens_low"], row["sens_high"]) == (bounds.low, bounds.high)
+            assert row["sens_low"] < row["value"] < row["sens_high"]
+    paired = {r["metric"]: r for r in result.comparison_rows()}
     for metric, c in result.comparisons.items():
         want = expected["A", metric].compare(expected["B", metric], 0.9)
         assert c.difference == pytest.approx(want.difference, rel=1e-12)
         assert c.p_value == pytest.approx(want.p_value, rel=1e-9)
         assert c.name.startswith("A − B (")
+        # Γ* of the sign and of the significance at the evaluation's level (90 %).
+        if expected["A", metric].weighting is None:
+            assert "robust_gamma" not in paired[metric]
+        else:
+            assert paired[metric]["robust_gamma"] == want.robustness()
+            assert paired[metric]["robust_gamma_90"] == want.robustness(0.9)
     assert list(result.comparisons) == list(metrics)
+    assert any(1 < r.get("robust_gamma", 1) < np.inf for r in paired.values())
 
     # The JSON and CSV files hold the rows and the comparisons.
     (path,) = result.write(tmp_path / "out" / "report.json")
@@ -136,18 +152,37 @@ def test_held_out_files_give_the_core_estimates(held_out, tmp_path):
         "level": 0.9,
     }
     assert report["rows"] == result.rows()
+    assert report["comparisons"] == result.comparison_rows()
     assert [c["metric"] for c in report["comparisons"]] == list(metrics)
-    table, paired = result.write(tmp_path / "report.csv")
-    assert paired.name == "report-comparisons.csv"
+    table, paired_file = result.write(tmp_path / "report.csv")
+    assert paired_file.name == "report-comparisons.csv"
     with open(table) as handle:
         written = list(csv.DictReader(handle))
     assert [float(r["value"]) for r in written] == [r["value"] for r in result.rows()]
+    # One header for all rows: the unweighted rows leave the bounds empty.
+    for got, row in zip(written, result.rows(), strict=True):
+        assert got["sens_high"] == ("" if "sens_high" not in row else repr(row["sens_high"]))
+    with open(paired_file) as handle:
+        written = list(csv.DictReader(handle))
+    assert [r["robust_gamma_90"] != "" for r in written] == [
+        "robust_gamma_90" in r for r in result.comparison_rows()
+    ]
     with pytest.raises(ValueError, match=r"\.json or \.csv"):
         result.write(tmp_path / "report.txt")
 
     lines = result.table().splitlines()
-    assert lines[0] == "| model | metric | value | 90% CI | n_users | excluded |"
-    assert lines[2].startswith(f"| A | DCG@4 | {expected['A', 'dcg'].value:.4f} | [")
+    assert lines[0] == "| model | metric | value | 90% CI | Γ=2 bounds | n_users | excluded |"
+    dcg, ips = expected["A", "dcg"], expected["A", "ips_dcg"]
+    lo, hi = dcg.confidence_interval(0.9)
+    assert lines[2] == f"| A | DCG@4 | {dcg.value:.4g} | [{lo:.4g}, {hi:.4g}] | – | 37 | 3 |"
+    bounds = ips.sensitivity(2.0)
+    assert f"| {ips.value:.4g} | " in lines[5]
+    assert f"| [{bounds.low:.4g}, {bounds.high:.4g}] | 37 | 3 |" in lines[5]
+    lines = result.comparison_table().splitlines()
+    assert lines[0] == "| comparison | difference | 90% CI | p | Γ* (sign) | Γ* (90%) |"
+    for line, row in zip(lines[2:], result.comparison_rows(), strict=True):
+        stars = [f"{row[c]:.4g}" if c in row else "–" for c in ("robust_gamma", "robust_gamma_90")]
+        assert line.endswith(f"| {row['p_value']:.4g} | {stars[0]} | {stars[1]} |")
 
 
 def test_default_metrics_and_no_comparison(held_out):
@@ -213,8 +248,15 @@ def test_a_feed_log_file_gives_the_core_logged_estimates(tmp_path):
             got = result.estimates[name][metric]
             assert got.value == pytest.approx(est.value, rel=1e-12)
             assert got.standard_error == pytest.approx(est.standard_error, rel=1e-9)
+            row = next(r for r in result.rows() if (r["model"], r["metric"]) == (name, metric))
+            bounds = est.sensitivity(2.0)  # one propensity per logged row
+            assert (row["sens_low"], row["sens_high"]) == pytest.approx(
+                (bounds.low, bounds.high), rel=1e-12
+            )
     assert result.comparisons["logged_dcg"].name == "T2 − T1 (logged DCG@3 (m=5))"
-    assert result.table().startswith("| model | metric | value | 95% CI | n_sessions |")
+    assert result.table().startswith(
+        "| model | metric | value | 95% CI | Γ=2 bounds | n_sessions |"
+    )
     assert result.to_dict()["input"] == "feed-log"
 
 
@@ -241,6 +283,11 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
         ({"clip": -1}, "clip must be a number > 0, got -1"),
         ({"level": 95}, r"level must lie in \(0, 1\), got 95"),
         ({"compare": ("A", "C")}, "compare names 'C', which is none of \\['A'\\]"),
+        ({"population": "everyone"}, "population must be 'observed' or 'all', got 'everyone'"),
+        (
+            {"population": "all", "metrics": ["dcg", "recall"]},
+            "population 'all' needs a value for every user, but recall divides each user's DCG",
+        ),
         ({"compare": ("A",)}, "compare takes two model names"),
         ({"propensity": tmp_path / "none.csv"}, "propensity file '.*none.csv' does not exist"),
         (
@@ -254,6 +301,8 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
             arguments = dict(given)
         with pytest.raises(ArgumentError, match=message):
             evaluate_files(**arguments)
+    with pytest.raises(ArgumentError, match="population 'all' applies to held-out data"):
+        plan_files(feed_log=files["held_out"], targets=models, population="all")
     # The command line spells the arguments as its options.
     with pytest.raises(ArgumentError) as error:
         evaluate_files(files["held_out"], models, metrics=["ips_dcg"])
@@ -267,6 +316,25 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
     with pytest.raises(ValueError, match="reward") as error:
         evaluate_files(bad, {"A": files["A"]})
     assert not isinstance(error.value, ArgumentError)
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_all_users_of_the_held_out_table_are_averaged_over(held_out, tmp_path):
+    files, y_true, scores, p = held_out
+    metrics = ("dcg", "pn_dcg", "ips_dcg", "snips_dcg", "ips_pn_dcg")
+    arguments = dict(recommendations={"A": files["A"]}, propensity=files["propensity"])
+    every = evaluate_files(files["held_out"], **arguments, metrics=metrics, population="all")
+    observed = evaluate_files(files["held_out"], **arguments, metrics=metrics)
+    # The first three of the 40 users hold only zero rewards: over all users they count 0, so
+    # every mean of per-user terms is 37/40 of the observed users' one.
+    for metric in metrics:
+        a, o = every.estimates["A"][metric], observed.estimates["A"][metric]
+        assert (a.n_users, a.n_excluded_users, o.n_excluded_users) == (40, 0, 3)
+        exponents = ESTIMATORS[metric].exponents
+        assert a.value == pytest.approx(o.value * (37 / 40) ** sum(exponents), rel=1e-12)
+    out = every.write(tmp_path / "every.json")[0]
+    assert json.loads(out.read_text())["population"] == "all"
+    assert observed.to_dict()["population"] == "observed"
 
 
 def test_rpp_report_is_the_preference_matrix_and_its_tests(tmp_path):

@@ -94,3 +94,50 @@ def test_check_metric_refuses_recall_without_cutoff_the_weighting_and_an_unfitte
         EstimatorInputs(PowerLawPropensity()).check_metric(
             estimator("ips_dcg"), 5, camel, "making it"
         )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_population_all_gives_the_hand_values_with_and_without_the_ranking_cache():
+    import scipy.sparse as sp
+
+    from recpack_ope.metrics.cache import RankingCache
+    from recpack_ope.metrics.ranking import TopK
+
+    # Users 1 and 3 have no held-out reward; sparse scores, as RecPack's X_pred.
+    y = sp.csr_matrix(np.array([[1.0, 0, 1], [0, 0, 0], [0, 2, 0], [0, 0, 0]]))
+    scores = sp.csr_matrix(np.array([[0.9, 0.1, 0.5], [0.3, 0, 0], [0.1, 0.9, 0.2], [0, 0, 1.0]]))
+    p = [0.5, 0.25, 0.1]
+    third = 1 / math.log2(3)
+    # c/p · δ at cutoff 2: user 0 items 0 (w 2, rank 1) and 2 (w 10, rank 2), user 2 item 1
+    # (reward 2, w 4, rank 1); plain: the same without weights.
+    ips_u, dcg_u = np.array([2 + 10 * third, 0, 8, 0]), np.array([1 + third, 0, 2, 0])
+    expected = {
+        "ips_dcg": ips_u.mean(),
+        "dcg": dcg_u.mean(),
+        "snips_dcg": ips_u.mean() * (3 / 4) / (16 / 4),  # Σ w = 2 + 10 + 4, N = 3
+        # Ideal DCG of the gains: user 0's 10 then 2, user 2's 8.
+        "ips_pn_dcg": ips_u.sum() / (10 + 2 * third + 8),
+    }
+    weighted = EstimatorInputs(propensity=p, clip=None, population="all")
+    plain = EstimatorInputs(population="all")
+    for cache in (None, RankingCache(TopK.from_scores)):
+        for name, value in expected.items():
+            inputs = plain if name == "dcg" else weighted
+            result = inputs.evaluate(estimator(name), y, scores, 2, cache)
+            assert result.value == pytest.approx(value, rel=1e-12), name
+            assert (result.n_users, result.n_excluded_users) == (4, 0)
+        with pytest.raises(ValueError, match="but ndcg divides each user's DCG"):
+            plain.evaluate(estimator("ndcg"), y, scores, 2, cache)
+
+
+def test_an_unknown_population_is_refused_when_the_inputs_are_made():
+    with pytest.raises(ValueError, match="population must be 'observed' or 'all', got 'both'"):
+        EstimatorInputs(population="both")
+
+
+def test_one_user_refuses_all_users_a_per_user_loop_cannot_average_over():
+    inputs = EstimatorInputs(propensity=[0.5, 1.0], clip=None, population="all")
+    with pytest.raises(
+        ValueError, match="has population='all'.*F's ranking loop averages over the users with"
+    ):
+        inputs.one_user(estimator("ips_dcg"), [1], [0, 1], 2, "F", "use G")

@@ -55,6 +55,10 @@ def test_rows_equal_hand_calculations():
     table = report.table()
     assert table.splitlines()[0].split() == ["DCG@3", "Recall@2", "SIZE"]
     assert f"{np.mean(closed):.4f}" in table
+    # Unclipped, every IPS weight of DCG@3 moves the value the same way: propensities off by
+    # up to ×2 halve or double it.
+    ips = np.mean([4 * _d(1), _d(1) + 2 * _d(3)])
+    assert f"off by up to ×2: DCG@3 [{ips / 2:.4g}, {2 * ips:.4g}]" in table
 
 
 def test_weighted_estimators_keep_their_own_weights_and_clipping():
@@ -103,7 +107,12 @@ def test_a_callable_base_metric_and_one_warning_naming_the_model():
     assert str(record[0].message).startswith("BPR: unreliable weighted estimates")
     assert "IPS DCG@3 (ESS/n" in str(record[0].message)
     assert list(report.unreliable_ips()) == ["DCG@3"]
-    assert "IPS rows marked unreliable: ESS/n < 0.1 for DCG@3" in report.table()
+    # What flagged it: the ratio (1/13), the size (ESS 1) and one of 12 users carrying it.
+    assert (
+        "IPS rows marked unreliable: DCG@3 (ESS/n 0.0769 < 0.1 (effective sample size 1 of 13 "
+        "interactions); ESS 1 < 50; user share 0.0833 < 0.1 (1 of 12 evaluated users carry 50% "
+        "of the estimate)); clip the weights"
+    ) in report.table()
 
 
 def test_two_reports_compare_in_the_papers_layout():

@@ -1,12 +1,22 @@
 """Merged moments give the in-memory estimates' numbers (recpack_ope.inference.moments)."""
 
+import warnings
+
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy import stats
 
-from recpack_ope.inference.diagnostics import WeightDiagnostics, WeightGroups
-from recpack_ope.inference.moments import Moments, SummaryEstimate
+from recpack_ope.inference.diagnostics import (
+    ReliabilityWarning,
+    WeightDiagnostics,
+    WeightGroups,
+)
+from recpack_ope.inference.moments import Moments, SummaryEstimate, WeightSums
 from recpack_ope.inference.result import EstimateResult
+from recpack_ope.propensity import LogDiscount
+from recpack_ope.registry import estimator
+from recpack_ope.reward import RewardMatrix
 
 
 def split_moments(terms, cuts):
@@ -83,15 +93,192 @@ def test_top_share_takes_the_tied_boundary_group_pro_rata():
     weights = np.array([9.0, 5.0, 5.0, 5.0] + [1.0] * 146)
     contributions = np.array([4.0, 1.0, 2.0, 6.0] + [0.5] * 146)
     raw = weights * np.r_[[2.0], np.ones(149)]
-    d = WeightDiagnostics.from_contributions(raw, weights, contributions)
+    users = np.arange(150)  # one interaction each
+    d = WeightDiagnostics.from_contributions(raw, weights, contributions, users=users)
     assert d.top_share == pytest.approx((4 + 9 / 3) / contributions.sum(), rel=1e-14)
     assert d.n_clipped == 1 and d.max_weight == 9.0
     assert d.ess == pytest.approx(weights.sum() ** 2 / (weights**2).sum(), rel=1e-14)
     # in any order and split anywhere, the same diagnostics
     order = np.random.default_rng(4).permutation(150)
     parts = [
-        WeightGroups.from_interactions(raw[order][s], weights[order][s], contributions[order][s])
+        WeightGroups.from_interactions(
+            raw[order][s], weights[order][s], contributions[order][s], users[order][s]
+        )
         for s in (slice(0, 70), slice(70, 150))
     ]
     merged = WeightDiagnostics.from_groups(WeightGroups.concatenate(parts))
     assert merged == d
+
+
+# --- sensitivity bounds from merged weight sums -----------------------------------------------
+
+
+def _held_out(seed: int = 5, n_users: int = 60, n_items: int = 12):
+    """Graded rewards (users 0–4 without any), sparse scores listing some items, item
+    propensities, a reward model and string item ids sorted like the columns."""
+    rng = np.random.default_rng(seed)
+    y = sp.random(n_users, n_items, density=0.25, random_state=seed, format="csr")
+    y.data = rng.integers(1, 4, y.nnz).astype(float)
+    y = sp.csr_matrix(y.toarray() * (np.arange(n_users) >= 5)[:, None])
+    scores = sp.csr_matrix(rng.integers(1, 5, (n_users, n_items)) * (rng.random(y.shape) < 0.6))
+    ids = np.array([f"item{j:02d}" for j in range(n_items)], dtype=object)
+    return y, scores, rng.uniform(0.05, 1.0, n_items), rng.random(y.shape) * 0.3, ids
+
+
+def _estimate(metric, y, scores, p, reward, **options):
+    extra = {"reward_model": RewardMatrix(reward)} if metric == "dr_dcg" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        return estimator(metric)(
+            y, scores, discount=LogDiscount(4), propensity=p, **extra, **options
+        )
+
+
+def _merged_sums(metric, cuts, **options):
+    """The in-memory estimate on all users, and its weight sums merged over blocks of users,
+    each block indexing only its own items (as a Spark chunk does); a block without a positive
+    reward is skipped, as Spark skips it."""
+    y, scores, p, reward, ids = _held_out()
+    whole = _estimate(metric, y, scores, p, reward, **options)
+    merged = None
+    for rows in np.split(np.arange(y.shape[0]), cuts):
+        if not (y[rows] > 0).nnz:
+            continue
+        cols = np.flatnonzero(np.asarray((y[rows] != 0).sum(0) + (scores[rows] != 0).sum(0)))
+        part = _estimate(
+            metric,
+            y[rows][:, cols],
+            scores[rows][:, cols],
+            p[cols],
+            reward[rows][:, cols],
+            **options,
+        )
+        sums = WeightSums.from_weighting(part.weighting, ids[cols])
+        merged = sums if merged is None else merged.merge(sums)
+    return whole, merged, ids
+
+
+@pytest.mark.parametrize(
+    ("metric", "options"),
+    [
+        ("ips_dcg", {}),
+        ("ips_dcg", {"clip": 4.0, "population": "all"}),
+        ("snips_dcg", {"clip": 6.0}),
+        ("snips_dcg", {"population": "all"}),
+        ("dr_dcg", {"clip": 3.0}),
+    ],
+)
+def test_merged_weight_sums_are_the_collapsed_weighting(metric, options):
+    whole, sums, ids = _merged_sums(metric, [5, 17, 18, 44], **options)
+    merged, collapsed = sums.weighting(whole.n_users), whole.weighting.collapsed()
+    parts = ("numerator", "kept", "denominator")
+    assert [getattr(merged, x) is None for x in parts] == [
+        getattr(collapsed, x) is None for x in parts
+    ]
+    for name in parts:
+        ours, theirs = getattr(merged, name), getattr(collapsed, name)
+        if theirs is None:
+            continue
+        # The same units (by item id), coefficients and raw weights 1/p̂.
+        np.testing.assert_array_equal(sums.ids[ours.unit], ids[theirs.unit])
+        np.testing.assert_allclose(ours.coef, theirs.coef, rtol=1e-12)
+        np.testing.assert_array_equal(merged.raw[ours.unit], collapsed.raw[theirs.unit])
+    assert merged.base == pytest.approx(collapsed.base, rel=1e-12, abs=1e-15)
+    if collapsed.fixed is not None:
+        np.testing.assert_allclose(merged.fixed, collapsed.fixed, rtol=1e-12)
+    assert merged.value(merged.raw) == pytest.approx(whole.value, rel=1e-12)
+    for gamma in (1.0, 1.3, 2.0, 10.0):
+        low, high, exact, _, _ = merged.bounds(gamma)
+        bounds = whole.sensitivity(gamma)
+        assert (low, high) == pytest.approx((bounds.low, bounds.high), rel=1e-9)
+        assert exact and bounds.exact
+
+
+def test_weight_sums_refuse_what_does_not_reduce_to_sums():
+    y, scores, p, reward, ids = _held_out()
+    ndcg = _estimate("ips_ndcg", y, scores, p, reward)
+    with pytest.raises(ValueError, match="per-user ratios and ideal-DCG normalisers"):
+        WeightSums.from_weighting(ndcg.weighting, ids)
+    ips = _estimate("ips_dcg", y, scores, p, reward)
+    with pytest.raises(ValueError, match=r"ids must identify each of the weighting's 12 units"):
+        WeightSums.from_weighting(ips.weighting, ids[:3])
+    clipped = _estimate("ips_dcg", y, scores, p, reward, clip=2.0)
+    sums = WeightSums.from_weighting(ips.weighting, ids)
+    with pytest.raises(ValueError, match=r"their clip differ \(inf and 2.0\)"):
+        sums.merge(WeightSums.from_weighting(clipped.weighting, ids))
+    with pytest.raises(ValueError, match="n_users must be a positive integer, got 0"):
+        sums.weighting(0)
+    with pytest.raises(ValueError, match="ids must hold every identifier"):
+        sums.weighting(10, ids[:2], np.ones(2))
+
+
+def _summaries(metrics=("ips_dcg",), **options):
+    """In-memory estimates of two models, and summary estimates built from their moments and
+    weight sums merged over blocks of users, on shared units."""
+    y, scores, p, reward, ids = _held_out()
+    other = sp.csr_matrix(scores.multiply(scores > 2))
+    found, summaries, sums = {}, {}, {}
+    for model, s in (("a", scores), ("b", other)):
+        for metric in metrics:
+            found[model, metric] = _estimate(metric, y, s, p, reward, **options)
+            if metric in ("ips_dcg", "snips_dcg"):
+                sums[model, metric] = WeightSums.from_weighting(found[model, metric].weighting, ids)
+    terms = np.column_stack([e.terms for e in found.values()])
+    moments, column = Moments.from_terms(terms), 0
+    units = WeightSums.shared_units(sums.values())
+    for key, e in found.items():
+        width = e.terms.shape[1]
+        weighting = sums[key].weighting(e.n_users, *units) if key in sums else None
+        summaries[key] = SummaryEstimate.product(
+            e.name,
+            moments,
+            range(column, column + width),
+            e.exponents,
+            diagnostics=e.diagnostics,
+            weighting=weighting,
+            no_bounds=None
+            if key in sums or e.weighting is None
+            else f"{e.name}: use the in-memory path",
+        )
+        column += width
+    return found, summaries
+
+
+def test_summaries_bound_and_compare_as_in_memory():
+    found, summaries = _summaries(("ips_dcg", "snips_dcg"), clip=5.0)
+    for key, e in found.items():
+        got, want = summaries[key].sensitivity(1.7), e.sensitivity(1.7)
+        assert (got.low, got.high) == pytest.approx((want.low, want.high), rel=1e-9)
+        assert "with propensities off by up to ×2: [" in repr(summaries[key])
+        ours = summaries["a", key[1]].compare(summaries["b", key[1]], names=("a", "b"))
+        theirs = found["a", key[1]].compare(found["b", key[1]], names=("a", "b"))
+        got, want = ours.sensitivity(1.7), theirs.sensitivity(1.7)
+        assert (got.low, got.high) == pytest.approx((want.low, want.high), rel=1e-9)
+        assert ours.robustness() == pytest.approx(theirs.robustness(), rel=1e-6)
+        assert repr(ours).endswith(f"robust to propensities off by ×{ours.robustness():.3g} (sign)")
+
+
+def test_summaries_refuse_a_level_and_say_why_they_have_no_bounds():
+    found, summaries = _summaries(("dcg", "ips_dcg", "ips_ndcg"))
+    ips = summaries["a", "ips_dcg"]
+    comparison = ips.compare(summaries["b", "ips_dcg"])
+    for call in (
+        lambda: ips.sensitivity(2.0, level=0.95),
+        lambda: comparison.sensitivity(2.0, level=0.9),
+        lambda: comparison.robustness(level=0.95),
+        lambda: comparison.plot_sensitivity(),
+    ):
+        with pytest.raises(ValueError, match=r"level= on the sensitivity of .*in memory"):
+            call()
+    ndcg = summaries["a", "ips_ndcg"]
+    with pytest.raises(ValueError, match="IPS-nDCG@4: use the in-memory path"):
+        ndcg.sensitivity(2.0)
+    with pytest.raises(ValueError, match="IPS-nDCG@4: use the in-memory path"):
+        ndcg.compare(summaries["b", "ips_ndcg"]).robustness()
+    assert "robust" not in repr(ndcg.compare(summaries["b", "ips_ndcg"]))
+    with pytest.raises(ValueError, match="DCG@4 is not weighted by inverse propensities"):
+        summaries["a", "dcg"].sensitivity(2.0)
+    # Weighted, without a weighting and without a reason: the engine could not merge it.
+    bare = SummaryEstimate.product(ndcg.name, ndcg.moments, [0], (1,), diagnostics=ndcg.diagnostics)
+    with pytest.raises(ValueError, match=r"per-row or per-\(user, item\) propensities"):
+        bare.sensitivity(2.0)

@@ -1,14 +1,16 @@
 """Paired t-tests, randomised Tukey HSD, discriminative power, Holm and Benjamini–Hochberg
-adjustments and the systems tied with the best.
+adjustments and the systems tied with the best (Hsu's MCB by default).
 
-Every expected value comes by another route: hand calculation, scipy, brute force with the same
-draws, or the step-down / step-up rejection procedures written out from their definitions.
+Every expected value comes by another route: hand calculation, scipy, numerical quadrature,
+brute force with the same draws, the step-down / step-up rejection procedures written out from
+their definitions, or Monte Carlo over simulated pools with binomial tolerances.
 """
 
 import itertools
 
 import numpy as np
 import pytest
+from conftest import max_abs_t_cdf_three
 from scipy import stats
 
 from recpack_ope.inference.significance import (
@@ -426,7 +428,7 @@ def tied_pool(seed=11, n_users=60):
 
 def test_tied_with_best_t_tests_equal_scipy_holm_adjusted_by_hand():
     sample = tied_pool()
-    result = tied_with_best(sample)
+    result = tied_with_best(sample, test="t")
     assert isinstance(result, TiedWithBest)
     means = sample.per_user.mean(axis=0)
     expected_order = sorted(sample.names, key=lambda name: -means[sample.names.index(name)])
@@ -440,6 +442,8 @@ def test_tied_with_best_t_tests_equal_scipy_holm_adjusted_by_hand():
         "t",
         "nDCG@10",
     )
+    assert result.interval is None and result.critical_value is None
+    assert result.procedure.startswith("paired t-tests against the best, Holm over the 3 tests")
 
     best = sample.per_user[:, sample.index(result.best)]
     others = result.names[1:]
@@ -456,28 +460,34 @@ def test_tied_with_best_t_tests_equal_scipy_holm_adjusted_by_hand():
     assert result.p_value[result.names.index("d")] < 1e-10
 
     # Other corrections adjust the same M − 1 raw p-values.
-    none = tied_with_best(sample, correction="none")
+    none = tied_with_best(sample, correction="none", test="t")
     np.testing.assert_allclose(none.p_value[1:], raw, rtol=1e-9)
-    bh = tied_with_best(sample, correction="bh")
+    bh = tied_with_best(sample, correction="bh", test="t")
     np.testing.assert_allclose(
         bh.p_value[1:], stats.false_discovery_control(raw, method="bh"), rtol=1e-9
     )
-    bonferroni = tied_with_best(sample, correction="bonferroni")
+    bonferroni = tied_with_best(sample, correction="bonferroni", test="t")
     np.testing.assert_allclose(bonferroni.p_value[1:], np.minimum(3 * np.array(raw), 1), rtol=1e-9)
 
 
-def test_tied_set_follows_alpha():
+@pytest.mark.parametrize("test", ["mcb", "t"])
+def test_tied_set_follows_alpha(test):
     sample = tied_pool()
-    result = tied_with_best(sample, alpha=0.2)
+    result = tied_with_best(sample, alpha=0.2, test=test)
     assert result.tied == tuple(
         n for n, p in zip(result.names, result.p_value, strict=True) if p >= 0.2
     )
+    assert set(tied_with_best(sample, alpha=1e-4, test=test).tied) == {"a", "b", "c"}
+
+
+def test_tied_set_of_the_t_tests_follows_alpha():
+    sample = tied_pool()
     # At a level above every uncorrected p-value only the best is left (Holm's are capped at 1
     # here, so they stay tied); at a tiny level all but d stay tied.
-    uncorrected = tied_with_best(sample, alpha=0.999, correction="none")
-    assert max(uncorrected.p_value[1:]) < 0.999 and uncorrected.tied == (result.best,)
-    assert set(tied_with_best(sample, alpha=0.999).tied) == {"a", "b", "c"}
-    assert set(tied_with_best(sample, alpha=1e-6).tied) == {"a", "b", "c"}
+    uncorrected = tied_with_best(sample, alpha=0.999, correction="none", test="t")
+    assert max(uncorrected.p_value[1:]) < 0.999 and uncorrected.tied == (uncorrected.best,)
+    assert set(tied_with_best(sample, alpha=0.999, test="t").tied) == {"a", "b", "c"}
+    assert set(tied_with_best(sample, alpha=1e-6, test="t").tied) == {"a", "b", "c"}
 
 
 def test_tied_with_best_tukey_is_the_best_row_of_the_hsd():
@@ -490,6 +500,10 @@ def test_tied_with_best_tukey_is_the_best_row_of_the_hsd():
     )
     assert result.p_value[0] == 1.0
     assert result.correction == "none" and result.test == "tukey"
+    assert (
+        result.procedure
+        == "best's row of the randomised Tukey HSD over all 6 pairs (400 relabellings)"
+    )
     assert set(result.tied) == {"a", "b", "c"}
     assert result.p_value[result.names.index("d")] == pytest.approx(1 / 401)
     assert (
@@ -500,7 +514,7 @@ def test_tied_with_best_tukey_is_the_best_row_of_the_hsd():
 
 def test_table_and_repr():
     sample = tied_pool()
-    result = tied_with_best(sample)
+    result = tied_with_best(sample, test="t")
     text = result.table()
     lines = text.splitlines()
     assert (
@@ -511,9 +525,19 @@ def test_table_and_repr():
     assert lines[2].startswith(f"| 1 | {result.best} | ") and lines[2].endswith("| – | = |")
     assert lines[-1].startswith("| 4 | d | ") and lines[-1].endswith(" |  |")
     assert repr(result).startswith(
-        f"3 of 4 systems tied with the best, {result.best} (Holm, α=0.05)"
+        f"3 of 4 systems tied with the best, {result.best} (Holm, α=0.05):\n"
+        "paired t-tests against the best, Holm over the 3 tests (the best taken as given)\n"
     )
     assert text in repr(result)
+    # The default names Hsu's MCB, with how its null distribution was computed.
+    mcb = tied_with_best(sample, n_draws=500)
+    assert repr(mcb).startswith(
+        f"{len(mcb.tied)} of 4 systems tied with the best, {mcb.best} (Hsu's MCB, α=0.05):\n"
+        "Hsu's multiple comparisons with the best (unconstrained): simultaneous intervals from "
+        "the largest |t| over all 6 paired differences, multivariate t with 59 df and the "
+        "users' covariance (500 Monte Carlo draws)\n| rank | system | nDCG@10 |"
+    )
+    assert "| p (Hsu's MCB, α=0.05) |" in mcb.table()
     assert "randomised Tukey HSD" in tied_with_best(sample, test="tukey", n_resamples=20).table()
 
     # SystemScores.table: unchanged without ``tied``, one more column with it.
@@ -571,14 +595,22 @@ def test_paired_t_tests_rejects_unknown_correction():
         ({"alpha": True}, "alpha"),
         ({"correction": "sidak"}, "correction"),
         ({"correction": "holm", "test": "tukey"}, "correction"),
+        ({"correction": "holm"}, "correction"),
+        ({"correction": "bonferroni", "test": "mcb"}, "correction"),
+        ({"correction": "sidak", "test": "t"}, "correction"),
+        ({"test": "MCB"}, "test"),
+        ({"test": None}, "test"),
+        ({"n_draws": 0}, "n_draws"),
+        ({"n_draws": 1.5}, "n_draws"),
         ({"correction": "bh", "test": "tukey"}, "correction"),
         ({"test": "wilcoxon"}, "test"),
         ({"test": "tukey", "n_resamples": 0}, "n_resamples"),
     ],
 )
 def test_tied_with_best_rejects_bad_arguments(kwargs, name):
-    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+    with pytest.raises(ValueError, match=rf"\b{name}\b") as info:
         tied_with_best(tied_pool(), **kwargs)
+    assert repr(kwargs[name]) in str(info.value) or name == "alpha"
 
 
 def test_tied_with_best_rejects_bad_samples():
@@ -608,16 +640,185 @@ def test_tied_with_best_rejects_bad_samples():
         tied_with_best(prefs)
 
 
-def test_two_systems_without_spread():
+@pytest.mark.parametrize("test", ["mcb", "t"])
+def test_two_systems_without_spread(test):
     """Identical systems are tied (p = 1); a constant shift is decided by the difference (p = 0)."""
     x = np.arange(10.0)[:, None] / 8  # dyadic: x + 0.5 − x is exactly 0.5
     same = SystemScores(
         names=("a", "b"), per_user=np.hstack([x, x]), user_ids=np.arange(10), name="m"
     )
-    result = tied_with_best(same)
+    result = tied_with_best(same, test=test)
     assert result.best == "a" and result.tied == ("a", "b") and list(result.p_value) == [1.0, 1.0]
     shifted = SystemScores(
         names=("a", "b"), per_user=np.hstack([x, x + 0.5]), user_ids=np.arange(10), name="m"
     )
-    result = tied_with_best(shifted)
+    result = tied_with_best(shifted, test=test)
     assert result.best == "b" and result.tied == ("b",) and result.p_value[1] == 0.0
+
+
+def test_mcb_pairs_without_spread_among_three_systems():
+    """a and b identical (their pair has no spread and leaves the null distribution), c = a +
+    0.5 exactly: c is best; a and b lie exactly 0.5 below it (p = 0, intervals of width 0)."""
+    rng = np.random.default_rng(4)
+    x = np.round(rng.random((30, 1)) * 64) / 64  # dyadic, so c − a is exactly 0.5
+    sample = SystemScores(
+        names=("a", "b", "c"), per_user=np.hstack([x, x, x + 0.5]), user_ids=np.arange(30), name="m"
+    )
+    result = tied_with_best(sample)
+    assert result.names == ("c", "a", "b") and result.tied == ("c",)
+    assert list(result.p_value) == [1.0, 0.0, 0.0]
+    expected = [[0.5, 0.5], [-0.5, -0.5], [-0.5, -0.5]]  # means: exact up to rounding
+    np.testing.assert_allclose(result.interval, expected, rtol=0, atol=1e-15)
+
+
+def two_systems(seed, n_users=25):
+    rng = np.random.default_rng(seed)
+    x = rng.random((n_users, 1)) + [0.0, -0.04] + 0.1 * rng.standard_normal((n_users, 2))
+    return SystemScores(("a", "b"), x, np.arange(n_users), "m")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mcb_of_two_systems_is_scipys_paired_t_test_and_interval(seed):
+    """One pair: the largest |t| is Student's |t|, so MCB's p-value and intervals are those of
+    scipy's paired t-test (exactly, no Monte Carlo)."""
+    sample = two_systems(seed)
+    result = tied_with_best(sample)
+    best, other = (sample.per_user[:, sample.index(n)] for n in result.names)
+    t = stats.ttest_rel(best, other)
+    assert result.p_value[1] == pytest.approx(t.pvalue, rel=1e-9) and result.p_value[0] == 1.0
+    lo, hi = t.confidence_interval(0.95)
+    np.testing.assert_allclose(result.interval, [[lo, hi], [-hi, -lo]], rtol=1e-9)
+    assert result.critical_value == pytest.approx(stats.t.ppf(0.975, 24), rel=1e-12)
+    assert (result.names[1] in result.tied) == (t.pvalue >= 0.05) == (hi >= 0)
+
+
+def test_mcb_intervals_of_three_systems_match_a_quadrature_by_hand():
+    """A 3-system pool with unequal variances and correlations: the critical value, p-values
+    and simultaneous intervals of Hsu's MCB equal those computed from the formulas (module
+    docstring) with the law of the largest |t| integrated numerically, up to the Monte Carlo
+    error of the 100,000 draws."""
+    from scipy import optimize
+
+    rng = np.random.default_rng(21)
+    n = 40
+    mix = np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.3, 0.5, 1.2]])
+    x = rng.standard_normal((n, 3)) @ mix.T + [0.0, -0.12, -0.8]
+    sample = SystemScores(("a", "b", "c"), x, np.arange(n), "m")
+    result = tied_with_best(sample)
+    cov, means = np.cov(x, rowvar=False), x.mean(axis=0)
+
+    c = optimize.brentq(lambda q: max_abs_t_cdf_three(cov, n - 1, q) - 0.95, 1.5, 4.0, xtol=1e-6)
+    density = (
+        max_abs_t_cdf_three(cov, n - 1, c + 0.01) - max_abs_t_cdf_three(cov, n - 1, c - 0.01)
+    ) / 0.02
+    # Standard error of a Monte Carlo (1 − α) quantile: sqrt(α(1 − α)/B) / density; 4 of them.
+    tol_c = 4 * np.sqrt(0.05 * 0.95 / 100_000) / density
+    assert result.critical_value == pytest.approx(c, abs=tol_c)
+
+    se = np.sqrt((np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov) / n)
+    expected, p = np.empty((3, 2)), np.empty(3)
+    for i in range(3):
+        others = [j for j in range(3) if j != i]
+        expected[i] = [
+            min(means[i] - means[j] - c * se[i, j] for j in others),
+            min(means[i] - means[j] + c * se[i, j] for j in others),
+        ]
+        t_worst = max((means[j] - means[i]) / se[i, j] for j in others)
+        p[i] = 1.0 if t_worst <= 0 else 1 - max_abs_t_cdf_three(cov, n - 1, t_worst)
+    order = [sample.index(name) for name in result.names]
+    assert result.names == ("a", "b", "c")
+    np.testing.assert_allclose(result.interval, expected[order], atol=tol_c * se.max())
+    # p-values: Monte Carlo estimates, 4 binomial standard errors (+ the 1/(B + 1) offset).
+    tol_p = 4 * np.sqrt(p * (1 - p) / 100_000) + 1 / 100_001
+    assert np.all(np.abs(result.p_value - p[order]) <= tol_p)
+    assert 0.05 < p[1] < 0.95 and p[2] < 0.01  # b undecided, c clearly worse
+    assert result.tied == ("a", "b")
+
+
+@pytest.mark.parametrize("m", [3, 5, 10])
+def test_mcb_critical_value_is_the_studentised_range_for_exchangeable_scores(m):
+    """With a compound-symmetric sample covariance (built exactly, from orthonormal centred
+    columns) every pair has the same standard error and the largest |t| is the studentised
+    range of m means divided by √2: scipy's studentized_range gives c."""
+    rng = np.random.default_rng(m)
+    n = 50
+    g = rng.standard_normal((n, m + 1))
+    q, _ = np.linalg.qr(g - g.mean(axis=0))
+    x = 0.3 * q[:, :m] + 0.5 * q[:, [m]] + np.linspace(0, 0.01, m)
+    cov = np.cov(x, rowvar=False)
+    np.testing.assert_allclose(cov, (0.09 * np.eye(m) + 0.25) / (n - 1), atol=1e-15)
+    result = tied_with_best(SystemScores(tuple(f"s{i}" for i in range(m)), x, np.arange(n), "m"))
+    c = stats.studentized_range.ppf(0.95, m, n - 1) / np.sqrt(2)
+    h = 1e-3
+    density = (
+        stats.studentized_range.cdf(np.sqrt(2) * (c + h), m, n - 1)
+        - stats.studentized_range.cdf(np.sqrt(2) * (c - h), m, n - 1)
+    ) / (2 * h)
+    tol_c = 4 * np.sqrt(0.05 * 0.95 / 100_000) / density
+    assert result.critical_value == pytest.approx(c, abs=tol_c)
+
+
+def correlated_pool(rng, m, replicates, n_users, shift=None):
+    """Per-user scores (replicates × users × m): a user effect shared by all systems, a
+    two-factor term and system noise of unequal variance, so that neither the variances nor
+    the correlations of the pairs are equal (no exchangeability)."""
+    loadings = 0.5 * rng.standard_normal((m, 2))
+    sd = rng.uniform(0.5, 1.5, m)
+    cov = 0.6 + loadings @ loadings.T + np.diag(sd**2)
+    x = rng.standard_normal((replicates, n_users, m)) @ np.linalg.cholesky(cov).T
+    return x if shift is None else x + shift
+
+
+#: Replicates and users of the Monte Carlo checks of the family-wise error.
+REPLICATES, USERS = 2000, 200
+
+
+@pytest.mark.parametrize("m", [2, 3, 5, 10])
+def test_mcb_keeps_the_family_wise_error_when_all_systems_are_equal(m):
+    """Under the global null every system is tied with the true best, so any exclusion is an
+    error. Over 2,000 pools of 200 users MCB excludes one in at most α + 3 binomial standard
+    errors of the pools; the old default, Holm over the t-tests against the best the data
+    chose, exceeds α by more than 3 of its standard errors at M = 10. MCB runs with 2,000 draws
+    and a seed per pool: its p-value (1 + #{max ≥ t}) / (1 + B) has level α for any B when the
+    draws follow the statistic's law, so fewer draws cost power, not level."""
+    rng = np.random.default_rng(100 + m)
+    pools = correlated_pool(rng, m, REPLICATES, USERS)
+    names = tuple(f"s{i}" for i in range(m))
+    mcb = holm = 0
+    for r, x in enumerate(pools):
+        sample = SystemScores(names, x, np.arange(USERS), "m")
+        mcb += len(tied_with_best(sample, seed=r, n_draws=2000).tied) < m
+        holm += len(tied_with_best(sample, test="t").tied) < m
+    alpha, binomial_se = 0.05, np.sqrt(0.05 * 0.95 / REPLICATES)
+    assert mcb / REPLICATES <= alpha + 3 * binomial_se
+    if m == 10:
+        rate = holm / REPLICATES
+        assert rate - 3 * np.sqrt(rate * (1 - rate) / REPLICATES) > alpha
+
+
+def test_mcb_power_excludes_systems_worse_by_three_tenths_of_a_standard_deviation():
+    """Five systems, compound-symmetric per-user scores (variance 1, correlation 0.5, so each
+    paired difference has standard deviation 1) over 200 users; s0 is better than the other
+    four by δ = 0.3. A worse system is excluded at least when its t against s0, noncentral t
+    with 199 df and noncentrality 0.3·√200 = 4.24, passes c (the studentised range's 95 %
+    quantile / √2, 2.75): probability 0.930 by scipy's nct. Over 1,000 pools the worse systems
+    are excluded at that rate or more on average (3 binomial standard errors of one system's
+    rate), and s0 is never excluded (its exclusion is the family-wise error)."""
+    m, replicates, delta = 5, 1000, 0.3
+    rng = np.random.default_rng(7)
+    common = rng.standard_normal((replicates, USERS, 1))
+    x = np.sqrt(0.5) * (common + rng.standard_normal((replicates, USERS, m)))
+    x[:, :, 0] += delta
+    names = tuple(f"s{i}" for i in range(m))
+    excluded = np.zeros(m)
+    for r, pool in enumerate(x):
+        tied = tied_with_best(
+            SystemScores(names, pool, np.arange(USERS), "m"), seed=r, n_draws=2000
+        )
+        excluded += [name not in tied.tied for name in names]
+    rate = excluded / replicates
+    c = stats.studentized_range.ppf(0.95, m, USERS - 1) / np.sqrt(2)
+    expected = stats.nct.sf(c, USERS - 1, delta * np.sqrt(USERS))
+    assert 0.925 < expected < 0.935
+    assert rate[1:].mean() >= expected - 3 * np.sqrt(expected * (1 - expected) / replicates)
+    assert rate[0] == 0.0

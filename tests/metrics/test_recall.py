@@ -107,3 +107,24 @@ def test_ips_recall_by_hand():
 def test_plain_recall_takes_no_propensity():
     with pytest.raises(TypeError, match="propensity"):
         recall(Y, S, k=2, propensity=np.full(4, 0.5))
+
+
+@pytest.mark.parametrize(("name", "weighted"), [("recall", False), ("ips_recall", True)])
+def test_recall_has_no_value_over_all_users_and_says_why(name, weighted):
+    # User 1 has no held-out reward: nothing to recall, 0 / 0.
+    y = sp.csr_matrix(np.array([[1.0, 0, 1], [0, 0, 0]]))
+    s = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    call = ips_recall if weighted else recall
+    kw = {"propensity": np.array([0.5, 1.0, 0.25])} if weighted else {}
+    with pytest.raises(
+        ValueError,
+        match=rf"population 'all' needs a value for every user, but {name} divides each user's "
+        r"DCG by a per-user total \(the ideal DCG; for recall the held-out gain\)",
+    ):
+        call(y, s, k=1, population="all", **kw)
+    with pytest.raises(ValueError, match="population must be 'observed' or 'all', got 'each'"):
+        call(y, s, k=1, population="each", **kw)
+    # The observed users: user 0 alone; with IPS gains 2 (item 0, in the top 1) and 4.
+    assert call(y, s, k=1, population="observed", **kw).value == pytest.approx(
+        2 / 6 if weighted else 1 / 2
+    )

@@ -128,6 +128,9 @@ def _same(estimate, reference):
             _close(
                 getattr(estimate.diagnostics, field), getattr(reference.diagnostics, field), 1e-12
             )
+        # The user share merges exactly: the partitions' users are disjoint.
+        for field in ("n_users", "user_share", "reasons"):
+            assert getattr(estimate.diagnostics, field) == getattr(reference.diagnostics, field)
 
 
 def _core(metric, y_true, y_score, p, clip):
@@ -159,7 +162,8 @@ def close():
 @pytest.fixture(scope="session")
 def same():
     """``same(estimate, reference)``: a summary estimate equals an in-memory estimate (value to
-    1e-12 relative; interval, standard error to 1e-9; counts and weight diagnostics)."""
+    1e-12 relative; interval, standard error to 1e-9; counts and weight diagnostics, the user
+    share exactly)."""
     return _same
 
 

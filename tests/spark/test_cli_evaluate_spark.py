@@ -52,11 +52,21 @@ def same_reports(local: dict, spark: dict) -> None:
         close(ours["value"], theirs["value"], 1e-12)
         for field in ("ci_low", "ci_high", "standard_error"):
             close(ours[field], theirs[field], 1e-9)
+        # Spark merges the sensitivity bounds of ips_dcg and snips_dcg alone.
+        bounded = ours["metric"] in ("ips_dcg", "snips_dcg")
+        weighted = ours["metric"].startswith(("ips_", "snips_", "logged_"))
+        assert ("sens_low" in ours) == bounded and ("sens_low" in theirs) == weighted
+        for field in ("sens_low", "sens_high") if bounded else ():
+            close(ours[field], theirs[field], 1e-9)
     assert [c["name"] for c in spark["comparisons"]] == [c["name"] for c in local["comparisons"]]
     for ours, theirs in zip(spark["comparisons"], local["comparisons"], strict=True):
         close(ours["difference"], theirs["difference"], 1e-12)
         for field in ("ci_low", "ci_high", "standard_error", "p_value"):
             close(ours[field], theirs[field], 1e-9)
+        # Γ* of the sign where Spark has the bounds; its significance only in memory.
+        if ours["metric"] in ("ips_dcg", "snips_dcg"):
+            close(ours["robust_gamma"], theirs["robust_gamma"], 1e-6)
+        assert "robust_gamma_95" not in ours and "robust_gamma_90" not in ours
 
 
 @pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
@@ -114,6 +124,14 @@ def test_held_out_files_give_the_same_report_on_spark(spark, tmp_path, write):
     )
     assert len(local["rows"]) == 3 * len(HELD_OUT) and len(local["comparisons"]) == len(HELD_OUT)
     assert local["rows"][0]["n_excluded_users"] == 8
+    same_reports(local, spark_report)
+    # Over all users the 8 users without positive rewards count 0, on both engines alike.
+    over_all = ("dcg", "pn_dcg", "ips_dcg", "snips_dcg", "ips_pn_dcg")
+    local, spark_report = both_engines(
+        tmp_path, *args, "--metrics", *over_all, "--k", "5", "--population", "all"
+    )
+    assert spark_report["population"] == local["population"] == "all"
+    assert {(r["n_users"], r["n_excluded_users"]) for r in local["rows"]} == {(n_users, 0)}
     same_reports(local, spark_report)
 
 

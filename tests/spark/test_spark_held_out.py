@@ -446,3 +446,220 @@ def test_duplicate_recommendations(spark):
     recs = pd.DataFrame([(1, 7, 0.9), (1, 7, 0.8)], columns=["user", "item", "score"])
     with pytest.raises(ValueError, match=r"recommendations of 'model' has the \(user, item\) pair"):
         our_ndcg(spark, held, recs, 2)
+
+
+# --- populations ----------------------------------------------------------------------------
+
+#: The Spark estimators with a value over all users (the others divide by a per-user total).
+OVER_ALL = ("dcg", "pn_dcg", "ips_dcg", "snips_dcg", "ips_pn_dcg")
+
+
+def test_all_users_equal_in_memory_and_the_per_user_frame_keeps_them(world, same):
+    options = {"discount": D, "propensity": world["p_frame"], "clip": 8.0, "n_partitions": 16}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        result = rs.evaluate(
+            world["held"], world["frames"], metrics=OVER_ALL, population="all", **options
+        )
+        table = rs.per_user(
+            world["held"], world["frames"]["m0"], metrics=("ips_dcg",), population="all", **options
+        ).toPandas()
+        for model, y_score in world["scores"].items():
+            for metric in OVER_ALL:
+                reference = estimator(metric)(
+                    world["y_true"],
+                    y_score,
+                    discount=D,
+                    propensity=world["p"],
+                    clip=8.0,
+                    population="all",
+                )
+                assert reference.n_excluded_users == 0
+                same(result[model][metric], reference)
+    # Every user of the held-out frame has a row, those with only zero rewards at 0.
+    n_users = world["y_true"].shape[0]
+    assert len(table) == n_users
+    assert (table.sort_values("user")["ips_dcg"].to_numpy()[: world["zero_users"]] == 0).all()
+
+
+@pytest.mark.parametrize("n_partitions", [1, 8])
+def test_all_users_by_hand_with_a_user_without_rewards(frames, n_partitions):
+    make = frames["make"]
+    # User 2's only reward set to 0: DCG@3 of users 1, 2, 3 is 1, 0, 1 (as in the hand case).
+    # On 8 partitions Spark's hash of the ids puts user 2 alone in one: a chunk without
+    # rewards, whose users still count over all users.
+    held = make(frames["held"], reward=(2, 0.0))
+    options = {"metrics": ("dcg", "pn_dcg"), "discount": D3, "n_partitions": n_partitions}
+    every = rs.evaluate(held, make(frames["recs"]), population="all", **options)["model"]
+    assert every["dcg"].value == pytest.approx(2 / 3, rel=1e-15)
+    assert (every["dcg"].n_users, every["dcg"].n_excluded_users) == (3, 0)
+    observed = rs.evaluate(held, make(frames["recs"]), **options)["model"]
+    assert observed["dcg"].value == pytest.approx(1.0, rel=1e-15)
+    assert observed["dcg"].n_excluded_users == 1
+    assert every["pn_dcg"].value == pytest.approx(observed["pn_dcg"].value, rel=1e-15)
+
+
+def test_populations_are_checked_before_any_spark_job(frames):
+    held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
+    for call in (rs.evaluate, rs.per_user):
+        with pytest.raises(ValueError, match="population must be 'observed' or 'all', got 'any'"):
+            call(held, recs, metrics="dcg", discount=D3, population="any")
+        with pytest.raises(ValueError, match="population 'all' .* but recall divides each"):
+            call(held, recs, metrics=("dcg", "recall"), discount=D3, population="all")
+
+
+# --- sensitivity to wrong propensities --------------------------------------------------------
+
+#: The Spark estimators whose sensitivity bounds merge across partitions.
+BOUNDED = ("ips_dcg", "snips_dcg")
+
+
+@pytest.mark.parametrize(
+    ("clip", "population", "n_partitions"),
+    [(None, "observed", 16), (8.0, "observed", 5), (3.0, "all", 16)],
+)
+def test_bounds_and_robustness_equal_in_memory(world, clip, population, n_partitions):
+    """The merged weighting of ``ips_dcg`` and ``snips_dcg`` is the in-memory
+    ``weighting.collapsed()`` item by item (the world's item ids are its column indices), so
+    the bounds of every estimate and comparison match to 1e-9 and Γ* of the sign to 1e-6."""
+    options = {"discount": D, "propensity": world["p_frame"], "clip": clip}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        result = rs.evaluate(
+            world["held"],
+            world["frames"],
+            metrics=BOUNDED,
+            population=population,
+            n_partitions=n_partitions,
+            **options,
+        )
+        options.update(propensity=world["p"], population=population)
+        core = {
+            (model, metric): estimator(metric)(world["y_true"], y_score, **options)
+            for model, y_score in world["scores"].items()
+            for metric in BOUNDED
+        }
+    for key, reference in core.items():
+        ours = result[key[0]][key[1]]
+        collapsed = reference.weighting.collapsed()
+        for part in ("numerator", "denominator"):
+            theirs = getattr(collapsed, part)
+            if theirs is None:
+                assert getattr(ours.weighting, part) is None
+                continue
+            mine = getattr(ours.weighting, part)
+            # Every unit the in-memory estimate uses, with its item id, coefficient and 1/p̂.
+            np.testing.assert_array_equal(
+                ours.weighting.raw[mine.unit], 1 / world["p"][theirs.unit]
+            )
+            np.testing.assert_allclose(mine.coef, theirs.coef, rtol=1e-12)
+        if collapsed.fixed is None:
+            assert ours.weighting.fixed is None
+        else:
+            np.testing.assert_allclose(ours.weighting.fixed, collapsed.fixed, rtol=1e-12)
+        for gamma in (1.0, 1.5, 2.0, 7.0):
+            got, want = ours.sensitivity(gamma), reference.sensitivity(gamma)
+            assert (got.low, got.high) == pytest.approx((want.low, want.high), rel=1e-9)
+            assert got.exact and got.estimate == pytest.approx(reference.value, rel=1e-12)
+    stars = []
+    for metric in BOUNDED:
+        for a, b in (("m0", "m1"), ("m0", "m2"), ("m2", "m1")):
+            ours = result.compare(a, b, metric)
+            theirs = core[a, metric].compare(core[b, metric], names=(a, b))
+            for gamma in (1.25, 2.0, 5.0):
+                got, want = ours.sensitivity(gamma), theirs.sensitivity(gamma)
+                assert (got.low, got.high) == pytest.approx((want.low, want.high), rel=1e-9)
+            stars.append(theirs.robustness())
+            assert ours.robustness() == pytest.approx(stars[-1], rel=1e-6)
+            assert f"off by ×{theirs.robustness():.3g} (sign)" in repr(ours)
+    # Some verdicts flip within the searched range: Γ* is located, not only 1 or ∞.
+    assert any(1 < star < math.inf for star in stars), stars
+
+
+def test_table_carries_the_bounds_and_the_robustness_to_the_best(world):
+    metrics = ("dcg", "ips_dcg", "snips_dcg", "ips_ndcg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        result = rs.evaluate(
+            world["held"],
+            world["frames"],
+            metrics=metrics,
+            discount=D,
+            propensity=world["p_frame"],
+            clip=8.0,
+            n_partitions=16,
+        )
+        core = {
+            (model, metric): estimator(metric)(
+                world["y_true"], y_score, discount=D, propensity=world["p"], clip=8.0
+            )
+            for model, y_score in world["scores"].items()
+            for metric in BOUNDED
+        }
+    rows = result.table()
+    assert len(rows) == 3 * len(metrics)
+    for row in rows:
+        if row["metric"] not in BOUNDED:
+            assert not {"sens_low", "sens_high", "robust_gamma"} & set(row), row["metric"]
+            continue
+        reference = core[row["model"], row["metric"]]
+        bounds = reference.sensitivity(2.0)
+        assert (row["sens_low"], row["sens_high"]) == pytest.approx(
+            (bounds.low, bounds.high), rel=1e-9
+        )
+        best = max(world["scores"], key=lambda m: core[m, row["metric"]].value)
+        if row["model"] == best:
+            assert "robust_gamma" not in row
+        else:
+            star = core[best, row["metric"]].compare(reference).robustness()
+            assert row["robust_gamma"] == pytest.approx(star, rel=1e-6)
+        assert "robust_gamma_95" not in row  # the significance needs the in-memory path
+
+
+def test_what_spark_cannot_bound_is_refused_with_what_to_use(world, frames, spark):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        result = rs.evaluate(
+            world["held"],
+            world["frames"],
+            metrics=("dcg", "ips_dcg", "ips_ndcg", "ips_pn_dcg", "ips_recall"),
+            discount=D,
+            propensity=world["p_frame"],
+            n_partitions=4,
+        )
+    estimate, comparison = result["m0"]["ips_dcg"], result.compare("m0", "m1", "ips_dcg")
+    for call in (
+        lambda: estimate.sensitivity(2.0, level=0.95),
+        lambda: comparison.sensitivity(2.0, level=0.95),
+        lambda: comparison.robustness(level=0.95),
+    ):
+        with pytest.raises(ValueError, match=r"level= .*every user's terms.*in memory"):
+            call()
+    for metric in ("ips_ndcg", "ips_pn_dcg", "ips_recall"):
+        name = result["m0"][metric].name
+        expected = rf"{name} has no sensitivity bounds on Spark.*recpack_ope\.metrics\.{metric}"
+        with pytest.raises(ValueError, match=expected):
+            result["m0"][metric].sensitivity(2.0)
+        with pytest.raises(ValueError, match=expected):
+            result.compare("m0", "m1", metric).robustness()
+    with pytest.raises(ValueError, match="DCG@5 is not weighted by inverse propensities"):
+        result["m0"]["dcg"].sensitivity(2.0)
+    # Feed logs carry a propensity per logged row: nothing to sum per item.
+    log = pd.DataFrame(
+        {
+            "session": [1, 1, 2, 2],
+            "context": [1, 1, 2, 2],
+            "item": [10, 11, 10, 12],
+            "rank": [1, 2, 1, 2],
+            "reward": [1.0, 0.0, 1.0, 1.0],
+            "propensity": [0.5, 0.4, 0.9, 0.3],
+        }
+    )
+    target = pd.DataFrame({"context": [1, 2, 2], "item": [10, 12, 10], "rank": [1, 1, 2]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ro.ReliabilityWarning)
+        logged = rs.logged_dcg(
+            spark.createDataFrame(log), spark.createDataFrame(target), discount=D3
+        )
+    with pytest.raises(ValueError, match=r"per-row or per-\(user, item\) propensities.*in memory"):
+        logged.sensitivity(2.0)

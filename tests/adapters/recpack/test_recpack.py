@@ -575,9 +575,13 @@ def test_summary_shows_the_weight_diagnostics(pipeline, scenario):
         "ci_high",
         "standard_error",
         "n_users",
+        "sens_low",
+        "sens_high",
         *diagnostics,
         "p_vs_best",
         "tied_with_best",
+        "robust_gamma",
+        "robust_gamma_95",
     ]
     for algorithm, row in table.iterrows():
         rank = _recpack_top_k(pipeline, algorithm, y_true.shape[0], 10).items
@@ -611,6 +615,46 @@ def test_summary_shows_the_weight_diagnostics(pipeline, scenario):
     # unweighted metrics have no weights to diagnose
     for name in ("PlainDCGK_10", "PostNormalisedDCGK_10", "PowerLawStratifiedNDCGK_10"):
         assert "ess" not in summary(pipeline, name).columns
+
+
+def test_summary_shows_the_sensitivity_to_wrong_propensities(pipeline, scenario):
+    """The bounds at Γ = 2 and Γ* against the best equal the core's, on RecPack's own top-10
+    lists; unweighted metrics have neither, and algorithms whose clipping ``clip="auto"``
+    selected differently from the best's cannot be perturbed together (NaN)."""
+    adapter = METRIC_REGISTRY.get("PowerLawIPSDCGK").adapter
+    y_true = scenario.test_data_out.binary_values
+    table = summary(pipeline, "PowerLawIPSDCGK_10")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        core = {
+            algorithm: ips_dcg(
+                y_true,
+                _recpack_top_k(pipeline, algorithm, y_true.shape[0], 10),
+                discount=LogDiscount(10),
+                propensity=adapter.propensity,
+                clip=500,
+            )
+            for algorithm in table.index
+        }
+    best = table.index[0]
+    for algorithm, row in table.iterrows():
+        bounds = core[algorithm].sensitivity(2.0)
+        assert (row["sens_low"], row["sens_high"]) == pytest.approx(
+            (bounds.low, bounds.high), rel=1e-9
+        )
+        assert row["sens_low"] < row["value"] < row["sens_high"]
+        if algorithm == best:
+            assert np.isnan(row["robust_gamma"]) and np.isnan(row["robust_gamma_95"])
+            continue
+        comparison = core[best].compare(core[algorithm])
+        assert row["robust_gamma"] == pytest.approx(comparison.robustness(), rel=1e-6)
+        assert row["robust_gamma_95"] == pytest.approx(comparison.robustness(0.95), rel=1e-6)
+        assert row["robust_gamma_95"] <= row["robust_gamma"]
+    assert (table["robust_gamma"].dropna() > 1).all()
+    assert not {"sens_low", "robust_gamma"} & set(summary(pipeline, "PlainDCGK_10").columns)
+    auto = summary(pipeline, "AutoIPSDCGK_100")
+    for _, row in auto.iloc[1:].iterrows():
+        assert np.isnan(row["robust_gamma"]) == (row["clip"] != auto["clip"].iloc[0])
 
 
 def _core_ips_dcg_100(pipeline, algorithm, y_true, propensity, clip):
@@ -1138,3 +1182,23 @@ def test_the_registered_names_are_the_registrys():
     assert set(NAMES) == {*OURS, *WEIGHTED, "DRDCGK", "StratifiedNDCGK"}
     for name, estimator in NAMES.items():
         assert ESTIMATORS[estimator.name].camel + "K" == name
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_all_users_of_y_true_are_averaged_over_and_a_bad_population_is_named():
+    # User 1 holds no test item: over all users their IPS-DCG counts 0 (user 0: item 2, p 0.5,
+    # at rank 1; user 2: item 0, p 0.1, at rank 2 of K = 2).
+    adapter = RecPackAdapter(propensity=[0.1, 0.2, 0.5], clip=None, population="all")
+    y_true = sp.csr_matrix(np.array([[0, 0, 1.0], [0, 0, 0], [1.0, 0, 0]]))
+    y_pred = sp.csr_matrix(np.array([[0.1, 0.2, 0.9], [0.3, 0.2, 0.1], [0.3, 0.5, 0.0]]))
+    per_user = [1 / 0.5, 0.0, (1 / 0.1) / math.log2(3)]
+    result = adapter.evaluate("IPSDCGK", y_true, y_pred, K=2)
+    np.testing.assert_allclose(result.per_user, per_user)
+    assert (result.n_users, result.n_excluded_users) == (3, 0)
+    # SNIPS shares RecPack's cached ranking but prepares its own held-out data over all users.
+    snips = adapter.evaluate("SNIPSDCGK", y_true, y_pred, K=2)
+    assert snips.value == pytest.approx(np.mean(per_user) * (2 / 3) / ((2 + 10) / 3))
+    with pytest.raises(ValueError, match="but ndcg divides each user's DCG"):
+        RecPackAdapter(population="all").evaluate("PlainNDCGK", y_true, y_pred, K=2)
+    with pytest.raises(ValueError, match="population must be 'observed' or 'all', got 'any'"):
+        RecPackAdapter(population="any")

@@ -1,13 +1,15 @@
 """A seeded world with exact online reward, and baseline recommenders to evaluate in it.
 
 * ``world``     – ``SimulatedWorld`` (true click probabilities, position-based or cascade
-  clicks), logging policies (popularity, uniform, segment-personalised), ``LoggedFeedback``
-  with its impressions, the true relevance as a reward model (``WorldRelevance``)
+  clicks), logging policies (popularity, uniform, segment-personalised, two-stage on noisy
+  user factors), ``LoggedFeedback`` with its impressions, the true relevance as a reward model
+  (``WorldRelevance``)
 * ``baselines`` – popularity, random, item-kNN and EASE recommenders on numpy/scipy
 """
 
 from .baselines import EASE, ItemKNN, Popularity, RandomScores
 from .world import (
+    AffinityPolicy,
     LoggedFeedback,
     PersonalisedPolicy,
     PopularityPolicy,
@@ -21,6 +23,7 @@ __all__ = [
     "PopularityPolicy",
     "UniformPolicy",
     "PersonalisedPolicy",
+    "AffinityPolicy",
     "LoggedFeedback",
     "WorldRelevance",
     "Popularity",

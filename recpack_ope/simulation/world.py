@@ -35,6 +35,11 @@ fail (the defaults keep the world above):
   factor), so exposure correlates with relevance. The exact exposure ``ε0(s, i)`` is per
   segment; an item-only propensity (one value per item, like every popularity-based model) is
   misspecified and IPS with it is biased.
+* :class:`AffinityPolicy`: two-stage logging (affinity-driven retrieval, then ranking) on a
+  noisy copy of the user factors. The exact exposure ``ε0(u, i)`` is per user and follows the
+  latent user–item affinity that relevance shares, so it correlates with relevance item by
+  item and user by user; it is heavy-tailed (items far from a user's noisy taste are almost
+  never shown), and no item-only propensity is right for it.
 
 Nothing is stored densely over users × items: relevance is computed from the factors for the
 (user, item) pairs needed, so worlds of 100k users × 20k items fit in a few GiB.
@@ -62,6 +67,7 @@ __all__ = [
     "PopularityPolicy",
     "UniformPolicy",
     "PersonalisedPolicy",
+    "AffinityPolicy",
     "LoggedFeedback",
     "WorldRelevance",
 ]
@@ -74,6 +80,8 @@ _BYTES_PER_ROW = 64
 # Spawn key of the random stream that segments users; distinct from the world's and the logs'
 # streams, so segmenting does not change the factors or any log of a world.
 _SEGMENT_STREAM = 0x5E6
+# Spawn key of the random stream of an AffinityPolicy's noisy copy of the user factors.
+_NOISE_STREAM = 0xAFF
 
 
 @dataclass(frozen=True)
@@ -197,6 +205,180 @@ class PersonalisedPolicy:
         )
 
 
+@dataclass(frozen=True)
+class AffinityPolicy:
+    """Two-stage logging personalised on a noisy copy of the user factors: every user's
+    exposure follows a latent user–item affinity.
+
+    The logging system knows user u only through a noisy copy of the world's factors,
+    ``Ũ_u = U_u + σ · ξ_u`` with ``ξ_u`` distributed like ``U_u`` (standard normal /
+    √n_factors, drawn from a random stream of the world's seed), and scores every item by ::
+
+        s_ui = (log π_i + λ · ⟨Ũ_u, V_i⟩) / τ.
+
+    Each feed is made in two stages, as candidate generation and ranking are in practice:
+
+    1. **Retrieval.** A Poisson(c) number of draws, with replacement, from the user's
+       softmax ``p_ui = exp(s_ui) / Σ_j exp(s_uj)``. By Poisson thinning the items are then
+       retrieved independently, item i with probability ``q_ui = 1 − exp(−c · p_ui)``.
+    2. **Ranking.** The retrieved items in decreasing ``s_ui``; when fewer than the feed
+       length were retrieved, the feed is filled with the best-scored other items.
+
+    With the items in decreasing score, ``A_i`` of them above item i, and ``R↑_i``, ``R↓_i``
+    the numbers of retrieved items above and below it (independent Poisson-binomial counts),
+    a retrieved item lands at rank ``1 + R↑_i`` and a filler at ``A_i + 1 + R↓_i``, so the
+    exact exposure of Eq. 8 (Jeunen et al., KDD'24) is ::
+
+        ε0(u, i) = q_ui · E[δ(1 + R↑_i)] + (1 − q_ui) · E[δ(A_i + 1 + R↓_i)],
+
+    with ``δ(r) = 0`` past the feed. Both expectations come from one pass over the items in
+    score order that carries the count's distribution up to the feed length: O(n_items ·
+    feed_length) per user (two passes: down the score order for ``R↑``, up it for ``R↓``).
+
+    Every item can be retrieved with every other item left out, so every exposure is positive
+    (full support; it underflows to 0 only at extreme temperatures). But the exposure of
+    items far from the user's noisy taste is tiny, so IPS weights are heavy-tailed, and an
+    item-only propensity is misspecified: exposure correlates with relevance through the
+    factors they share.
+
+    Parameters
+    ----------
+    temperature : float
+        τ > 0, as in :class:`PopularityPolicy`.
+    personalisation : float
+        λ, how strongly the score follows the noisy affinity (0 = popularity only).
+    noise : float
+        σ ≥ 0, the noise of the logging system's copy of the user factors relative to their
+        spread (0 = it knows the true factors).
+    candidates : float
+        c > 0, the expected number of retrieval draws per feed.
+
+    Examples
+    --------
+    >>> world = SimulatedWorld(n_users=3, n_items=6, n_factors=2, seed=0)
+    >>> log = world.log(AffinityPolicy(candidates=2.0), feed_length=2, seed=1)
+    >>> log.exposure.shape  # one exposure per (user, item)
+    (3, 6)
+    >>> bool((log.exposure > 0).all())
+    True
+    """
+
+    temperature: float = 1.0
+    personalisation: float = 2.0
+    noise: float = 1.0
+    candidates: float = 100.0
+
+    def __post_init__(self) -> None:
+        check_finite_number(self.temperature, "temperature", above=0)
+        check_finite_number(self.personalisation, "personalisation")
+        check_finite_number(self.noise, "noise", minimum=0)
+        check_finite_number(self.candidates, "candidates", above=0)
+
+    def noisy_factors(self, world: SimulatedWorld) -> np.ndarray:
+        """The logging system's copy of the user factors ``Ũ = U + σ · ξ``, (n_users,
+        n_factors); a function of the world's seed only.
+
+        Examples
+        --------
+        >>> world = SimulatedWorld(n_users=4, n_items=5, n_factors=2, seed=0)
+        >>> np.array_equal(AffinityPolicy(noise=0.0).noisy_factors(world), world.user_factors)
+        True
+        """
+        stream = np.random.SeedSequence(world.seed, spawn_key=(_NOISE_STREAM,))
+        noise = np.random.default_rng(stream).standard_normal(world.user_factors.shape)
+        return world.user_factors + self.noise * noise / np.sqrt(world.n_factors)
+
+    def scores(self, world: SimulatedWorld, users=None) -> np.ndarray:
+        """Logging scores ``s_ui`` of the given users (all by default) × every item.
+
+        Examples
+        --------
+        >>> world = SimulatedWorld(n_users=4, n_items=5, n_factors=2, seed=0)
+        >>> AffinityPolicy().scores(world, np.array([0, 3])).shape
+        (2, 5)
+        """
+        users = world._users(users)
+        affinity = self.noisy_factors(world)[users] @ world.item_factors.T
+        scores = (np.log(world.popularity) + self.personalisation * affinity) / self.temperature
+        return _finite_log_weights(scores, self.temperature)
+
+    def retrieval_probabilities(self, world: SimulatedWorld, users=None) -> np.ndarray:
+        """``q_ui = 1 − exp(−c · p_ui)``, the probability that a feed's retrieval stage picks
+        item i for user u, for the given users (all by default) × every item.
+
+        Examples
+        --------
+        >>> world = SimulatedWorld(n_users=4, n_items=5, n_factors=2, seed=0)
+        >>> q = AffinityPolicy(candidates=3.0).retrieval_probabilities(world)
+        >>> bool(q.sum(axis=1).max() <= 3.0)  # fewer distinct items than draws, on average
+        True
+        """
+        scores = self.scores(world, users)
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        return -np.expm1(-self.candidates * p)
+
+    def _ordered(self, world: SimulatedWorld, users: np.ndarray):
+        """(items in decreasing score, their retrieval probabilities), each (users, n_items)."""
+        scores = self.scores(world, users)
+        order = np.argsort(-scores, axis=1, kind="stable")
+        q = self.retrieval_probabilities(world, users)
+        return order, np.take_along_axis(q, order, axis=1)
+
+    def _exposure(self, world: SimulatedWorld, discount: Discount, n: int) -> np.ndarray:
+        """Exact ``ε0(u, i)`` of feeds of ``n`` items (class docstring), (n_users, n_items)."""
+        nbytes = 8.0 * world.n_users * world.n_items
+        if nbytes > MAX_BYTES:
+            raise ValueError(
+                f"the exposure of an AffinityPolicy is one value per (user, item): "
+                f"{world.n_users} × {world.n_items} take {nbytes / 2**30:.1f} GiB (limit "
+                f"{MAX_BYTES / 2**30:.0f} GiB)"
+            )
+        view = discount.weights(n)
+        eps = np.empty((world.n_users, world.n_items))
+        step = rows_per_chunk(4 * world.n_items)
+        for start in range(0, world.n_users, step):
+            users = np.arange(start, min(start + step, world.n_users))
+            order, q = self._ordered(world, users)
+            ordered = np.zeros(order.shape)
+            # P(R↑ = k), k < n, going down the score order: retrieved items at rank 1 + R↑.
+            count = np.zeros((users.size, n))
+            count[:, 0] = 1.0
+            for j in range(world.n_items):
+                qj = q[:, j : j + 1]
+                ordered[:, j] = q[:, j] * (count @ view)
+                count[:, 1:] = count[:, 1:] * (1 - qj) + count[:, :-1] * qj
+                count[:, 0] *= 1 - q[:, j]
+            # P(R↓ = k) going up: only the n best-scored items can fill a feed, at A + 1 + R↓.
+            count = np.zeros((users.size, n))
+            count[:, 0] = 1.0
+            for j in range(world.n_items - 1, -1, -1):
+                if j < n:
+                    ordered[:, j] += (1 - q[:, j]) * (count[:, : n - j] @ view[j:])
+                qj = q[:, j : j + 1]
+                count[:, 1:] = count[:, 1:] * (1 - qj) + count[:, :-1] * qj
+                count[:, 0] *= 1 - q[:, j]
+            np.put_along_axis(eps[users[0] : users[-1] + 1], order, ordered, axis=1)
+        return eps
+
+    def _feeds(
+        self, world: SimulatedWorld, n: int, n_feeds: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``n_feeds`` sampled feeds of ``n`` items per user, (n_users · n_feeds, n)."""
+        feeds = np.empty((world.n_users * n_feeds, n), dtype=np.int64)
+        step = rows_per_chunk(4 * world.n_items * n_feeds)
+        for start in range(0, world.n_users, step):
+            users = np.arange(start, min(start + step, world.n_users))
+            order, q = (np.repeat(a, n_feeds, axis=0) for a in self._ordered(world, users))
+            retrieved = rng.random(q.shape) < q
+            # Retrieved items first, each group in score order; the first n make the feed.
+            key = np.where(retrieved, 0, world.n_items) + np.arange(world.n_items)
+            first = np.argsort(key, axis=1)[:, :n]
+            rows = slice(start * n_feeds, (start + users.size) * n_feeds)
+            feeds[rows] = np.take_along_axis(order, first, axis=1)
+        return feeds
+
+
 @dataclass(frozen=True, eq=False)
 class LoggedFeedback:
     """What a logging policy recorded: one row per shown (user, feed, item).
@@ -211,17 +393,20 @@ class LoggedFeedback:
     propensity : numpy.ndarray
         Logging exposure ``ε0`` of each row's (user, item): the probability that one feed
         shows *and* the user views the item (Eq. 8) under the position-based model.
-    exposure : numpy.ndarray, shape (n_items,) or (n_segments, n_items)
+    exposure : numpy.ndarray, shape (n_items,), (n_segments, n_items) or (n_users, n_items)
         ``ε0(i)`` of every item, the same for every user when the logging score is not
-        personal; ``ε0(s, i)`` of every segment for a :class:`PersonalisedPolicy`.
-    logging_weights : numpy.ndarray, shape (n_items,) or (n_segments, n_items)
-        The logging policy's Plackett–Luce weights, normalised to sum to 1 (per segment).
+        personal; ``ε0(s, i)`` of every segment for a :class:`PersonalisedPolicy`;
+        ``ε0(u, i)`` of every user for an :class:`AffinityPolicy`.
+    logging_weights : numpy.ndarray, shape (n_items,) or (n_segments, n_items), or None
+        The logging policy's Plackett–Luce weights, normalised to sum to 1 (per segment);
+        None for an :class:`AffinityPolicy`, which is not a Plackett–Luce policy.
     discount : Discount
         The position-based view model of the log.
     feed_length, n_feeds : int
         Items per feed and feeds per user.
     segment : numpy.ndarray of int64, shape (n_users,), or None
-        Logging segment of every user (:class:`PersonalisedPolicy`); None otherwise.
+        Logging segment of every user (:class:`PersonalisedPolicy`; every user is a segment
+        of its own under an :class:`AffinityPolicy`); None otherwise.
     click_model : str
         The world's click model. Under ``"cascade"`` the recorded ``propensity`` and
         ``exposure`` are still the position-based ``ε0`` — what a practitioner would assume —
@@ -240,7 +425,7 @@ class LoggedFeedback:
     discount: Discount
     feed_length: int
     n_feeds: int
-    logging_weights: np.ndarray
+    logging_weights: np.ndarray | None
     segment: np.ndarray | None = None
     click_model: str = "pbm"
 
@@ -259,8 +444,9 @@ class LoggedFeedback:
         """
         if self.segment is not None:
             raise ValueError(
-                "the logging exposure of a PersonalisedPolicy depends on the user's segment; "
-                "pass propensity_matrix(y_true) to the estimators instead of propensity_model()"
+                "the logging exposure of a PersonalisedPolicy or AffinityPolicy depends on the "
+                "user; pass propensity_matrix(y_true) to the estimators instead of "
+                "propensity_model()"
             )
         return FixedPropensity(self.exposure).fit()
 
@@ -320,7 +506,8 @@ class LoggedFeedback:
     def feed_log(self) -> FeedLog:
         """The log as a :class:`~recpack_ope.logged.feed_log.FeedLog`: one session per (user, feed),
         the user as context, clicks as rewards, the exact ``ε0`` as propensities and the
-        logging Plackett–Luce weights (every item is a candidate)."""
+        logging Plackett–Luce weights (every item is a candidate; none for an
+        :class:`AffinityPolicy`)."""
         return FeedLog.from_arrays(
             self.user * self.n_feeds + self.feed,
             self.item,
@@ -328,7 +515,9 @@ class LoggedFeedback:
             self.click,
             context=self.user,
             propensity=self.propensity,
-            logging_weight=self._row_values(self.logging_weights),
+            logging_weight=(
+                None if self.logging_weights is None else self._row_values(self.logging_weights)
+            ),
             n_items=self.exposure.shape[-1],
             n_contexts=int(self.clicks.shape[0]),
         )
@@ -488,7 +677,7 @@ class SimulatedWorld:
 
     def log(
         self,
-        policy: PopularityPolicy | UniformPolicy | PersonalisedPolicy,
+        policy: PopularityPolicy | UniformPolicy | PersonalisedPolicy | AffinityPolicy,
         *,
         feed_length: int = 50,
         discount: Discount | None = None,
@@ -502,9 +691,9 @@ class SimulatedWorld:
 
         Parameters
         ----------
-        policy : PopularityPolicy, UniformPolicy or PersonalisedPolicy
+        policy : PopularityPolicy, UniformPolicy, PersonalisedPolicy or AffinityPolicy
             The deployed (logging) policy; a personalised one samples every segment's feeds
-            with that segment's weights.
+            with that segment's weights, an affinity one every user's own.
         feed_length : int
             Items per feed, n.
         discount : Discount, optional
@@ -544,7 +733,10 @@ class SimulatedWorld:
         rng = np.random.default_rng([self.seed, seed])
         n_rows = self.n_users * n_feeds
         segment, weights, log_weights, eps0 = self._policy_exposure(policy, discount, n)
-        if segment is not None:
+        if isinstance(policy, AffinityPolicy):
+            feeds = policy._feeds(self, n, n_feeds, rng)
+            propensity = eps0[np.repeat(segment, n_feeds * n), feeds.ravel()]
+        elif segment is not None:
             feeds = np.empty((n_rows, n), dtype=np.int64)
             for s in range(weights.shape[0]):
                 members = np.flatnonzero(segment == s)
@@ -604,7 +796,9 @@ class SimulatedWorld:
             discount=discount,
             feed_length=n,
             n_feeds=n_feeds,
-            logging_weights=weights / weights.sum(axis=-1, keepdims=True),
+            logging_weights=(
+                None if weights is None else weights / weights.sum(axis=-1, keepdims=True)
+            ),
             segment=segment,
             click_model=self.click_model,
         )
@@ -650,7 +844,7 @@ class SimulatedWorld:
 
     def policy_reward(
         self,
-        policy: PopularityPolicy | UniformPolicy | PersonalisedPolicy,
+        policy: PopularityPolicy | UniformPolicy | PersonalisedPolicy | AffinityPolicy,
         discount: Discount,
         feed_length: int,
     ) -> EstimateResult:
@@ -687,10 +881,12 @@ class SimulatedWorld:
         """The feed length of a valid (policy, discount, feed length) for this world."""
         if not isinstance(discount, Discount):
             raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
-        if not isinstance(policy, (PopularityPolicy, UniformPolicy, PersonalisedPolicy)):
+        if not isinstance(
+            policy, (PopularityPolicy, UniformPolicy, PersonalisedPolicy, AffinityPolicy)
+        ):
             raise TypeError(
                 f"policy must be a PopularityPolicy or UniformPolicy, got {type(policy).__name__}"
-                " (or a PersonalisedPolicy)"
+                " (or a PersonalisedPolicy or AffinityPolicy)"
             )
         n = check_positive_int(feed_length, "feed_length")
         if n > self.n_items:
@@ -700,10 +896,15 @@ class SimulatedWorld:
     def _policy_exposure(self, policy, discount: Discount, n: int):
         """(segment of every user or None, Plackett–Luce weights, their logarithms, exact
         exposure ε0) of a logging policy with feeds of ``n`` items under ``discount``, cached
-        per world."""
+        per world; every user is a segment of an :class:`AffinityPolicy`, which has no
+        Plackett–Luce weights (None)."""
         key = (policy, n, tuple(discount.weights(n)))
         if key not in self._exposures:
-            if isinstance(policy, PersonalisedPolicy):
+            if isinstance(policy, AffinityPolicy):
+                segment = np.arange(self.n_users)
+                weights = log_weights = None
+                eps0 = policy._exposure(self, discount, n)
+            elif isinstance(policy, PersonalisedPolicy):
                 segment, log_weights = policy._segmentation(self)
                 weights = _normalised(log_weights)
                 eps0 = np.stack(

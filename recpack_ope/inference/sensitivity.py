@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -51,7 +52,8 @@ from .._validation import check_fraction
 
 __all__ = ["ExponentRange", "Linear", "SensitivityBounds", "Weighting"]
 
-#: The Γ at which results show their bounds.
+#: The Γ at which results show their bounds: Γ₀ of the reliability study, the robustness a
+#: significant verdict needed to keep wrong-sign verdicts at most 5 % of the pairs.
 SHOWN_GAMMA = 2.0
 
 # Γ beyond which a verdict that still holds is reported as robust to any error (Γ* = ∞):
@@ -347,9 +349,7 @@ class Weighting:
     def _linear(self, lo: np.ndarray, hi: np.ndarray, sign: int) -> tuple[float, np.ndarray]:
         """Extreme of ``mean(N)`` (largest for sign +1, smallest for −1), unit by unit: each
         unit's share is largest at an end of its interval or at the kink ``v = m``."""
-        n_units = self.raw.size
-        a = self.numerator.per_unit(n_units)
-        b = np.zeros(n_units) if self.kept is None else self.kept.per_unit(n_units)
+        a, b = self._unit_shares
         kink = np.clip(self.clip, lo, hi)
         candidates = np.stack([lo, hi, kink])
         with np.errstate(divide="ignore"):
@@ -360,6 +360,14 @@ class Weighting:
         chosen = np.take_along_axis(candidates, pick[None], axis=0)[0]
         best = np.take_along_axis(share, pick[None], axis=0)[0]
         return (float(self.base.sum()) + float(best.sum())) / self.n_users, chosen
+
+    @cached_property
+    def _unit_shares(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every unit's summed coefficient of ``w`` and of ``max(0, 1 − m / v)`` in the
+        numerator."""
+        n_units = self.raw.size
+        kept = np.zeros(n_units) if self.kept is None else self.kept.per_unit(n_units)
+        return self.numerator.per_unit(n_units), kept
 
     def _denominator(self, w: np.ndarray) -> np.ndarray:
         """``D_u`` at clipped weights ``w``."""

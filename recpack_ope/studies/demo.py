@@ -27,13 +27,15 @@ from tqdm.auto import tqdm
 
 from .._plots import emptiest_corner, padded_limits, pyplot, save
 from ..inference.agreement import agreement, steiger_test
-from ..inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
+from ..inference.diagnostics import ESS_MIN, ESS_RATIO_THRESHOLD, ReliabilityWarning
 from ..inference.result import EstimateResult
+from ..inference.sensitivity import SHOWN_GAMMA
 from ..metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..propensity.discount import LogDiscount
 from ..propensity.models import PopularityPropensity, PowerLawPropensity
+from ..propensity.weights import VERDICT_CLIP
 from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import PopularityPolicy, SimulatedWorld
 from . import quiet_frameworks
@@ -54,6 +56,9 @@ KNN_GRID = (5, 10, 25, 50, 100, 200, 400)
 EASE_GRID = (1.0, 5.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 20000.0)
 # The reference metric: unbiased under the world's assumptions (Eq. 11 with true exposure).
 REFERENCE = "IPS-DCG (true p)"
+# The reliability study's recommended procedure with estimated propensities: power-law IPS-DCG
+# clipped at VERDICT_CLIP, a verdict trusted when its Γ* reaches SHOWN_GAMMA.
+RECOMMENDED = f"IPS-DCG (power-law p, m={VERDICT_CLIP:g})"
 # The metrics that ignore exposure; the closing line compares their inversions.
 UNWEIGHTED = ("DCG", "nDCG", "pnDCG")
 # Plot colour of each model family, in legend order; see model_family.
@@ -127,7 +132,10 @@ class MetricSummary:
     ``regret`` is the online reward lost by deploying the metric's pick instead of the online
     winner, relative to the winner's reward. ``ess_ratio`` is the smallest effective-sample-size
     ratio of the metric's IPS weights over the pool (NaN for unweighted metrics) and
-    ``reliable`` whether it reaches the reliability threshold.
+    ``reliable`` whether it reaches the reliability threshold. ``verdict_p`` is the p-value
+    of the paired comparison of the metric's pick with its runner-up, and ``verdict_gamma``
+    that verdict's robustness Γ* (:meth:`~recpack_ope.inference.result.Comparison.robustness`;
+    NaN for unweighted metrics).
     """
 
     metric: str
@@ -139,6 +147,8 @@ class MetricSummary:
     regret: float
     ess_ratio: float = math.nan
     reliable: bool = True
+    verdict_p: float = math.nan
+    verdict_gamma: float = math.nan
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,8 +289,8 @@ class DemoResult:
         width = max(len(s.metric) for s in self.summaries)
         lines = [
             f"{'metric':<{width}}  {'Kendall τ':>9}  {'Pearson r':>9}  {'P(invert)':>9}  "
-            f"{'regret':>7}  {'ESS/n':>7}  picks online winner",
-            "-" * (width + 79),
+            f"{'regret':>7}  {'ESS/n':>7}  {'pick vs 2nd: p, Γ*':>20}  picks online winner",
+            "-" * (width + 101),
         ]
         for s in self.summaries:
             mark = "yes" if s.picks_winner else f"no ({s.picked})"
@@ -289,16 +299,26 @@ class DemoResult:
                 if math.isnan(s.ess_ratio)
                 else f"{s.ess_ratio:.1%}" + ("" if s.reliable else "!")
             )
+            verdict = f"{s.verdict_p:.2g}, " + (
+                "—" if math.isnan(s.verdict_gamma) else f"{s.verdict_gamma:.3g}"
+            )
             lines.append(
                 f"{s.metric:<{width}}  {s.kendall:>9.3f}  {s.pearson:>9.3f}  "
-                f"{s.p_inversion:>9.3f}  {s.regret:>7.1%}  {ess:>7}  {mark}"
+                f"{s.p_inversion:>9.3f}  {s.regret:>7.1%}  {ess:>7}  {verdict:>20}  {mark}"
             )
         if not all(s.reliable for s in self.summaries):
             lines.append(
-                f"! ESS/n below {ESS_RATIO_THRESHOLD:g}: a few interactions carry the weights, "
-                "do not trust that metric (ReliabilityWarning)"
+                "! a reliability criterion fired for some model (ESS/n below "
+                f"{ESS_RATIO_THRESHOLD:g}, ESS below {ESS_MIN:g}, or few users carrying half "
+                "the estimate): a few interactions decide its values (ReliabilityWarning)"
             )
-        lines += [self.correlation_note(), self.inversion_note()]
+        lines += [
+            f"Recommended with estimated propensities ({RECOMMENDED}, docs/reliability.md): "
+            f"trust a significant verdict only when its Γ* is at least {SHOWN_GAMMA:g}, the "
+            "factor by which every propensity may be off before the verdict can flip.",
+            self.correlation_note(),
+            self.inversion_note(),
+        ]
         return "\n".join(lines)
 
 
@@ -342,6 +362,9 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
         "IPS-nDCG (true p)": lambda r: ips_ndcg(held_out, r, discount=disc, propensity=true_p),
         "IPS-pnDCG (true p)": lambda r: ips_pn_dcg(held_out, r, discount=disc, propensity=true_p),
         "IPS-DCG (power-law p)": lambda r: ips_dcg(held_out, r, discount=disc, propensity=power_p),
+        RECOMMENDED: lambda r: ips_dcg(
+            held_out, r, discount=disc, propensity=power_p, clip=VERDICT_CLIP
+        ),
         "IPS-DCG (popularity p)": lambda r: ips_dcg(
             held_out, r, discount=disc, propensity=popularity_p
         ),
@@ -429,8 +452,11 @@ def run_demo(
     best = int(np.argmax(online))
     for metric, v in values.items():
         a = agreement(online, v)
-        pick = int(np.argmax(v))
+        pick, second = np.argsort(-v, kind="stable")[:2]
         picked = models[pick]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            verdict = metrics[metric](rankings[pick]).compare(metrics[metric](rankings[second]))
         summaries.append(
             MetricSummary(
                 metric=metric,
@@ -442,6 +468,8 @@ def run_demo(
                 regret=float(1.0 - online[pick] / online[best]),
                 ess_ratio=float(ess_ratio[metric]),
                 reliable=reliable[metric],
+                verdict_p=verdict.p_value,
+                verdict_gamma=_robustness(verdict),
             )
         )
     steiger = steiger_test(online, values[REFERENCE], values["nDCG"], method="kendall")
@@ -479,6 +507,13 @@ def run_demo(
         facts,
         time.perf_counter() - start,
     )
+
+
+def _robustness(comparison) -> float:
+    """Γ* of a comparison's sign, NaN when its estimates are not weighted."""
+    if any(getattr(e, "weighting", None) is None for e in comparison.estimates):
+        return math.nan
+    return comparison.robustness()
 
 
 def _interval(comparison) -> str:

@@ -170,3 +170,20 @@ def test_reproduce_without_recpack_says_what_to_install(monkeypatch, capsys):
         "needs 'recpack': in a clone of recpack-ope (it is not on PyPI), pip install \".[recpack]\""
         in capsys.readouterr().err
     )
+
+
+def test_each_verdict_carries_its_p_value_and_robustness(result):
+    from recpack_ope.studies.demo import RECOMMENDED, UNWEIGHTED
+
+    by_metric = {s.metric: s for s in result.summaries}
+    assert RECOMMENDED in by_metric
+    for s in result.summaries:
+        assert 0 <= s.verdict_p <= 1
+        if s.metric in UNWEIGHTED:
+            assert np.isnan(s.verdict_gamma)
+        else:
+            assert s.verdict_gamma >= 1
+    recommended = by_metric[RECOMMENDED]
+    table = result.table()
+    assert f"{recommended.verdict_p:.2g}, {recommended.verdict_gamma:.3g}" in table
+    assert "Γ* is at least 2" in table

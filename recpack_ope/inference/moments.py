@@ -570,4 +570,4 @@ class SummaryComparison(Comparison):
         """``Γ* …`` of the sign for the repr, when both estimates carry a weighting."""
         if any(e.weighting is None for e in self.estimates):
             return ""
-        return f"; robust to propensities off by ×{self.robustness():.3g} (sign)"
+        return f"; its sign survives propensities off by up to ×{self.robustness():.3g}"

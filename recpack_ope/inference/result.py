@@ -46,7 +46,7 @@ from .sensitivity import (
 __all__ = ["PairedEstimate", "EstimateResult", "LoggedEstimate", "Comparison"]
 
 
-_GAMMA_TICKS = (1, 1.25, 1.5, 2, 3, 4, 6, 10, 20, 50, 100, 1000)
+_GAMMA_TICKS = (1, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000)
 
 
 def _slope(d: np.ndarray, k: np.ndarray) -> float:
@@ -461,7 +461,8 @@ class EstimateResult(PairedEstimate):
             bounds = self.sensitivity(SHOWN_GAMMA)
             text += (
                 f"\n  with propensities off by up to ×{SHOWN_GAMMA:g}: "
-                f"[{bounds.low:.6g}, {bounds.high:.6g}]" + ("" if bounds.exact else " (outer)")
+                f"[{bounds.low:.6g}, {bounds.high:.6g}]"
+                + ("" if bounds.exact else " (outer bounds)")
             )
         if self.diagnostics is not None:
             flag = "" if self.diagnostics.reliable else "UNRELIABLE: "
@@ -730,6 +731,8 @@ class Comparison:
         ax.plot(gammas, low, color="C0", label="smallest difference")
         ax.plot(gammas, high, color="C0", ls="--", label="largest difference")
         ax.axhline(0.0, color="black", lw=0.8)
+        if gammas.min() <= SHOWN_GAMMA <= gammas.max():
+            ax.axvline(SHOWN_GAMMA, color="grey", ls="--", lw=0.8, label=f"Γ₀ = {SHOWN_GAMMA:g}")
         for star, style, what in zip(
             stars, (":", "-."), ("sign", f"{level:.0%} significance"), strict=True
         ):
@@ -741,7 +744,7 @@ class Comparison:
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
         ax.set_xlabel("Γ: propensities off by up to this factor either way")
-        ax.set_ylabel("difference")
+        ax.set_ylabel("difference" + ("" if all(b.exact for b in bounds) else " (outer bounds)"))
         ax.set_title(self.name, fontsize=9)
         ax.legend(fontsize=7)
         ax.figure.tight_layout()
@@ -783,10 +786,12 @@ class Comparison:
             sign, significance = self.robustness(), self.robustness(self.level)
         except ValueError:
             return ""
-        return (
-            f"; robust to propensities off by ×{sign:.3g} (sign), ×{significance:.3g} "
-            f"({self.level:.0%} significance)"
-        )
+        if self.difference == 0:
+            return ""
+        text = f"; its sign survives propensities off by up to ×{sign:.3g}"
+        if significance > 1:
+            return text + f", its {self.level:.0%} significance up to ×{significance:.3g}"
+        return text + f" (not significant at {self.level:.0%})"
 
     def __repr__(self) -> str:
         lo, hi = self.confidence_interval

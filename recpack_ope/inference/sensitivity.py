@@ -248,12 +248,21 @@ class Weighting:
     def minus(self, other: Weighting) -> Weighting:
         """The weighting of ``self − other`` for two estimates of one estimator on the same
         users, units and denominator (a paired difference)."""
-        for attribute in ("clip", "units", "per_user", "fixed_exponents"):
+        if self.clip != other.clip:
+            raise ValueError(
+                "the sensitivity of a difference needs both estimates clipped alike; theirs "
+                f"clip at m = {self.clip:g} and m = {other.clip:g} (clip='auto' picks m per "
+                "estimate: give one m)"
+            )
+        for attribute, what in (
+            ("units", "propensities of the same kind (per item or per entry)"),
+            ("per_user", "the same estimator"),
+            ("fixed_exponents", "the same estimator"),
+        ):
             if getattr(self, attribute) != getattr(other, attribute):
                 raise ValueError(
-                    "the sensitivity of a difference needs two estimates of the same estimator "
-                    f"with the same options; their {attribute} differ "
-                    f"({getattr(self, attribute)!r} and {getattr(other, attribute)!r})"
+                    f"the sensitivity of a difference needs two estimates of {what} and the "
+                    "same options; these differ"
                 )
         if self.keys is not None and other.keys is not None:
             self, other = _aligned(self, other)

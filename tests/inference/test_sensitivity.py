@@ -487,7 +487,7 @@ def test_unweighted_and_mismatched_estimates_are_refused():
         ips.compare(snips_dcg(y, sb, discount=D3, propensity=p)).sensitivity(2.0)
     with pytest.raises(ValueError, match="same propensities"):
         ips.compare(ips_dcg(y, sb, discount=D3, propensity=p / 2)).sensitivity(2.0)
-    with pytest.raises(ValueError, match="same estimator"):
+    with pytest.raises(ValueError, match="clip at m = inf and m = 2"):
         ips.compare(ips_dcg(y, sb, discount=D3, propensity=p, clip=2.0)).sensitivity(2.0)
 
 
@@ -510,8 +510,18 @@ def test_reprs_show_the_bounds_and_the_robustness():
     bounds = a.sensitivity(2.0)
     assert f"with propensities off by up to ×2: [{bounds.low:.6g}, {bounds.high:.6g}]" in repr(a)
     pair = a.compare(b)
-    assert f"robust to propensities off by ×{pair.robustness():.3g} (sign)" in repr(pair)
-    assert "robust to" not in repr(dcg(y, sa, discount=D3).compare(dcg(y, sb, discount=D3)))
+    assert f"its sign survives propensities off by up to ×{pair.robustness():.3g}" in repr(pair)
+    assert "survives" not in repr(dcg(y, sa, discount=D3).compare(dcg(y, sb, discount=D3)))
+    # No verdict, no robustness: a difference of 0, and a difference that is not significant.
+    assert "survives" not in repr(a.compare(a))
+    assert pair.p_value < 0.05
+    assert repr(pair).endswith(f"its 95% significance up to ×{pair.robustness(0.95):.3g}")
+    y, sa, sb, p = case(0, n_users=40, n_items=8)
+    weak = ips_dcg(y, sa, discount=D3, propensity=p).compare(
+        ips_dcg(y, sb, discount=D3, propensity=p)
+    )
+    assert weak.p_value > 0.05
+    assert repr(weak).endswith("(not significant at 95%)")
 
 
 def test_the_sensitivity_plot_draws_the_bounds_it_reports():

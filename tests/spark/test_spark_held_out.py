@@ -571,7 +571,7 @@ def test_bounds_and_robustness_equal_in_memory(world, clip, population, n_partit
                 assert (got.low, got.high) == pytest.approx((want.low, want.high), rel=1e-9)
             stars.append(theirs.robustness())
             assert ours.robustness() == pytest.approx(stars[-1], rel=1e-6)
-            assert f"off by ×{theirs.robustness():.3g} (sign)" in repr(ours)
+            assert f"survives propensities off by up to ×{theirs.robustness():.3g}" in repr(ours)
     # Some verdicts flip within the searched range: Γ* is located, not only 1 or ∞.
     assert any(1 < star < math.inf for star in stars), stars
 

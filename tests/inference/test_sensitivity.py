@@ -551,3 +551,24 @@ def test_per_unit_sums_give_the_same_bounds(estimator):
         )
     with pytest.raises(ValueError, match="reduce to per-unit sums"):
         ips_pn_dcg(y, sa, discount=D3, propensity=p).weighting.collapsed()
+
+
+@pytest.mark.parametrize("clip", [None, 2.5])
+def test_per_entry_units_widen_the_per_item_box(clip):
+    """One propensity per (user, item) may move each user's copy of an item alone; the
+    per-item box is the part of that box where all copies move together, so its extremes lie
+    inside the per-entry ones (the clipped doubly robust path, with ranked pairs outside the
+    held-out entries, included)."""
+    y, sa, sb, p = case(2, n_users=10, n_items=5)
+    model = RewardMatrix(np.random.default_rng(2).uniform(0, 1, y.shape))
+    per_entry = sp.csr_matrix(np.tile(p, (y.shape[0], 1)))
+    options = dict(discount=D3, clip=clip, reward_model=model)
+    item = [dr_dcg(y, s, propensity=p, **options) for s in (sa, sb)]
+    entry = [dr_dcg(y, s, propensity=per_entry, **options) for s in (sa, sb)]
+    for a, b in ((item[0], entry[0]), (item[0].compare(item[1]), entry[0].compare(entry[1]))):
+        narrow, wide = a.sensitivity(1.7), b.sensitivity(1.7)
+        assert wide.estimate == pytest.approx(narrow.estimate, rel=1e-12)
+        assert wide.low <= narrow.low + 1e-12 and wide.high >= narrow.high - 1e-12
+    assert entry[0].compare(entry[1]).sensitivity(1.0).low == pytest.approx(
+        entry[0].value - entry[1].value, rel=1e-12, abs=1e-12
+    )

@@ -864,18 +864,16 @@ def held_out_weighting(
     counts = np.diff(pattern.indptr)
     user = np.repeat(np.arange(users.size), counts[users])
     kept_linear = keys = None
+    if kind == "entry":
+        n_items = np.int64(pattern.shape[1])
+        keys = np.repeat(np.arange(pattern.shape[0]), counts) * n_items + pattern.indices
     if kept is not None:
         positions, items, kept_coef, kept_p = kept
         kept_unit = items.astype(np.int64)
         if kind == "entry":
             # Ranked pairs need not be stored entries: one unit per distinct (user, item).
-            n_items = np.int64(pattern.shape[1])
-            rows = np.repeat(np.arange(pattern.shape[0]), counts)
             keys, inverse = np.unique(
-                np.concatenate(
-                    [rows * n_items + pattern.indices, users[positions] * n_items + items]
-                ),
-                return_inverse=True,
+                np.concatenate([keys, users[positions] * n_items + items]), return_inverse=True
             )
             unit, kept_unit = inverse[: pattern.nnz], inverse[pattern.nnz :]
             raw = np.empty(keys.size)
@@ -883,11 +881,6 @@ def held_out_weighting(
             raw[unit] = data.raw
             raw[kept_unit] = 1.0 / kept_p
         kept_linear = Linear(positions, kept_unit, kept_coef)
-    if kind == "entry" and keys is None:
-        keys = (
-            np.repeat(np.arange(pattern.shape[0]), counts) * np.int64(pattern.shape[1])
-            + pattern.indices
-        )
     coef = data.reward * data.exposure if numerator is None else numerator
     nonzero = coef != 0
     weighting = Weighting(

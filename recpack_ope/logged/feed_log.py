@@ -124,6 +124,15 @@ class FeedLog:
         Observed reward ``c ≥ 0`` (click, watch, rating …).
     propensity : numpy.ndarray or None
         Logging exposure ``ε0`` in (0, 1] of the row's (context, item), if logged.
+    position_propensity : numpy.ndarray or None
+        ``π0(a_k at rank k | x)``: the probability that the logging policy puts the row's item
+        at the row's rank, in (0, 1], if logged (the independent IPS of
+        :mod:`.ranking_ips`).
+    prefix_propensity : numpy.ndarray or None
+        ``π0(a_1, …, a_k | x)``: the probability that the logging policy shows the session's
+        items of ranks 1..k in that order, in (0, 1] and non-increasing down a session, if
+        logged; at the last rank it is the whole ranking's probability (the cascade and
+        standard IPS of :mod:`.ranking_ips`).
     logging_weight : numpy.ndarray or None
         Plackett–Luce weight of the item under the logging policy, scaled so that the weights
         of all of the session's *candidates* sum to 1 (the displayed ones sum to at most 1).
@@ -148,6 +157,8 @@ class FeedLog:
     context_labels: np.ndarray | None
     n_items: int
     n_contexts: int
+    position_propensity: np.ndarray | None = None
+    prefix_propensity: np.ndarray | None = None
 
     @classmethod
     def from_arrays(
@@ -160,6 +171,8 @@ class FeedLog:
         context=None,
         propensity=None,
         logging_weight=None,
+        position_propensity=None,
+        prefix_propensity=None,
         n_items: int | None = None,
         n_contexts: int | None = None,
     ) -> FeedLog:
@@ -176,6 +189,11 @@ class FeedLog:
         logging_weight : array_like, optional
             Logging Plackett–Luce weights, normalised over each session's candidates (so in
             (0, 1] and summing to at most 1 over a session's rows).
+        position_propensity : array_like, optional
+            ``π0(a_k at rank k | x)`` of each row, in (0, 1].
+        prefix_propensity : array_like, optional
+            ``π0(a_1, …, a_k | x)`` of each row: the probability of the session's ranking down
+            to the row's rank, in (0, 1] and non-increasing with the rank within a session.
         n_items, n_contexts : int, optional
             Size of the score matrices when ids are indices (default: largest id + 1).
 
@@ -183,7 +201,8 @@ class FeedLog:
         ------
         ValueError
             On length mismatches, ranks that are not integers in 1..2**53, negative or
-            non-finite rewards, propensities or weights outside (0, 1], complex or text where
+            non-finite rewards, propensities or weights outside (0, 1], prefix propensities that
+            rise down a session, complex or text where
             numbers belong, missing ids, ids of mixed types, a session showing two items at one
             rank or one item twice, ids beyond ``n_items`` / ``n_contexts``, or integer ids so
             large that ``n_contexts × n_items`` reaches 2**63 (the int64 keys of (context,
@@ -280,6 +299,21 @@ class FeedLog:
                     f"logging weights of session {_label(session_labels, over[0])!r} sum to "
                     f"{totals[over[0]]:.6g} > 1; normalise them over the session's candidates"
                 )
+        position_propensity = _probabilities(position_propensity, "position_propensity", n, order)
+        prefix_propensity = _probabilities(prefix_propensity, "prefix_propensity", n, order)
+        if prefix_propensity is not None:
+            rising = np.flatnonzero(
+                (codes[1:] == codes[:-1])
+                & (prefix_propensity[1:] > prefix_propensity[:-1] * (1 + 1e-12))
+            )
+            if rising.size:
+                k = rising[0]
+                raise ValueError(
+                    f"prefix_propensity of session {_label(session_labels, codes[k])!r} rises "
+                    f"from {prefix_propensity[k]:.6g} at rank {rank[k]} to "
+                    f"{prefix_propensity[k + 1]:.6g} at rank {rank[k + 1]}: a longer prefix of a "
+                    "ranking cannot be more probable than a shorter one"
+                )
         return cls(
             session=codes,
             context=contexts,
@@ -294,6 +328,8 @@ class FeedLog:
             context_labels=context_labels,
             n_items=n_items,
             n_contexts=n_contexts,
+            position_propensity=position_propensity,
+            prefix_propensity=prefix_propensity,
         )
 
     @classmethod
@@ -308,6 +344,8 @@ class FeedLog:
         context: str | None = None,
         propensity: str | None = None,
         logging_weight: str | None = None,
+        position_propensity: str | None = None,
+        prefix_propensity: str | None = None,
         n_items: int | None = None,
         n_contexts: int | None = None,
     ) -> FeedLog:
@@ -328,6 +366,8 @@ class FeedLog:
             "context": context,
             "propensity": propensity,
             "logging_weight": logging_weight,
+            "position_propensity": position_propensity,
+            "prefix_propensity": prefix_propensity,
         }
         missing = [c for c in wanted.values() if c is not None and c not in frame.columns]
         if missing:
@@ -411,6 +451,21 @@ class FeedLog:
                 f"{self.session_label(nan[0])!r}"
             )
         return values
+
+
+def _probabilities(values, name: str, n: int, order: np.ndarray | None) -> np.ndarray | None:
+    """An optional column of probabilities in (0, 1], in the log's row order."""
+    if values is None:
+        return None
+    column = _column(values, name, n, np.float64)
+    column = column.copy() if order is None else column[order]
+    if not (column.min() > 0 and column.max() <= 1):  # NaN fails the first test
+        k = int(np.flatnonzero(~(column > 0) | ~(column <= 1))[0])
+        raise ValueError(
+            f"{name} {column[k]} of row {k if order is None else order[k]} lies outside (0, 1]; "
+            "it is a probability of the logging policy"
+        )
+    return column
 
 
 def _series(frame, column, role: str) -> np.ndarray:

@@ -14,6 +14,12 @@ the rows with a reward), that exposure:
   context's candidates with weights ``exp(score / temperature)``: exact rank marginals
   (:func:`recpack_ope.logged.plackett_luce.rank_marginals`) where cheap, Monte Carlo with a
   per-row standard error otherwise (plain, or Rao–Blackwellised: far smaller errors per draw).
+
+The ranking-level estimators (:mod:`.ranking_ips`) need, instead of exposure, the probability
+of each logged row's item at its rank (``position_probabilities``, ``π(a_k at k | x)``) and
+given the session's items above it (``conditional_probabilities``,
+``π(a_k | x, a_1, …, a_{k−1})``, whose products down a session are the prefix and
+whole-ranking probabilities); every policy here gives both, exactly.
 """
 
 from __future__ import annotations
@@ -150,6 +156,12 @@ def _check(log: FeedLog, discount: Discount, rows) -> np.ndarray:
     return rows
 
 
+def _log(log) -> FeedLog:
+    if not isinstance(log, FeedLog):
+        raise TypeError(f"log must be a FeedLog, got {type(log).__name__}")
+    return log
+
+
 def _by_context(log: FeedLog, rows: np.ndarray):
     """Distinct contexts of ``rows``; positions ``order[starts[k]:ends[k]]`` of ``rows`` are
     context k's."""
@@ -174,6 +186,14 @@ class LoggedRanking:
     def exposure(self, log: FeedLog, discount: Discount, rows=None) -> Exposure:
         """Exposure of the logged rows (all, or ``rows``): the view probability of the rank."""
         return Exposure(discount(log.rank[_check(log, discount, rows)]))
+
+    def position_probabilities(self, log: FeedLog) -> np.ndarray:
+        """``π(a_k at k | x) = 1`` for every logged row: the policy showed exactly the log."""
+        return np.ones(_log(log).n_rows)
+
+    def conditional_probabilities(self, log: FeedLog) -> np.ndarray:
+        """``π(a_k | x, a_1, …, a_{k−1}) = 1`` for every logged row."""
+        return np.ones(_log(log).n_rows)
 
 
 class DeterministicRanker:
@@ -215,6 +235,18 @@ class DeterministicRanker:
         shown = ranks > 0
         values[shown] = discount(ranks[shown])
         return Exposure(values)
+
+    def position_probabilities(self, log: FeedLog) -> np.ndarray:
+        """``π(a_k at k | x)``: 1 where the target ranks the row's item at the logged rank."""
+        log = _log(log)
+        return (self.ranks(log, int(log.rank.max())) == log.rank).astype(np.float64)
+
+    def conditional_probabilities(self, log: FeedLog) -> np.ndarray:
+        """``π(a_k | x, a_1, …, a_{k−1})``, taken as 1 where the target ranks the row's item at
+        the logged rank and 0 elsewhere: the products down a session are then 1 exactly for
+        the prefixes the target shows (the conditional after a prefix it never shows does
+        not matter, its weight being 0)."""
+        return self.position_probabilities(log)
 
 
 class PlackettLuceRanker:
@@ -471,6 +503,65 @@ class PlackettLuceRanker:
                 items,
                 np.clip(eps, 0.0, 1.0),
             )
+
+    @classmethod
+    def uniform(cls, n_items: int) -> PlackettLuceRanker:
+        """The uniformly random ranking of ``n_items`` items: every ordering of every prefix
+        equally likely, ``π(a_k | x, a_1, …, a_{k−1}) = 1 / (n_items − k + 1)``.
+
+        Examples
+        --------
+        >>> from recpack_ope.logged import FeedLog, PlackettLuceRanker
+        >>> log = FeedLog.from_arrays([0, 0], [3, 1], [1, 2], [1, 0])
+        >>> PlackettLuceRanker.uniform(4).conditional_probabilities(log).round(4).tolist()
+        [0.25, 0.3333]
+        """
+        return cls(np.zeros(check_positive_int(n_items, "n_items")), method="exact")
+
+    def position_probabilities(self, log: FeedLog) -> np.ndarray:
+        """``π(a_k at k | x)`` of every logged row, from the exact rank marginals of each
+        context's Plackett–Luce ranking (:func:`~recpack_ope.logged.plackett_luce.rank_marginals`);
+        0 for items that are not candidates or ranks beyond the candidates."""
+        log = _log(log)
+        out = np.zeros(log.n_rows)
+        rows = np.arange(log.n_rows)
+        for at, items, log_weights in self._candidates(log, rows):
+            pos = find_keys(items, log.item[at])
+            ranks = log.rank[at]
+            found = (pos >= 0) & (ranks <= items.size)
+            if not found.any():
+                continue
+            marginals = rank_marginals(log_weights, int(ranks[found].max()), log_weights=True)
+            out[at[found]] = marginals[pos[found], ranks[found] - 1]
+        return np.clip(out, 0.0, 1.0)
+
+    def conditional_probabilities(self, log: FeedLog) -> np.ndarray:
+        """``π(a_k | x, a_1, …, a_{k−1}) = w_{a_k} / Σ_{a ∉ {a_1, …, a_{k−1}}} w_a`` of every
+        logged row, the session's rows above it being the prefix (Gilotte App. A.2, Eq. 1);
+        0 for items that are not candidates."""
+        log = _log(log)
+        weight, total = np.zeros(log.n_rows), np.zeros(log.n_rows)
+        block = np.zeros(log.n_rows, dtype=np.int64)
+        blocks = []
+        for at, items, log_weights in self._candidates(log, np.arange(log.n_rows)):
+            pos = find_keys(items, log.item[at])
+            found = pos >= 0
+            w = np.exp(log_weights)  # the largest is 1: no overflow
+            weight[at[found]] = w[pos[found]]
+            total[at] = w.sum()
+            block[at] = len(blocks)
+            blocks.append((items, log_weights))
+        drawn = np.cumsum(weight)
+        before = drawn - weight - (drawn - weight)[log.indptr[log.session]]
+        remaining = total - before
+        # A heavy item drawn above leaves a mass that the difference of sums loses: take it
+        # as the sum of the weights still to draw, in log space.
+        for k in np.flatnonzero((weight > 0) & (remaining <= 1e-9 * total)):
+            items, log_weights = blocks[block[k]]
+            left = ~np.isin(items, log.item[log.indptr[log.session[k]] : k])
+            remaining[k] = np.exp(np.logaddexp.reduce(log_weights[left]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(weight > 0, np.minimum(weight / remaining, 1.0), 0.0)
 
     def _groups(self, rows: np.ndarray) -> np.ndarray | None:
         """:attr:`Exposure.groups` of sampled exposures: one score per item is one policy,

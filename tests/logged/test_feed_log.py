@@ -336,3 +336,41 @@ def test_frames_that_are_not_frames_or_repeat_columns():
     frame = pd.DataFrame(BASE)
     with pytest.raises(ValueError, match=r"'rank' \(rank\) appears 2 times"):
         FeedLog.from_pandas(pd.concat([frame, frame[["rank"]]], axis=1))
+
+
+def test_position_and_prefix_propensities_follow_the_rows_into_rank_order():
+    # Session "a" arrives as ranks 2, 1, 3 and "b" as 1, 2 (see _columns); the columns move
+    # with their rows.
+    log = FeedLog.from_arrays(
+        **_columns(),
+        position_propensity=[0.3, 0.2, 0.1, 0.4, 0.5],
+        prefix_propensity=[0.05, 0.02, 0.1, 0.4, 0.01],
+    )
+    np.testing.assert_array_equal(log.position_propensity, [0.1, 0.2, 0.5, 0.4, 0.3])
+    np.testing.assert_array_equal(log.prefix_propensity, [0.1, 0.02, 0.01, 0.4, 0.05])
+    frame = pd.DataFrame(
+        {**_columns(), "pos": [0.3, 0.2, 0.1, 0.4, 0.5], "pre": [0.05, 0.02, 0.1, 0.4, 0.01]}
+    )
+    read = FeedLog.from_pandas(frame, position_propensity="pos", prefix_propensity="pre")
+    np.testing.assert_array_equal(read.position_propensity, log.position_propensity)
+    np.testing.assert_array_equal(read.prefix_propensity, log.prefix_propensity)
+
+
+@pytest.mark.parametrize("column", ["position_propensity", "prefix_propensity"])
+@pytest.mark.parametrize("bad", [0.0, 1.5, np.nan, -0.1])
+def test_ranking_propensities_outside_the_unit_interval_are_refused(column, bad):
+    values = [0.5, 0.25, bad, 0.125]  # row 2 is the first row of session 1
+    with pytest.raises(ValueError, match=rf"{column} {bad} of row 2 lies outside \(0, 1\]"):
+        small_log(**{column: values})
+
+
+def test_a_prefix_propensity_that_rises_down_a_session_is_refused():
+    with pytest.raises(
+        ValueError,
+        match=r"prefix_propensity of session 1 rises from 0.2 at rank 1 to 0.3 at rank 2",
+    ):
+        small_log(prefix_propensity=[0.5, 0.25, 0.2, 0.3])
+    # Equal prefixes are probabilities (the second item was certain), and a new session
+    # starts afresh.
+    log = small_log(prefix_propensity=[0.5, 0.5, 0.9, 0.3])
+    np.testing.assert_array_equal(log.prefix_propensity, [0.5, 0.5, 0.9, 0.3])

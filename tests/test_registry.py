@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from recpack_ope.logged import DeterministicRanker, FeedLog, PlackettLuceRanker
 from recpack_ope.propensity.discount import LogDiscount
-from recpack_ope.registry import ESTIMATORS, estimand_table, estimator, markdown_table, names
+from recpack_ope.registry import (
+    ESTIMATORS,
+    estimand_table,
+    estimator,
+    feed_log_table,
+    markdown_table,
+    names,
+)
 from recpack_ope.reward.models import RewardMatrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,10 +133,121 @@ def test_labels_say_how_the_estimate_is_weighted():
     }
     for e in ESTIMATORS.values():
         label = e.label.removeprefix("logged ")
-        if e.data == "feed_log" and e.weighting == "ips":
-            continue  # every feed-log estimate is importance weighted by construction
-        assert label.startswith(prefixes[e.weighting]), e.name
+        if e.data == "feed_log":
+            # Every feed-log estimate is weighted; the label names the weights when they are
+            # not inverse propensities alone.
+            named = {"ips": "", "doubly_robust": "DR", "pseudo_inverse": "pseudo-inverse"}
+            assert named[e.weighting] in label, e.name
+        else:
+            assert label.startswith(prefixes[e.weighting]), e.name
         assert (e.plain is None) == (not e.needs), e.name
+
+
+# Two sessions of two ranks: s0 (context 0) shows items 0, 1, the target's ranking; s1
+# (context 1) shows 1, 0, the reverse of it.
+RANKING_LOG = dict(
+    session=["s0", "s0", "s1", "s1"],
+    item=[0, 1, 1, 0],
+    rank=[1, 2, 1, 2],
+    reward=[1.0, 1.0, 0.0, 1.0],
+    context=[0, 0, 1, 1],
+    prefix_propensity=[0.5, 0.25, 0.4, 0.4],
+    position_propensity=[0.5, 0.5, 0.4, 0.8],
+)
+RANKER = DeterministicRanker(np.array([[2.0, 1.0], [2.0, 1.0]]))
+
+
+def _ranking_log(**columns) -> FeedLog:
+    given = {**RANKING_LOG, **columns}
+    return FeedLog.from_arrays(
+        given.pop("session"), given.pop("item"), given.pop("rank"), given.pop("reward"), **given
+    )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_ranking_estimators_weight_by_what_their_click_model_needs():
+    # The target shows s0 whole (π = 1 for its items, prefixes and ranking) and neither of s1's
+    # items at its rank (π = 0): only s0 counts, each reward α_k r_k over π0 of
+    # standard: the whole ranking (0.25), cascade: the prefix down to k (0.5, 0.25),
+    # independent: the item at k (0.5, 0.5); α = (1, 1/log2 3) of LogDiscount(2).
+    a = _log2(2)
+    expected = {
+        "standard_ips": (1 + a) / 0.25,
+        "cascade_ips": 1 / 0.5 + a / 0.25,
+        "independent_ips": 1 / 0.5 + a / 0.5,
+    }
+    for name, s0 in expected.items():
+        e = estimator(name, "feed_log")
+        result = e.function(_ranking_log(), RANKER, discount=LogDiscount(2), **e.options)
+        assert result.value == pytest.approx(s0 / 2, rel=1e-12), name
+        assert result.name == e.display(LogDiscount(2)), name
+        assert e.populations == () and e.estimands["sessions"].startswith("`V(π)")
+    assert "any click model" in estimator("standard_ips").assumptions
+    assert "ranks 1..k" in estimator("cascade_ips").assumptions
+    assert "item at k" in estimator("independent_ips").assumptions
+    assert "Eq. 3" in estimator("standard_ips").reference
+    assert "Eq. 5" in estimator("cascade_ips").reference
+    assert "Eq. 4" in estimator("independent_ips").reference
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+@pytest.mark.parametrize("name", [n for n in names("feed_log") if ESTIMATORS[n].log_columns])
+def test_each_feed_log_estimator_reads_exactly_the_log_columns_it_lists(name):
+    e = estimator(name)
+    # Exposure propensities for the logged_… estimators (0.5 everywhere) and Plackett–Luce
+    # weights (two candidates of weights 0.6, 0.4) so that every listed column has a value.
+    values = {
+        "propensity": [0.5] * 4,
+        "logging_weight": [0.6, 0.4, 0.4, 0.6],
+        "position_propensity": RANKING_LOG["position_propensity"],
+        "prefix_propensity": RANKING_LOG["prefix_propensity"],
+    }
+    options = dict(e.options, discount=LogDiscount(2))
+    if "reward_model" in e.needs:
+        options["reward_model"] = (
+            _ZeroQ() if name == "cascade_dr" else RewardMatrix(np.zeros((2, 2)))
+        )
+    for g, group in enumerate(e.log_columns):
+        others = [other[0] for other in e.log_columns[:g] + e.log_columns[g + 1 :]]
+        for column in group:
+            # One column of this group, the first of the others.
+            columns = {c: None for c in values} | {c: values[c] for c in (column, *others)}
+            # s0's rewarded items are where the target ranks them: every estimate is positive.
+            assert e.function(_ranking_log(**columns), RANKER, **options).value > 0, column
+        # Without the group: the core refuses, naming a column of it.
+        columns = {c: None for c in values} | {c: values[c] for c in others}
+        with pytest.raises(ValueError, match="|".join(group)):
+            e.function(_ranking_log(**columns), RANKER, **options)
+        with pytest.raises(ValueError, match=rf"log has no column .*which {name} reads"):
+            e.check_log_columns(["session", *sorted(set(values) - set(group))], "log")
+
+
+class _ZeroQ:
+    """A cascade-DR reward model that predicts 0 everywhere."""
+
+    def predict(self, contexts, items, ranks):
+        return np.zeros(len(items))
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_the_other_ranking_estimators_compute_what_their_references_say():
+    log = _ranking_log()
+    # Cascade-DR with a reward model of 0 is cascade IPS (Kiyohara et al. §3.1).
+    dr = estimator("cascade_dr")
+    assert dr.function(log, RANKER, reward_model=_ZeroQ()).value == pytest.approx(
+        (1 / 0.5 + 1 / 0.25) / 2, rel=1e-12
+    )
+    assert (dr.plain, dr.needs) == ("cascade_ips", ("reward_model",))
+    # Pseudo-inverse with a uniform logging policy over m = 2 candidates, K = m = 2: weight
+    # 1 + (m − 1)(S − 1) with S = Σ_j π(s_j at j): s0 S = 2, weight 2; s1 S = 0, weight 0.
+    pi = estimator("pseudo_inverse")
+    value = pi.function(log, RANKER, logging=PlackettLuceRanker.uniform(2)).value
+    assert value == pytest.approx((2 * 2.0 + 0 * 1.0) / 2, rel=1e-12)
+    assert (pi.plain, pi.needs, pi.log_columns) == ("independent_ips", ("logging",), ())
+    # Adaptive IPS picks a behaviour and weights as that behaviour's estimator does.
+    aips = estimator("adaptive_ips").function(log, RANKER)
+    chosen = re.search(r"auto: .*?(independent|cascade|standard)", aips.name).group(1)
+    assert aips.value == pytest.approx(estimator(f"{chosen}_ips").function(log, RANKER).value)
 
 
 def _choices(parser: argparse.ArgumentParser, *path: str) -> set[str]:
@@ -136,7 +255,7 @@ def _choices(parser: argparse.ArgumentParser, *path: str) -> set[str]:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parser = sub.choices[name]
     action = next(a for a in parser._actions if "--metrics" in a.option_strings)
-    return set(action.choices)
+    return set(action.names)
 
 
 def test_the_cli_offers_exactly_the_registry_names():
@@ -152,6 +271,7 @@ def test_the_docs_table_is_the_registry():
     page = (ROOT / "docs" / "estimators.md").read_text()
     assert markdown_table() in page
     assert estimand_table() in page
+    assert feed_log_table() in page
     # Every estimator name in backticks anywhere in the docs' tables of names is a registry
     # name: names of the old tables (unbiased_dcg, UnbiasedDCG, …) are gone.
     # The table of earlier names on that page is the one place that names them.
@@ -201,6 +321,7 @@ def test_the_refusal_lists_exactly_the_estimators_with_an_all_users_value():
     assert set(listed.split(", ")) == HAS_ALL
     assert {n for n in names("held_out") if "all" in estimator(n).populations} == HAS_ALL
     assert all(estimator(n).populations == () for n in names("feed_log"))
+    assert all("sessions" in estimator(n).estimands for n in names("feed_log"))
 
 
 @pytest.mark.parametrize("name", names("held_out"))

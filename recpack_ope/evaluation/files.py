@@ -27,7 +27,7 @@ from typing import Any
 from ..inference.result import Comparison
 from ..inference.sensitivity import SHOWN_GAMMA
 from ..inference.summary import robustness_columns, sensitivity_columns
-from ..io.tables import feed_log_tables, held_out_tables
+from ..io.tables import LOG_PROBABILITIES, feed_log_tables, held_out_tables
 from ..logged.policies import DeterministicRanker
 from ..metrics.dcg import check_population
 from ..propensity.discount import LogDiscount
@@ -39,14 +39,17 @@ __all__ = [
     "ArgumentError",
     "FileEvaluation",
     "FilePlan",
+    "check_log_columns",
     "evaluate_files",
     "offered",
     "plan_files",
 ]
 
-#: Estimators files can feed: every one of the registry but those needing a reward model,
-#: which a table of rewards cannot give.
-FILE_METRICS = tuple(n for n, e in ESTIMATORS.items() if "reward_model" not in e.needs)
+#: Estimators files can feed: every one of the registry but those needing a reward model or
+#: the logging policy itself, which tables cannot give.
+FILE_METRICS = tuple(n for n, e in ESTIMATORS.items() if set(e.needs) <= {"propensity"})
+#: How the ``needs`` files cannot give are named in messages.
+_PYTHON_ONLY = {"reward_model": "a reward model", "logging": "the logging policy"}
 
 #: Estimators computed when ``metrics`` is None, by input; propensities add ``ips_dcg`` and
 #: ``ips_pn_dcg`` to those of held-out data.
@@ -75,8 +78,9 @@ def offered(kind: str) -> str:
     Examples
     --------
     >>> from recpack_ope.evaluation.files import offered
-    >>> offered("feed-log")
-    'logged_dcg, logged_ndcg, logged_pn_dcg'
+    >>> offered("feed-log").split(", ")
+    ['logged_dcg', 'logged_ndcg', 'logged_pn_dcg', 'standard_ips', 'cascade_ips', \
+'independent_ips', 'adaptive_ips']
     """
     return ", ".join(m for m in FILE_METRICS if ESTIMATORS[m].data == kind.replace("-", "_"))
 
@@ -213,7 +217,8 @@ def plan_files(
     ------
     ArgumentError
         Naming the argument: both or neither of held-out data and a feed log, an estimator
-        of the other kind of data, one needing a reward model, or a weighted one without
+        of the other kind of data, one needing a reward model or the logging policy, or a
+        weighted one without
         ``propensity`` (naming the plain one), an estimator listed twice, ``k`` < 1,
         ``clip`` <= 0, ``level`` outside (0, 1), ``compare`` naming an unknown model,
         ``population`` not one of :data:`~recpack_ope.metrics.dcg.POPULATIONS` (or ``"all"``
@@ -255,7 +260,8 @@ def plan_files(
     for m in metrics:
         entry = ESTIMATORS.get(m)
         if m not in FILE_METRICS or entry.data != kind.replace("-", "_"):
-            why = " (it needs a reward model: Python only)" if m in ESTIMATORS else ""
+            needs = [_PYTHON_ONLY[n] for n in entry.needs if n in _PYTHON_ONLY] if entry else []
+            why = f" (it needs {' and '.join(needs)}: Python only)" if needs else ""
             raise ArgumentError(
                 "{metrics} of {kind} data are {offered}, got {got!r}{why}",
                 kind=kind,
@@ -363,8 +369,14 @@ def evaluate_files(
         Exposure propensities: columns ``item``, ``propensity`` in (0, 1] for every held-out
         item, read by the weighted estimators.
     feed_log : path, optional
-        Logged feeds: columns ``session``, ``context``, ``item``, ``rank``, ``reward``,
-        ``propensity`` (the logging exposure).
+        Logged feeds: columns ``session``, ``context``, ``item``, ``rank``, ``reward`` and the
+        logging probabilities the estimators read (``log_columns`` of their registry entry):
+        ``propensity`` (the logging exposure ε0, for ``logged_…``), ``prefix_propensity``
+        (``π0(a_1..a_k | x)``, non-increasing down a session) or ``logging_weight``
+        (Plackett–Luce) for ``standard_ips`` and ``cascade_ips``, ``position_propensity``
+        (``π0(a_k at k | x)``) for ``independent_ips``; each is read and checked when present.
+        The ranking-level ``standard_ips`` and ``cascade_ips`` need every session to show
+        ranks 1..K.
     targets : mapping of target name → path, optional
         Deterministic target rankings of the feed log: columns ``context``, ``item`` and
         ``score`` or ``rank``.
@@ -398,7 +410,10 @@ def evaluate_files(
     ArgumentError
         On a bad argument (see :func:`plan_files`), before any file is read.
     ValueError
-        On bad rows, naming the file, the column and an offending row.
+        On bad rows, naming the file, the column and an offending row; on a feed log without
+        the columns an estimator reads, or that the core refuses (a session missing a rank
+        for a ranking-level estimator, prefix propensities that rise down a session,
+        probabilities outside (0, 1]), naming the file and the session.
     ImportError
         Without pyarrow.
 
@@ -452,19 +467,24 @@ def evaluate_files(
     )
     if plan.kind == "feed-log":
         tables = feed_log_tables(plan.data, plan.models)
-        estimates = {
-            name: {
-                m: ESTIMATORS[m].function(
-                    tables.log,
-                    DeterministicRanker(scores),
-                    discount=plan.discount,
-                    clip=plan.clip,
-                    **ESTIMATORS[m].options,
-                )
-                for m in plan.metrics
+        label = f"feed_log file {str(plan.data)!r}"
+        check_log_columns(plan.metrics, _log_columns(tables.log), label)
+        try:
+            estimates = {
+                name: {
+                    m: ESTIMATORS[m].function(
+                        tables.log,
+                        DeterministicRanker(scores),
+                        discount=plan.discount,
+                        clip=plan.clip,
+                        **ESTIMATORS[m].options,
+                    )
+                    for m in plan.metrics
+                }
+                for name, scores in tables.scores.items()
             }
-            for name, scores in tables.scores.items()
-        }
+        except ValueError as error:  # the core refused the log: name the file
+            raise ValueError(f"{label}: {error}") from None
     else:
         tables = held_out_tables(plan.data, plan.models, plan.propensity)
         options = {
@@ -478,6 +498,31 @@ def evaluate_files(
             for name, scores in tables.scores.items()
         }
     return plan.result(estimates, "local")
+
+
+def _log_columns(log) -> list[str]:
+    """The columns a feed log was built from: its keys and the logging probabilities it has."""
+    keys = ["session", "context", "item", "rank", "reward"]
+    return keys + [c for c in LOG_PROBABILITIES if getattr(log, c) is not None]
+
+
+def check_log_columns(metrics: Sequence[str], present: Sequence[str], table: str) -> None:
+    """Refuse a feed log (named ``table``, with the columns ``present``) that lacks the logging
+    probabilities one of the feed-log ``metrics`` reads
+    (:meth:`~recpack_ope.registry.Estimator.check_log_columns`); the Spark engine checks its
+    frames the same way.
+
+    Examples
+    --------
+    >>> from recpack_ope.evaluation.files import check_log_columns
+    >>> check_log_columns(["logged_dcg", "independent_ips"], ["rank", "propensity"], "log")
+    Traceback (most recent call last):
+    ...
+    ValueError: log has no column 'position_propensity', which independent_ips reads; its \
+columns are ['rank', 'propensity']
+    """
+    for m in metrics:
+        ESTIMATORS[m].check_log_columns(present, table)
 
 
 def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> list[dict]:

@@ -6,11 +6,14 @@
 * ``recpack_datasets`` – MovieLens and synthetic data as RecPack ``InteractionMatrix``
   objects (needs RecPack; imported on use)
 * ``trec``             – qrels and runs in trec_eval format (reading needs pandas)
+* ``open_bandit``      – the Open Bandit Dataset's logs as feed logs, and its Thompson-sampling
+  prior (the ``obp`` wheel's samples, or the full data; reading needs pandas)
 * ``tables``           – parquet and CSV files of (user, item, …) rows as the core's matrices
   and feed logs (``recpack-ope evaluate``; needs pyarrow when reading)
 """
 
 from .movielens import Interactions, load_movielens_100k
+from .open_bandit import OpenBanditLog, load_bts_prior, load_open_bandit
 from .split import holdout_split
 from .tables import FeedLogTables, HeldOutTables, feed_log_tables, held_out_tables, read_table
 from .trec import TrecCollection, read_trec, run_name
@@ -27,4 +30,7 @@ __all__ = [
     "read_trec",
     "TrecCollection",
     "run_name",
+    "load_open_bandit",
+    "load_bts_prior",
+    "OpenBanditLog",
 ]

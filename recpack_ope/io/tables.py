@@ -4,8 +4,9 @@
   model (user, item and score or rank) and optionally ``propensity`` (item, propensity) become
   a users × items ``y_true``, one sparse score matrix per model and a per-item propensity
   vector (:func:`held_out_tables`), ready for :func:`recpack_ope.dcg` and its relatives;
-* logged feedback: a ``feed_log`` (session, context, item, rank, reward, propensity) and one
-  ``target`` table per target ranking (context, item and score or rank) become a
+* logged feedback: a ``feed_log`` (session, context, item, rank, reward, and the logging
+  probabilities it has: propensity, position_propensity, prefix_propensity, logging_weight) and
+  one ``target`` table per target ranking (context, item and score or rank) become a
   :class:`~recpack_ope.logged.feed_log.FeedLog` and contexts × items score matrices for
   :class:`~recpack_ope.logged.policies.DeterministicRanker` (:func:`feed_log_tables`).
 
@@ -37,6 +38,10 @@ __all__ = [
     "read_table",
     "table_format",
 ]
+
+#: The optional columns of a feed log: the logging policy's probabilities, each read when
+#: the log has it (:class:`~recpack_ope.logged.feed_log.FeedLog`).
+LOG_PROBABILITIES = ("propensity", "position_propensity", "prefix_propensity", "logging_weight")
 
 #: File extensions and the format they are read as.
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -153,9 +158,10 @@ class _Frame:
         return self.columns["score"] if "score" in self.columns else -self.columns["rank"]
 
 
-def _frame(source, role: str, required, numeric=(), ranked: bool = False) -> _Frame:
+def _frame(source, role: str, required, numeric=(), ranked: bool = False, optional=()) -> _Frame:
     """Read ``source`` (a path or a ``pyarrow.Table``; ``role`` names it) and check its
-    columns: present, numbers where numbers belong, no nulls."""
+    columns: present, numbers where numbers belong, no nulls. The ``optional`` columns (numeric)
+    are read and checked when the table has them."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -181,6 +187,9 @@ def _frame(source, role: str, required, numeric=(), ranked: bool = False) -> _Fr
     missing = [c for c in required if c not in present]
     if missing:
         raise ValueError(f"{label} has no column {missing[0]!r}; its columns are {present}")
+    given = [c for c in optional if c in present]
+    required += given
+    numeric = (*numeric, *given)
     table = table.select(required)
     for name in numeric:
         kind = table.schema.field(name).type
@@ -391,9 +400,11 @@ def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
     Parameters
     ----------
     feed_log : path or pyarrow.Table
-        Columns ``session``, ``context``, ``item``, ``rank`` (1-based), ``reward`` (finite,
-        ``>= 0``) and ``propensity`` (the logging exposure ε0 of the row, in (0, 1]); one row
-        per shown item.
+        Columns ``session``, ``context``, ``item``, ``rank`` (1-based) and ``reward`` (finite,
+        ``>= 0``), one row per shown item, and those of :data:`LOG_PROBABILITIES` it has:
+        ``propensity`` (the logging exposure ε0 of the row), ``position_propensity``,
+        ``prefix_propensity`` and ``logging_weight``, as
+        :meth:`~recpack_ope.logged.feed_log.FeedLog.from_arrays` takes them.
     targets : mapping of target name → path or pyarrow.Table
         Columns ``context``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top),
         one row per (context, item): the target's ranking of each context's candidates.
@@ -415,8 +426,9 @@ def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
     log = _frame(
         feed_log,
         "feed_log",
-        ("session", "context", "item", "rank", "reward", "propensity"),
-        numeric=("rank", "reward", "propensity"),
+        ("session", "context", "item", "rank", "reward"),
+        numeric=("rank", "reward"),
+        optional=LOG_PROBABILITIES,
     )
     ranked = {
         name: _frame(source, f"target[{name!r}]", ("context", "item"), ranked=True)
@@ -447,7 +459,7 @@ def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
             rank,
             log.columns["reward"],
             context=_positions(contexts, log.columns["context"]),
-            propensity=log.columns["propensity"],
+            **{c: log.columns.get(c) for c in LOG_PROBABILITIES},
             n_items=items.size,
             n_contexts=contexts.size,
         )

@@ -19,7 +19,9 @@ The ranking-level estimators (:mod:`.ranking_ips`) need, instead of exposure, th
 of each logged row's item at its rank (``position_probabilities``, ``π(a_k at k | x)``) and
 given the session's items above it (``conditional_probabilities``,
 ``π(a_k | x, a_1, …, a_{k−1})``, whose products down a session are the prefix and
-whole-ranking probabilities); every policy here gives both, exactly.
+whole-ranking probabilities); every policy here gives both, exactly. Cascade-DR
+(:mod:`.cascade_dr`) also needs the whole next-item distribution after each logged prefix,
+``π(· | x, a_1, …, a_{k−1})`` over every item (``conditional_distribution``).
 """
 
 from __future__ import annotations
@@ -195,6 +197,23 @@ class LoggedRanking:
         """``π(a_k | x, a_1, …, a_{k−1}) = 1`` for every logged row."""
         return np.ones(_log(log).n_rows)
 
+    def conditional_distribution(self, log: FeedLog) -> sp.csr_matrix:
+        """``π(a | x, a_1, …, a_{k−1})`` over every item a, for every logged row k: the logged
+        item with probability 1.
+
+        Examples
+        --------
+        >>> from recpack_ope.logged import FeedLog, LoggedRanking
+        >>> log = FeedLog.from_arrays([0, 0], [2, 0], [1, 2], [1, 0], n_items=3)
+        >>> LoggedRanking().conditional_distribution(log).toarray().tolist()
+        [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+        """
+        log = _log(log)
+        return sp.csr_matrix(
+            (np.ones(log.n_rows), (np.arange(log.n_rows), log.item)),
+            shape=(log.n_rows, log.n_items),
+        )
+
 
 class DeterministicRanker:
     """A target policy that ranks each context's candidates by score, best first.
@@ -247,6 +266,48 @@ class DeterministicRanker:
         the prefixes the target shows (the conditional after a prefix it never shows does
         not matter, its weight being 0)."""
         return self.position_probabilities(log)
+
+    def conditional_distribution(self, log: FeedLog) -> sp.csr_matrix:
+        """``π(a | x, a_1, …, a_{k−1})`` over every item a, for every logged row k: 1 at the
+        item the target ranks k-th in the row's context.
+
+        This is the target's next-item distribution exactly where the logged prefix above
+        row k is the target's own top k − 1; after any other prefix the target never reaches
+        row k (its prefix probability is 0), so what the row holds does not matter. It agrees
+        with :meth:`conditional_probabilities` at the logged items. A row is all zero where
+        the target ranks fewer than k candidates.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix, shape (n_rows, n_items)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from recpack_ope.logged import FeedLog, DeterministicRanker
+        >>> log = FeedLog.from_arrays([0, 0], [2, 0], [1, 2], [1, 0], n_items=3)
+        >>> target = DeterministicRanker(np.array([[1.0, 3.0, 2.0]]))
+        >>> target.conditional_distribution(log).toarray().tolist()
+        [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+        """
+        log = _log(log)
+        source = ScoreSource(self.scores, (log.n_contexts, log.n_items))
+        depth = np.int64(log.rank.max()) + 1
+        found_rows, found_items = [], []
+        for contexts, at in _contexts_in_blocks(log, np.arange(log.n_rows), source.width):
+            local, items, ranks = source.ranked(contexts, int(depth - 1))
+            # (context, rank) keys of the target's rankings, ascending as ranked() gives them.
+            pos = find_keys(
+                local * depth + ranks,
+                np.searchsorted(contexts, log.context[at]) * depth + log.rank[at],
+            )
+            found_rows.append(at[pos >= 0])
+            found_items.append(items[pos[pos >= 0]])
+        rows = np.concatenate(found_rows)
+        return sp.csr_matrix(
+            (np.ones(rows.size), (rows, np.concatenate(found_items))),
+            shape=(log.n_rows, log.n_items),
+        )
 
 
 class PlackettLuceRanker:
@@ -562,6 +623,52 @@ class PlackettLuceRanker:
             remaining[k] = np.exp(np.logaddexp.reduce(log_weights[left]))
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(weight > 0, np.minimum(weight / remaining, 1.0), 0.0)
+
+    def conditional_distribution(self, log: FeedLog) -> sp.csr_matrix:
+        """``π(a | x, a_1, …, a_{k−1}) = w_a / Σ_{b ∉ {a_1, …, a_{k−1}}} w_b`` over every
+        candidate a not in the prefix, for every logged row k, the session's rows above it
+        being the prefix (Gilotte App. A.2, Eq. 1). Rows sum to 1, or hold nothing where the
+        prefix has used up the candidates; at the logged items they are
+        :meth:`conditional_probabilities`.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix, shape (n_rows, n_items)
+
+        Examples
+        --------
+        >>> from recpack_ope.logged import FeedLog, PlackettLuceRanker
+        >>> log = FeedLog.from_arrays([0, 0], [2, 0], [1, 2], [1, 0], n_items=3)
+        >>> PlackettLuceRanker.uniform(3).conditional_distribution(log).toarray().tolist()
+        [[0.3333333333333333, 0.3333333333333333, 0.3333333333333333], [0.5, 0.5, 0.0]]
+        """
+        log = _log(log)
+        first = log.indptr[log.session]
+        parts = []
+        for at, items, log_weights in self._candidates(log, np.arange(log.n_rows)):
+            # ``at`` lists a context's rows in log order, so a session's rows are adjacent
+            # and the prefix of the row at position i sits at positions i − 1, i − 2, ….
+            depth = at - first[at]
+            pos = find_keys(items, log.item[at])
+            step = rows_per_chunk(items.size)
+            for lo in range(0, at.size, step):
+                i = np.arange(lo, min(lo + step, at.size))
+                w = np.tile(log_weights, (i.size, 1))
+                for d in range(1, int(depth[i].max()) + 1):
+                    above = np.flatnonzero(depth[i] >= d)
+                    drawn = pos[i[above] - d]
+                    w[above[drawn >= 0], drawn[drawn >= 0]] = -np.inf
+                top = w.max(axis=1, keepdims=True)
+                # The largest remaining weight is 1 after the shift: no overflow, and a row
+                # whose candidates are used up (top = -inf) stays empty.
+                with np.errstate(invalid="ignore"):
+                    p = np.nan_to_num(np.exp(w - top), nan=0.0)
+                totals = p.sum(axis=1, keepdims=True)
+                p = np.divide(p, totals, out=np.zeros_like(p), where=totals > 0)
+                r, c = np.nonzero(p)
+                parts.append((at[i[r]], items[c], p[r, c]))
+        rows, cols, values = (np.concatenate(a) for a in zip(*parts, strict=True))
+        return sp.csr_matrix((values, (rows, cols)), shape=(log.n_rows, log.n_items))
 
     def _groups(self, rows: np.ndarray) -> np.ndarray | None:
         """:attr:`Exposure.groups` of sampled exposures: one score per item is one policy,

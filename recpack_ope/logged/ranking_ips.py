@@ -55,6 +55,7 @@ __all__ = [
     "check_whole_rankings",
     "position_weights",
     "ranking_probabilities",
+    "ranking_weights",
     "KINDS",
 ]
 
@@ -105,9 +106,12 @@ def position_weights(log: FeedLog, discount: Discount | None) -> np.ndarray:
 
 def _prefix(conditional: np.ndarray, log: FeedLog) -> np.ndarray:
     """Products of per-row conditionals down each session (rows are in rank order)."""
-    out = np.empty_like(conditional)
-    for start, stop in zip(log.indptr[:-1], log.indptr[1:], strict=True):
-        out[start:stop] = np.cumprod(conditional[start:stop])
+    out = np.array(conditional, dtype=np.float64)
+    # One step per rank rather than per session: sessions are many, ranks few.
+    depth = np.arange(log.n_rows) - log.indptr[log.session]
+    for j in range(1, int(depth.max(initial=0)) + 1):
+        rows = np.flatnonzero(depth == j)
+        out[rows] *= out[rows - 1]
     return out
 
 
@@ -183,60 +187,87 @@ def _columns(log: FeedLog, kind: str) -> np.ndarray:
     )
 
 
+def ranking_weights(
+    log: FeedLog, target, logging, kinds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validated per-row ``(π, π0)`` of each row's ``kind`` (``kinds`` indexes :data:`KINDS`).
+
+    Raises
+    ------
+    ValueError
+        Naming the session and rank of a logging probability outside (0, 1] or a target
+        probability outside [0, 1].
+
+    Examples
+    --------
+    >>> from recpack_ope.logged import FeedLog, PlackettLuceRanker
+    >>> log = FeedLog.from_arrays([0, 0], [3, 1], [1, 2], [1, 0])
+    >>> uniform = PlackettLuceRanker.uniform(4)
+    >>> pi, pi0 = ranking_weights(log, uniform, uniform, np.array([1, 2]))  # prefix, ranking
+    >>> pi0.tolist()
+    [0.25, 0.08333333333333333]
+    """
+    pi0, pi = np.empty(log.n_rows), np.empty(log.n_rows)
+    for k in np.unique(kinds):
+        rows = kinds == k
+        pi0[rows] = ranking_probabilities(logging, log, KINDS[k], "logging")[rows]
+        pi[rows] = ranking_probabilities(target, log, KINDS[k], "target")[rows]
+    bad = np.flatnonzero(~(pi0 > 0) | ~(pi0 <= 1))
+    if bad.size:
+        k = bad[0]
+        raise ValueError(
+            f"the logging probability of the {_WHAT[KINDS[kinds[k]]]} at rank {log.rank[k]} of "
+            f"session {log.session_label(k)!r} is {pi0[k]}, outside (0, 1]: the log shows it, "
+            "so the logging policy gave it a positive probability"
+        )
+    bad = np.flatnonzero(~(pi >= 0) | ~(pi <= 1 + 1e-12))
+    if bad.size:
+        k = bad[0]
+        raise ValueError(
+            f"the target probability of the {_WHAT[KINDS[kinds[k]]]} at rank {log.rank[k]} of "
+            f"session {log.session_label(k)!r} is {pi[k]}, outside [0, 1]"
+        )
+    return pi, pi0
+
+
 def _ranking_ips(
     log: FeedLog,
     target,
     *,
-    kind: str,
+    kind: str | np.ndarray,
     name: str,
     discount: Discount | None,
     logging,
     clip,
     ess_threshold: float,
 ) -> LoggedEstimate:
-    """The three estimators of the module docstring: one weight per row of ``kind``."""
+    """The estimators of the module docstring: one weight per row of ``kind``, one of
+    :data:`KINDS` for every row or an array of their indices, one per row (adaptive IPS)."""
     if not isinstance(log, FeedLog):
         raise TypeError(f"log must be a FeedLog, got {type(log).__name__}")
     auto = check_clip(clip, allow_auto=True) == "auto"
     ess_threshold = check_ess_threshold(ess_threshold)
-    if kind != "position":
+    kinds = np.full(log.n_rows, KINDS.index(kind)) if isinstance(kind, str) else kind
+    if (kinds != KINDS.index("position")).any():
         check_whole_rankings(log, name.replace(" ", "_"))
     alpha = position_weights(log, discount)
-    pi0 = ranking_probabilities(logging, log, kind, "logging")
-    pi = ranking_probabilities(target, log, kind, "target")
-    bad = np.flatnonzero(~(pi0 > 0) | ~(pi0 <= 1))
-    if bad.size:
-        k = bad[0]
-        raise ValueError(
-            f"the logging probability of the {_WHAT[kind]} at rank {log.rank[k]} of session "
-            f"{log.session_label(k)!r} is {pi0[k]}, outside (0, 1]: the log shows it, so the "
-            "logging policy gave it a positive probability"
-        )
-    bad = np.flatnonzero(~(pi >= 0) | ~(pi <= 1 + 1e-12))
-    if bad.size:
-        k = bad[0]
-        raise ValueError(
-            f"the target probability of the {_WHAT[kind]} at rank {log.rank[k]} of session "
-            f"{log.session_label(k)!r} is {pi[k]}, outside [0, 1]"
-        )
+    pi, pi0 = ranking_weights(log, target, logging, kinds)
     raw = 1.0 / pi0
     gain = alpha * log.reward
     # The propensity unit of each row: the row itself, or the session's last row, whose
     # probability is the whole ranking's.
-    unit = log.indptr[1:][log.session] - 1 if kind == "ranking" else np.arange(log.n_rows)
+    last = log.indptr[1:][log.session] - 1
+    unit = np.where(kinds == KINDS.index("ranking"), last, np.arange(log.n_rows))
     evaluated = (gain > 0) & (pi > 0)
     sessions = np.arange(log.n_sessions)
     # Diagnosed units: evaluated rows, or with one weight per session the sessions with one.
-    if kind == "ranking":
-        diagnosed = np.unique(unit[evaluated])
-    else:
-        diagnosed = np.flatnonzero(evaluated)
+    diagnosed = np.unique(unit[evaluated])
 
     def estimate(m: float | None) -> LoggedEstimate:
         inverse = clip_weights(raw, m)
         contributions = pi * inverse * gain
         terms = np.bincount(log.session, weights=contributions, minlength=log.n_sessions)
-        shares = terms[log.session[diagnosed]] if kind == "ranking" else contributions[diagnosed]
+        shares = np.bincount(unit, weights=contributions, minlength=log.n_rows)[diagnosed]
         label = ("" if discount is None else discount.label) + ("" if m is None else f" (m={m:g})")
         return LoggedEstimate(
             name=f"{name}{label}",

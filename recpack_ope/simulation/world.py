@@ -17,7 +17,8 @@ their assumptions exactly:
   logging score does not.
 * :meth:`SimulatedWorld.online_reward` is the exact expected clicks per user of a target
   ranking, ``Σ_r P(Q=1 | u, a_r) δ(r)`` (Eq. 5 without sampling), the ground truth that
-  offline estimates are compared with.
+  offline estimates are compared with; :meth:`SimulatedWorld.expected_clicks` gives the click
+  probability at every rank of given rankings under each click model below.
 
 Two options build worlds that break these assumptions on purpose, to study how estimators
 fail (the defaults keep the world above):
@@ -30,6 +31,17 @@ fail (the defaults keep the world above):
   so views depend on the items ranked higher (breaks Asm. 2) and clicks are dependent across
   ranks (breaks Asm. 3). The logged propensity stays the position-based ``ε0`` a practitioner
   would assume, which is no longer the probability of examination.
+* ``SimulatedWorld(click_model="choice")``: multinomial-logit choice over the feed
+  (McFadden 1974) with position visibilities, as in the MNL with position bias of Abeliuk
+  et al. (4OR 2016, §2). The user clicks at most one item, rank k with probability ::
+
+      P(C_k = 1) = δ(k) · v_k / (1 + Σ_j δ(j) · v_j),   v = P(Q=1 | u, i) / (1 − P(Q=1 | u, i)),
+
+  the sum over every rank shown and 1 the weight of leaving without a click. ``v`` is the odds
+  of relevance, so an item shown alone and seen for sure (δ = 1) is clicked with probability
+  ``P(Q=1 | u, i)``, as under the other two models. Items compete for the one click, those
+  below a rank as much as those above, so the click at rank k depends on every item shown
+  (breaks Asm. 2 and 3, and the cascade's assumption that only the items above matter).
 * :class:`PersonalisedPolicy`: users fall into segments and each segment logs with a
   Plackett–Luce policy over ``log π_i + λ · ⟨c_s, V_i⟩`` (``c_s`` the segment's mean user
   factor), so exposure correlates with relevance. The exact exposure ``ε0(s, i)`` is per
@@ -72,7 +84,7 @@ __all__ = [
     "WorldRelevance",
 ]
 
-CLICK_MODELS = ("pbm", "cascade")
+CLICK_MODELS = ("pbm", "cascade", "choice")
 # Worlds whose factors, and logs whose rows, would take more memory than this are refused.
 MAX_BYTES = 8 * 2**30
 # Memory of one logged row: its user, feed, item, rank, propensity and click, and temporaries.
@@ -408,10 +420,11 @@ class LoggedFeedback:
         Logging segment of every user (:class:`PersonalisedPolicy`; every user is a segment
         of its own under an :class:`AffinityPolicy`); None otherwise.
     click_model : str
-        The world's click model. Under ``"cascade"`` the recorded ``propensity`` and
-        ``exposure`` are still the position-based ``ε0`` — what a practitioner would assume —
-        and *not* the probability that the user examines the item, which also depends on the
-        items ranked above it: IPS with them is biased (the world breaks Asm. 2 and 3).
+        The world's click model. Under ``"cascade"`` and ``"choice"`` the recorded
+        ``propensity`` and ``exposure`` are still the position-based ``ε0`` — what a
+        practitioner would assume — and *not* what drives a click, which also depends on the
+        items ranked above it (and, under ``"choice"``, below it): IPS with them is biased (the
+        world breaks Asm. 2 and 3).
     """
 
     clicks: sp.csr_matrix
@@ -565,11 +578,13 @@ class SimulatedWorld:
         ``b``: sets the overall click-through rate.
     seed : int
         Seed of the world's factors and popularity, an integer >= 0.
-    click_model : {"pbm", "cascade"}
+    click_model : {"pbm", "cascade", "choice"}
         ``"pbm"``: position-based views, clicks independent across ranks (Asm. 1–5 hold).
         ``"cascade"``: single-click cascade with the same examination curve (see the module
-        docstring); needs a non-increasing discount. Used by :meth:`log` and
-        :meth:`online_reward` alike; it does not change the factors or popularity.
+        docstring); needs a non-increasing discount. ``"choice"``: at most one click, a
+        multinomial-logit choice among every item shown weighted by ``δ`` (module
+        docstring). Used by :meth:`log`, :meth:`expected_clicks` and :meth:`online_reward`
+        alike; it does not change the factors or popularity.
 
     Raises
     ------
@@ -650,13 +665,94 @@ class SimulatedWorld:
 
     def _relevance_of(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """:meth:`relevance_of` of checked indices (the simulation's own calls)."""
+        return _sigmoid(self._logit_of(users, items))
+
+    def _logit_of(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Log-odds of ``P(Q=1 | u, i)`` of checked indices: ``log v`` of the choice model."""
         inner = np.einsum("...f,...f->...", self.user_factors[users], self.item_factors[items])
-        logits = (
+        return (
             self.base_logit
             + self.preference_strength * inner
             + self.popularity_strength * np.log(self.popularity[items])
         )
-        return _sigmoid(logits)
+
+    def expected_clicks(self, users, rankings, discount: Discount | None = None) -> np.ndarray:
+        """Exact probability of a click at every rank when ``rankings`` are shown to ``users``,
+        under the world's click model (module docstring), with ``q_k = P(Q=1 | u, a_k)``:
+
+        * ``"pbm"``: ``q_k · δ(k)``;
+        * ``"cascade"``: ``q_k · δ(k) · Π_{j<k} (1 − q_j)``;
+        * ``"choice"``: ``δ(k) · v_k / (1 + Σ_j δ(j) · v_j)`` with ``v = q / (1 − q)``.
+
+        Summed over the ranks, the expected clicks of a feed: its online reward.
+
+        Parameters
+        ----------
+        users : array_like of int, shape (n,)
+            The user shown each ranking.
+        rankings : array_like of int, shape (n, K)
+            Item shown at ranks 1..K of each feed, distinct within a row.
+        discount : Discount, optional
+            View model ``δ``; default ``LogDiscount()``, as in :meth:`log`.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n, K)
+
+        Raises
+        ------
+        ValueError
+            For users or items outside the world, rankings that are not (n, K) with an item
+            repeated in a row, or a discount that rises with rank under ``"cascade"``.
+        TypeError
+            For a discount that is not a Discount model.
+
+        Examples
+        --------
+        >>> world = SimulatedWorld(n_users=2, n_items=5, n_factors=2, seed=0, click_model="choice")
+        >>> p = world.expected_clicks([0, 1], [[0, 1, 2], [4, 3, 2]])
+        >>> p.shape
+        (2, 3)
+        >>> bool((p.sum(axis=1) < 1).all())  # at most one click per feed
+        True
+        """
+        discount = LogDiscount() if discount is None else discount
+        if not isinstance(discount, Discount):
+            raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+        users = _indices(users, self.n_users, "users")
+        rankings = _indices(rankings, self.n_items, "rankings")
+        if users.ndim != 1 or rankings.ndim != 2 or rankings.shape[0] != users.size:
+            raise ValueError(
+                f"users must have shape (n,) and rankings (n, K), got {users.shape} and "
+                f"{rankings.shape}"
+            )
+        ordered = np.sort(rankings, axis=1)
+        repeated = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+        if repeated.size:
+            row = int(repeated[0])
+            raise ValueError(
+                f"rankings must show each item once per row; row {row} is {rankings[row].tolist()}"
+            )
+        logits = self._logit_of(users[:, None], rankings)
+        return self._click_probabilities(logits, discount.weights(rankings.shape[1]))
+
+    def _click_probabilities(self, logits: np.ndarray, view_prob: np.ndarray) -> np.ndarray:
+        """:meth:`expected_clicks` from the log-odds of the shown items, rows × ranks; ``-inf``
+        marks a rank that shows nothing (no click, no competition for one)."""
+        if self.click_model == "choice":
+            with np.errstate(divide="ignore"):
+                z = logits + np.log(view_prob)
+            # Softmax over the ranks and the no-click option (z = 0), shifted against overflow.
+            top = np.maximum(z.max(axis=1, keepdims=True), 0.0)
+            weight = np.exp(z - top)
+            return weight / (np.exp(-top) + weight.sum(axis=1, keepdims=True))
+        relevance = _sigmoid(logits)
+        if self.click_model == "cascade":
+            _cascade_continuation(view_prob)
+            above = np.ones_like(relevance)
+            above[:, 1:] = np.cumprod(1.0 - relevance[:, :-1], axis=1)
+            relevance = relevance * above
+        return relevance * view_prob
 
     def reward_model(self) -> WorldRelevance:
         """The world's true click probability of an examined item, ``P(Q=1 | u, i)``, as a
@@ -755,9 +851,22 @@ class SimulatedWorld:
         item = feeds.ravel()
         rank = np.tile(np.arange(1, n + 1), n_rows)
         click = np.empty(item.size, dtype=np.int8)
-        if cascade:
-            feed_user = np.repeat(np.arange(self.n_users), n_feeds)
-            by_feed = click.reshape(n_rows, n)
+        feed_user = np.repeat(np.arange(self.n_users), n_feeds)
+        by_feed = click.reshape(n_rows, n)
+        if self.click_model == "choice":
+            step = rows_per_chunk(n)
+            for start in range(0, n_rows, step):
+                part = slice(start, start + step)
+                shown = feeds[part]
+                p = self._click_probabilities(
+                    self._logit_of(feed_user[part, None], shown), view_prob
+                )
+                # One uniform per feed picks the clicked rank k where it falls between the
+                # cumulative probabilities of ranks k − 1 and k; past them, no click.
+                below = np.cumsum(p, axis=1)
+                u = rng.random((shown.shape[0], 1))
+                by_feed[part] = (below - p <= u) & (u < below)
+        elif cascade:
             step = rows_per_chunk(n)
             for start in range(0, n_rows, step):
                 part = slice(start, start + step)
@@ -808,9 +917,11 @@ class SimulatedWorld:
 
         ``reward_u = Σ_r P(Q=1 | u, a_r) · δ(r)`` over the items ``a_1, a_2, …`` the target
         ranks for user u, cut off where ``δ`` is zero. This is the ground truth that an
-        unbiased offline estimator targets. Under the cascade click model it is
-        ``Σ_r q(a_r) · δ(r) · Π_{s<r} (1 − q(a_s))`` with ``q = P(Q=1 | u, ·)``: rank r is
-        clicked if it is examined and relevant and no rank above it was clicked.
+        unbiased offline estimator targets. Under the other click models it is the sum over
+        the ranks of :meth:`expected_clicks`: under the cascade
+        ``Σ_r q(a_r) · δ(r) · Π_{s<r} (1 − q(a_s))`` with ``q = P(Q=1 | u, ·)`` (rank r is
+        clicked if it is examined and relevant and no rank above it was clicked), under the
+        choice model ``Σ_r δ(r) v(a_r) / (1 + Σ_s δ(s) v(a_s))`` with ``v = q / (1 − q)``.
 
         Parameters
         ----------
@@ -834,12 +945,13 @@ class SimulatedWorld:
         for start in range(0, self.n_users, step):
             users = np.arange(start, min(start + step, self.n_users))
             local, items, ranks = source.ranked(users, discount.cutoff)
-            relevance = self._relevance_of(users[local], items)
-            if self.click_model == "cascade" and ranks.size:
-                _cascade_continuation(discount.weights(int(ranks.max())))
-                relevance = relevance * _no_click_above(relevance, local, ranks, users.size)
-            gain = relevance * discount(ranks)
-            reward[users] = np.bincount(local, weights=gain, minlength=users.size)
+            if not ranks.size:
+                continue
+            # Rows rank items 1, 2, … without gaps; a shorter row's empty ranks show nothing.
+            logits = np.full((users.size, int(ranks.max())), -np.inf)
+            logits[local, ranks - 1] = self._logit_of(users[local], items)
+            clicks = self._click_probabilities(logits, discount.weights(logits.shape[1]))
+            reward[users] = clicks.sum(axis=1)
         return self._over_users(f"online reward{discount.label}", reward)
 
     def policy_reward(
@@ -855,14 +967,16 @@ class SimulatedWorld:
         Raises
         ------
         NotImplementedError
-            Under the cascade click model: a click's probability then depends on every item
-            ranked above it, so the expectation over Plackett–Luce rankings has no cheap exact
-            form. The mean clicks per user of its logs (:meth:`log`) estimate it unbiasedly.
+            Under the cascade and choice click models: a click's probability then depends on
+            other items of the feed, so the expectation over Plackett–Luce rankings has no
+            cheap exact form. The mean clicks per user of its logs (:meth:`log`) estimate it
+            unbiasedly.
         """
-        if self.click_model == "cascade":
+        if self.click_model != "pbm":
             raise NotImplementedError(
-                "policy_reward is exact only for click_model='pbm'; under 'cascade' estimate a "
-                "stochastic policy's reward by the mean clicks per user of its logs"
+                f"policy_reward is exact only for click_model='pbm'; under "
+                f"{self.click_model!r} estimate a stochastic policy's reward by the mean clicks "
+                "per user of its logs"
             )
         n = self._check_deployment(policy, discount, feed_length)
         segment, _, _, eps = self._policy_exposure(policy, discount, n)
@@ -1017,18 +1131,3 @@ def _cascade_continuation(view_prob: np.ndarray) -> np.ndarray:
         )
     previous = np.concatenate([[1.0], view_prob[:-1]])
     return np.divide(view_prob, previous, out=np.zeros_like(view_prob), where=previous > 0)
-
-
-def _no_click_above(
-    relevance: np.ndarray, local: np.ndarray, ranks: np.ndarray, n_rows: int
-) -> np.ndarray:
-    """``Π_{s<r} (1 − q_s)`` over the ranks above each (row, rank) entry.
-
-    Rows rank items 1, 2, … without gaps, so a dense rows × ranks grid holds them; its empty
-    cells are 0, which leaves the products of the ranks above them unchanged.
-    """
-    grid = np.zeros((n_rows, int(ranks.max())))
-    grid[local, ranks - 1] = relevance
-    above = np.ones_like(grid)
-    above[:, 1:] = np.cumprod(1.0 - grid[:, :-1], axis=1)
-    return above[local, ranks - 1]

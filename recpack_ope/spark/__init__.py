@@ -17,13 +17,14 @@ Estimators are named as in :data:`recpack_ope.registry.ESTIMATORS` and the core:
 * ``stratified`` – :func:`stratified`: propensity-stratified evaluation of a base estimator,
   strata fixed on the driver from one row per held-out item
 * ``logged``   – :func:`logged_dcg` on feed logs with a deterministic target (the registry's
-  ``logged_dcg``, ``logged_ndcg``, ``logged_pn_dcg`` through ``normalise``)
+  ``logged_dcg``, ``logged_ndcg``, ``logged_pn_dcg`` through ``normalise``) and
+  :func:`ranking_ips`, its ``standard_ips``, ``cascade_ips`` and ``independent_ips``
 * ``propensity`` – :func:`fit_propensity`: a core propensity model fitted on item counts
 * ``rpp``      – :func:`win_rates`: recall-paired preference win rates of M systems
 """
 
 from .held_out import HeldOutEvaluation, evaluate, per_user
-from .logged import logged_dcg
+from .logged import logged_dcg, ranking_ips
 from .propensity import fit_propensity
 from .rpp import win_rates
 from .session import find_java_home, local_session
@@ -36,6 +37,7 @@ __all__ = [
     "per_user",
     "HeldOutEvaluation",
     "logged_dcg",
+    "ranking_ips",
     "stratified",
     "win_rates",
     "fit_propensity",

@@ -2,9 +2,9 @@
 
 :func:`evaluate_files` takes the arguments of
 :func:`recpack_ope.evaluation.files.evaluate_files`, checks them the same way, reads the files
-as Spark DataFrames (:func:`read_table`) and computes the estimates with :func:`evaluate` or
-:func:`logged_dcg`: the same :class:`~recpack_ope.evaluation.files.FileEvaluation`, to
-rounding, as the in-memory engine.
+as Spark DataFrames (:func:`read_table`) and computes the estimates with :func:`evaluate`,
+:func:`logged_dcg` or :func:`ranking_ips`: the same
+:class:`~recpack_ope.evaluation.files.FileEvaluation`, to rounding, as the in-memory engine.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from ..evaluation.files import ArgumentError, FileEvaluation, plan_files
+from ..evaluation.files import ArgumentError, FileEvaluation, check_log_columns, plan_files
 from ..io.tables import table_format
-from ..registry import ESTIMATORS
 from .held_out import evaluate
-from .logged import logged_dcg
+from .logged import FEED_LOG, feed_log_estimate
 from .session import local_session
 
 __all__ = ["evaluate_files", "read_table"]
@@ -93,7 +92,8 @@ def evaluate_files(
     Raises
     ------
     ArgumentError
-        On a bad argument, before any file is read; also for ``compare`` on a feed log.
+        On a bad argument, before any file is read; also for ``compare`` on a feed log and
+        for ``adaptive_ips``, whose choice of behaviour needs every session at once.
     ValueError
         On bad rows, naming the column and an offending row.
     ImportError
@@ -124,8 +124,16 @@ def evaluate_files(
     )
     if plan.kind == "feed-log" and plan.compare is not None:
         raise ArgumentError(
-            "{compare} on a feed log needs the in-memory engine (Spark's logged_dcg evaluates "
-            "one target per pass, so the two cannot be paired)"
+            "{compare} on a feed log needs the in-memory engine (Spark's feed-log estimators "
+            "evaluate one target per pass, so the two cannot be paired)"
+        )
+    local = [m for m in plan.metrics if plan.kind == "feed-log" and m not in FEED_LOG]
+    if local:
+        raise ArgumentError(
+            "{metrics} {got} needs the in-memory engine: it chooses from every session at "
+            "once (Spark computes {spark} on feed logs)",
+            got=local[0],
+            spark=", ".join(FEED_LOG),
         )
     import pyspark.sql  # noqa: F401  (missing pyspark: ImportError before looking for Java)
 
@@ -135,10 +143,9 @@ def evaluate_files(
     options = {"discount": plan.discount, "clip": plan.clip, "n_partitions": n_partitions}
     data = read_table(session, plan.data)
     if plan.kind == "feed-log":
+        check_log_columns(plan.metrics, data.columns, f"feed_log file {str(plan.data)!r}")
         estimates = {
-            name: {
-                m: logged_dcg(data, frame, **options, **ESTIMATORS[m].options) for m in plan.metrics
-            }
+            name: {m: feed_log_estimate(data, frame, m, **options) for m in plan.metrics}
             for name, frame in frames.items()
         }
     else:

@@ -1,10 +1,16 @@
-"""Unbiased DCG on feed logs in Spark: the core's :func:`~recpack_ope.logged.logged_dcg.logged_dcg`
-per partition of contexts (Jeunen et al. Eq. 10 with the clipping of §6.2).
+"""Feed-log estimators in Spark: the core's per-session estimators per partition of contexts.
+
+:func:`logged_dcg` is :func:`~recpack_ope.logged.logged_dcg.logged_dcg` (Jeunen et al. Eq. 10
+with the clipping of §6.2); :func:`ranking_ips` the standard, cascade and independent IPS of
+:mod:`recpack_ope.logged.ranking_ips` (Kiyohara et al., WSDM 2022, Eq. 3–5), all with a
+deterministic target and the logging probabilities of the log's columns
+(:data:`~recpack_ope.io.tables.LOG_PROBABILITIES`, those the registry entry reads).
 
 The rows of one context — its logged sessions and the target's ranking for it — meet in one
 partition; a chunk of contexts becomes a :class:`~recpack_ope.logged.feed_log.FeedLog` and a
 :class:`~recpack_ope.logged.policies.DeterministicRanker`, and the core returns every
-session's terms. A session belongs to one context.
+session's terms. A session belongs to one context, so every session's terms, hence their
+moments and weight groups, are those of the whole log.
 """
 
 from __future__ import annotations
@@ -22,31 +28,43 @@ from ..inference.diagnostics import (
     WeightGroups,
 )
 from ..inference.moments import Moments, SummaryEstimate
+from ..io.tables import LOG_PROBABILITIES
+from ..logged import ranking_ips as _ranking
 from ..logged.feed_log import FeedLog
 from ..logged.logged_dcg import logged_dcg as _core_logged_dcg
 from ..logged.policies import DeterministicRanker
 from ..propensity.discount import Discount
-from ..registry import ESTIMATORS
+from ..registry import ESTIMATORS, Estimator
 from . import _frames, _partitions
 from .held_out import _Partial
 
-__all__ = ["logged_dcg"]
+__all__ = ["logged_dcg", "ranking_ips"]
 
 #: ``normalise`` → the registry's estimator (logged_dcg, logged_ndcg, logged_pn_dcg): its
 #: terms are the columns each session ships, its exponents combine their means.
 _NORMALISED = {
     e.options.get("normalise"): e for e in ESTIMATORS.values() if e.function is _core_logged_dcg
 }
+#: The registry's ranking-level IPS estimators, by name.
+RANKING = {
+    e.name: e
+    for e in ESTIMATORS.values()
+    if e.function in (_ranking.standard_ips, _ranking.cascade_ips, _ranking.independent_ips)
+}
+#: The feed-log estimators Spark computes, by name: every one of the two families above.
+FEED_LOG = {**{e.name: e for e in _NORMALISED.values()}, **RANKING}
+_KEYS = ("session", "context", "item", "rank", "reward")
 
 
 @dataclass(frozen=True)
 class _LoggedPlan:
-    discount: Discount
+    entry: Estimator
+    discount: Discount | None
     clip: float | None
-    normalise: str | None
     ess_threshold: float
+    probabilities: tuple[str, ...]
     key: str = "context"
-    nullable: tuple[str, ...] = ("session", "rank", "propensity")
+    nullable: tuple[str, ...] = ("session", "rank", *LOG_PROBABILITIES)
     what: str = "the feed log or target"
     shown: tuple[str, ...] = ("session", "context", "item", "rank", "value", "source")
 
@@ -54,11 +72,12 @@ class _LoggedPlan:
         context, item, source = chunk["context"], chunk["item"], chunk["source"]
         logged = source == -1
         self._check(chunk, logged)
-        width = len(_NORMALISED[self.normalise].terms)
+        width = len(self.entry.terms)
         if not logged.any():
             # Only the target's rankings of contexts without sessions: nothing to evaluate.
             return _Partial(Moments.empty(width), 0, {})
-        if self.normalise is not None and not (chunk["value"][logged] > 0).any():
+        normalised = self.entry.options.get("normalise") is not None
+        if normalised and not (chunk["value"][logged] > 0).any():
             # Normalised estimates leave out sessions without reward; here that is all of them.
             return _Partial(Moments.empty(width), int(np.unique(chunk["session"][logged]).size), {})
         contexts, c = np.unique(context, return_inverse=True)
@@ -69,7 +88,7 @@ class _LoggedPlan:
             chunk["rank"][logged],
             chunk["value"][logged],
             context=c[logged],
-            propensity=chunk["propensity"][logged],
+            **{name: chunk[name][logged] for name in self.probabilities},
             n_items=items.size,
             n_contexts=contexts.size,
         )
@@ -79,13 +98,13 @@ class _LoggedPlan:
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReliabilityWarning)
-            result = _core_logged_dcg(
+            result = self.entry.function(
                 log,
                 DeterministicRanker(scores),
                 discount=self.discount,
                 clip=self.clip,
-                normalise=self.normalise,
                 ess_threshold=self.ess_threshold,
+                **self.entry.options,
             )
         return _Partial(
             Moments.from_terms(result.terms),
@@ -96,7 +115,7 @@ class _LoggedPlan:
 
     def _check(self, chunk: dict, logged: np.ndarray) -> None:
         names = ("context", "item", "value")
-        for column in ("session", "rank", "propensity"):
+        for column in ("session", "rank", *self.probabilities):
             values = chunk[column][logged]
             if column + ":null" in chunk:
                 missing = np.flatnonzero(chunk[column + ":null"][logged])
@@ -109,6 +128,16 @@ class _LoggedPlan:
                 raise _partitions.InputError(
                     f"feed_log has a null in column {column!r}, e.g. row "
                     f"{_partitions.example(chunk, row, ('session', 'context', 'item'))}"
+                )
+        for column in self.probabilities:
+            values = chunk[column][logged]
+            outside = np.flatnonzero(~(values > 0) | ~(values <= 1))
+            if outside.size:
+                row = np.flatnonzero(logged)[outside[0]]
+                raise _partitions.InputError(
+                    f"feed_log column {column!r} must lie in (0, 1] (a probability of the "
+                    "logging policy), got "
+                    f"{_partitions.example(chunk, row, ('session', 'context', 'item', column))}"
                 )
         target = np.flatnonzero(~logged)
         bad = target[~np.isfinite(chunk["value"][target])]
@@ -174,22 +203,119 @@ def logged_dcg(
     >>> estimate.name  # doctest: +SKIP
     'logged DCG@10'
     """
-    from pyspark.sql import functions as F
-
     if not isinstance(discount, Discount):
         raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
+    if normalise not in _NORMALISED:
+        raise ValueError(f"normalise must be one of {list(_NORMALISED)}, got {normalise!r}")
+    return feed_log_estimate(
+        feed_log,
+        target,
+        _NORMALISED[normalise].name,
+        discount=discount,
+        clip=clip,
+        n_partitions=n_partitions,
+        ess_threshold=ess_threshold,
+    )
+
+
+def ranking_ips(
+    feed_log,
+    target,
+    *,
+    estimator: str,
+    discount: Discount | None = None,
+    clip: float | None = None,
+    n_partitions: int | None = None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
+) -> SummaryEstimate:
+    """Standard, cascade or independent IPS of a deterministic target on a feed log in Spark.
+
+    Each reward is weighted by the target's over the logging policy's probability of the whole
+    ranking (``standard_ips``, Kiyohara et al. WSDM'22 Eq. 3), of the prefix down to its rank
+    (``cascade_ips``, Eq. 5) or of its item at its rank (``independent_ips``, Eq. 4), the
+    logging probabilities read from the log's columns; see
+    :mod:`recpack_ope.logged.ranking_ips` for when each is unbiased.
+
+    Parameters
+    ----------
+    feed_log : pyspark.sql.DataFrame
+        Columns ``session``, ``context`` (what the target ranks for), ``item``, ``rank``
+        (logged, 1-based) and ``reward`` (``>= 0``), and the logging probabilities the
+        estimator reads: ``prefix_propensity`` (``π0(a_1..a_k | x)``) or ``logging_weight``
+        (Plackett–Luce weights normalised over the candidates) for ``standard_ips`` and
+        ``cascade_ips``, ``position_propensity`` (``π0(a_k at k | x)``) for
+        ``independent_ips``. Every one of :data:`~recpack_ope.io.tables.LOG_PROBABILITIES`
+        the frame has is checked, as in memory.
+    target : pyspark.sql.DataFrame
+        Columns ``context``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top).
+    estimator : {"standard_ips", "cascade_ips", "independent_ips"}
+        The registry's name of the estimator.
+    discount : Discount, optional
+        Position weights ``α_k``; default 1 at every rank.
+    clip : float, optional
+        m of ``min(m, 1/π0)``; None for the unbiased estimator.
+    n_partitions : int, optional
+        Partitions contexts are spread over; default ``spark.sql.shuffle.partitions``.
+    ess_threshold : float
+        ESS ratio below which the estimate warns (``ReliabilityWarning``).
+
+    Returns
+    -------
+    SummaryEstimate
+        The estimate over sessions, equal to the core's to rounding.
+
+    Raises
+    ------
+    ValueError
+        For an unknown estimator, a frame without the columns it reads, ``clip="auto"``, and
+        what the core refuses (naming the session): a session missing a rank for the
+        ranking-level estimators, prefix propensities that rise down a session,
+        probabilities outside (0, 1].
+
+    Examples
+    --------
+    >>> from recpack_ope.spark import ranking_ips
+    >>> ranking_ips(log, target, estimator="cascade_ips").value  # doctest: +SKIP
+    0.41
+    """
+    if estimator not in RANKING:
+        raise ValueError(f"estimator must be one of {list(RANKING)}, got {estimator!r}")
+    if discount is not None and not isinstance(discount, Discount):
+        raise TypeError(f"discount must be a Discount model or None, got {type(discount).__name__}")
+    return feed_log_estimate(
+        feed_log,
+        target,
+        estimator,
+        discount=discount,
+        clip=clip,
+        n_partitions=n_partitions,
+        ess_threshold=ess_threshold,
+    )
+
+
+def feed_log_estimate(
+    feed_log,
+    target,
+    name: str,
+    *,
+    discount: Discount | None,
+    clip: float | None,
+    n_partitions: int | None,
+    ess_threshold: float = ESS_RATIO_THRESHOLD,
+) -> SummaryEstimate:
+    """The estimate of the feed-log estimator ``name`` of :data:`FEED_LOG` on Spark frames
+    (:func:`logged_dcg` and :func:`ranking_ips` check their own arguments, then call this)."""
+    from pyspark.sql import functions as F
+
+    entry = FEED_LOG[name]
     if clip == "auto":
         raise ValueError(
             'clip="auto" selects the clipping from every weight at once; on Spark give a number'
         )
-    if normalise not in _NORMALISED:
-        raise ValueError(f"normalise must be one of {list(_NORMALISED)}, got {normalise!r}")
-    _frames.require(
-        feed_log,
-        "feed_log",
-        ("session", "context", "item", "rank", "reward", "propensity"),
-        numeric=("rank", "reward", "propensity"),
-    )
+    _frames.require(feed_log, "feed_log", _KEYS, numeric=("rank", "reward"))
+    probabilities = tuple(c for c in LOG_PROBABILITIES if c in feed_log.columns)
+    _frames.require(feed_log, "feed_log", probabilities, numeric=probabilities)
+    entry.check_log_columns(feed_log.columns, "feed_log")
     ranked = _frames.ranked(
         target.withColumnRenamed("context", "user"), "target"
     ).withColumnRenamed("user", "context")
@@ -202,7 +328,7 @@ def logged_dcg(
         "item",
         F.col("rank").cast("double").alias("rank"),
         F.col("reward").cast("double").alias("value"),
-        F.col("propensity").cast("double").alias("propensity"),
+        *(F.col(c).cast("double").alias(c) for c in probabilities),
         F.lit(-1).alias("source"),
     )
     ranking = ranked.select(
@@ -211,10 +337,10 @@ def logged_dcg(
         "item",
         F.lit(None).cast("double").alias("rank"),
         "value",
-        F.lit(None).cast("double").alias("propensity"),
+        *(F.lit(None).cast("double").alias(c) for c in probabilities),
         F.lit(0).alias("source"),
     )
-    plan = _LoggedPlan(discount, clip, normalise, ess_threshold)
+    plan = _LoggedPlan(entry, discount, clip, ess_threshold, probabilities)
     partial = _partitions.run(logged.unionByName(ranking), plan, n_partitions)
     if partial is None or partial.moments.n == 0:
         raise ValueError("feed_log has no session to evaluate")
@@ -225,7 +351,7 @@ def logged_dcg(
         partial.names["logged"],
         partial.moments,
         range(partial.moments.dim),
-        _NORMALISED[normalise].exponents,
+        entry.exponents,
         n_excluded_users=partial.n_excluded,
         diagnostics=diagnostics,
     )

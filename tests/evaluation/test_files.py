@@ -16,6 +16,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
+from conftest import plackett_luce_feed
 
 import recpack_ope as ro
 from recpack_ope.evaluation import FileEvaluation, evaluate_files, rpp_report
@@ -258,6 +259,140 @@ def test_a_feed_log_file_gives_the_core_logged_estimates(tmp_path):
         "| model | metric | value | 95% CI | Γ=2 bounds | n_sessions |"
     )
     assert result.to_dict()["input"] == "feed-log"
+
+
+RANKING = {
+    "standard_ips": ro.logged.standard_ips,
+    "cascade_ips": ro.logged.cascade_ips,
+    "independent_ips": ro.logged.independent_ips,
+}
+KEYS = ("session", "context", "item", "rank", "reward")
+
+
+def _target_file(path: Path, scores: np.ndarray) -> Path:
+    c, i = np.nonzero(np.isfinite(scores))
+    return write(path, {"context": c, "item": i, "score": scores[c, i]})
+
+
+def _core_log(columns: dict, **probabilities) -> FeedLog:
+    return FeedLog.from_arrays(
+        *(columns[k] for k in ("session", "item", "rank", "reward")),
+        context=columns["context"],
+        **probabilities,
+    )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_ranking_estimators_of_a_feed_log_file_equal_the_core_with_the_logging_policy(tmp_path):
+    columns, policy, scores = plackett_luce_feed(4)
+    log_file = write(
+        tmp_path / "log.parquet",
+        {k: columns[k] for k in (*KEYS, "prefix_propensity", "position_propensity")},
+    )
+    target = {"T": _target_file(tmp_path / "t.csv", scores)}
+    result = evaluate_files(
+        feed_log=log_file, targets=target, metrics=list(RANKING), k=2, clip=30.0
+    )
+    # The core reads the logging policy itself instead of the file's columns.
+    log = _core_log(columns, n_items=scores.shape[1], n_contexts=scores.shape[0])
+    for name, function in RANKING.items():
+        expected = function(
+            log, DeterministicRanker(scores), discount=ro.LogDiscount(2), clip=30.0, logging=policy
+        )
+        got = result.estimates["T"][name]
+        assert got.name == expected.name == f"{ESTIMATORS[name].label}@2 (m=30)"
+        assert got.value == pytest.approx(expected.value, rel=1e-9), name
+        assert got.value > 0 and got.n_users == 300
+        assert got.standard_error == pytest.approx(expected.standard_error, rel=1e-9)
+        row = next(r for r in result.rows() if r["metric"] == name)
+        bounds = expected.sensitivity(2.0)
+        assert (row["sens_low"], row["sens_high"]) == pytest.approx((bounds.low, bounds.high))
+    # Plackett–Luce weights instead of prefix propensities: the same prefix probabilities by
+    # the weights' route (the mass left after the items drawn above).
+    weights_file = write(
+        tmp_path / "weights.csv", {k: columns[k] for k in (*KEYS, "logging_weight")}
+    )
+    again = evaluate_files(
+        feed_log=weights_file, targets=target, metrics=["standard_ips", "cascade_ips"], k=2
+    )
+    for name in ("standard_ips", "cascade_ips"):
+        expected = RANKING[name](
+            log, DeterministicRanker(scores), discount=ro.LogDiscount(2), logging=policy
+        )
+        assert again.estimates["T"][name].value == pytest.approx(expected.value, rel=1e-9)
+    # Adaptive IPS reads both kinds of columns and chooses its behaviour as the core does.
+    both = write(
+        tmp_path / "both.csv", {k: v for k, v in columns.items() if k != "prefix_propensity"}
+    )
+    chosen = evaluate_files(feed_log=both, targets=target, metrics=["adaptive_ips"], k=2)
+    expected = ro.logged.adaptive_ips(
+        log, DeterministicRanker(scores), discount=ro.LogDiscount(2), logging=policy
+    )
+    got = chosen.estimates["T"]["adaptive_ips"]
+    assert (got.name, got.value) == (expected.name, pytest.approx(expected.value, rel=1e-9))
+    for name, needs in (("cascade_dr", "a reward model"), ("pseudo_inverse", "the logging policy")):
+        with pytest.raises(ArgumentError, match=rf"got '{name}' \(it needs {needs}: Python only"):
+            plan_files(feed_log=both, targets=target, metrics=[name])
+    with pytest.raises(ValueError, match=r"'position_propensity', which independent_ips reads"):
+        evaluate_files(feed_log=weights_file, targets=target, metrics=["independent_ips"])
+    with pytest.raises(ValueError, match=r"'propensity', which logged_dcg reads"):
+        evaluate_files(feed_log=weights_file, targets=target, metrics=["logged_dcg"])
+
+
+def _missing_rank(columns):
+    keep = np.ones(columns["rank"].size, dtype=bool)
+    keep[1] = False  # the first session shows ranks 1 and 3
+    return {k: v[keep] for k, v in columns.items()}
+
+
+def _rising(columns):
+    prefix = columns["prefix_propensity"].copy()
+    prefix[4] = prefix[3] * 1.5  # the second session's prefix of two ranks above that of one
+    return {**columns, "prefix_propensity": np.minimum(prefix, 1.0)}
+
+
+def _outside(column, value):
+    def change(columns):
+        changed = columns[column].copy()
+        changed[5] = value
+        return {**columns, column: changed}
+
+    return change
+
+
+#: A bad log, the estimators that refuse it, and what the refusal names.
+BAD_LOGS = [
+    (_missing_rank, ("standard_ips", "cascade_ips"), "shows ranks [1, 3], missing rank 2"),
+    (_rising, RANKING, "prefix_propensity of session"),
+    (_outside("position_propensity", 1.5), RANKING, "position_propensity 1.5 of row 5 lies"),
+    (_outside("prefix_propensity", 0.0), RANKING, "prefix_propensity 0.0 of row 5 lies outside"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+@pytest.mark.parametrize("corrupt, refused, names", BAD_LOGS)
+def test_files_and_memory_refuse_the_same_logs(tmp_path, corrupt, refused, names):
+    columns, _, scores = plackett_luce_feed(5, n_sessions=20)
+    bad = corrupt(columns)
+    log_file = write(tmp_path / "bad.csv", {k: bad[k] for k in bad if k != "logging_weight"})
+    target = {"T": _target_file(tmp_path / "t.csv", scores)}
+    probabilities = {k: bad[k] for k in ("prefix_propensity", "position_propensity")}
+    for name in RANKING:
+        try:
+            RANKING[name](_core_log(bad, **probabilities), DeterministicRanker(scores))
+        except ValueError as error:
+            in_memory = str(error)
+        else:
+            in_memory = None
+        if name not in refused:
+            # Independent IPS weights items at their ranks: a session need not be whole.
+            assert in_memory is None
+            assert evaluate_files(feed_log=log_file, targets=target, metrics=[name]).estimates
+            continue
+        assert names in in_memory
+        with pytest.raises(ValueError) as from_file:
+            evaluate_files(feed_log=log_file, targets=target, metrics=[name])
+        assert str(from_file.value) == f"feed_log file {str(log_file)!r}: {in_memory}"
 
 
 def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):

@@ -19,7 +19,13 @@ from test_plackett_luce import exact_marginals, exact_weights
 
 from recpack_ope.logged.feed_log import FeedLog
 from recpack_ope.logged.logged_dcg import logged_dcg
-from recpack_ope.logged.policies import Exposure, PlackettLuceRanker, candidate_sums
+from recpack_ope.logged.policies import (
+    DeterministicRanker,
+    Exposure,
+    LoggedRanking,
+    PlackettLuceRanker,
+    candidate_sums,
+)
 from recpack_ope.propensity.discount import ExponentialDiscount, LogDiscount
 
 
@@ -373,3 +379,62 @@ def test_exposure_objects_are_checked():
         Exposure(np.ones(4), np.ones(2))
     with pytest.raises(ValueError, match="Exposure standard_error of row 1 is -1.0"):
         Exposure(np.ones(4), np.array([0.0, -1.0, 0.0, 0.0]))
+
+
+def next_item_by_hand(scores, prefix, temperature=1.0):
+    """Plackett–Luce next-item distribution after ``prefix``, candidates = finite scores."""
+    w = np.where(np.isfinite(scores), np.exp(np.asarray(scores, dtype=float) / temperature), 0)
+    w[list(prefix)] = 0
+    return w / w.sum() if w.sum() > 0 else w
+
+
+def test_plackett_luce_conditional_distribution_by_hand_and_at_the_logged_items():
+    # Context 1 has two candidates, so its session's third row (after both) is empty.
+    scores = np.array([[0.5, -1.0, 2.0, 0.0], [1.0, -np.inf, -np.inf, 0.3]])
+    log = FeedLog.from_arrays(
+        session=[0, 0, 0, 1, 1, 1, 2],
+        item=[2, 0, 3, 3, 0, 1, 1],
+        rank=[1, 2, 3, 1, 2, 3, 1],
+        reward=np.zeros(7),
+        context=[0, 0, 0, 1, 1, 1, 0],
+        n_items=4,
+    )
+    policy = PlackettLuceRanker(scores, temperature=0.7)
+    dist = policy.conditional_distribution(log)
+    assert sp.isspmatrix_csr(dist) and dist.shape == (7, 4)
+    prefixes = [[], [2], [2, 0], [], [3], [3, 0], []]
+    expected = np.stack(
+        [next_item_by_hand(scores[c], p, 0.7) for c, p in zip(log.context, prefixes, strict=True)]
+    )
+    np.testing.assert_allclose(dist.toarray(), expected, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(dist.sum(axis=1).A1, [1, 1, 1, 1, 1, 0, 1], rtol=1e-12)
+    np.testing.assert_allclose(
+        dist[np.arange(7), log.item].A1, policy.conditional_probabilities(log), rtol=1e-12
+    )
+    # One score per item: the same policy in every context.
+    uniform = PlackettLuceRanker.uniform(4).conditional_distribution(log).toarray()
+    np.testing.assert_allclose(uniform[2], [0, 0.5, 0, 0.5])
+
+
+def test_deterministic_and_logged_conditional_distributions():
+    # Target order in context 0: 2, 0, 3 (item 1 not a candidate); context 1: 3, 0.
+    scores = np.array([[1.0, -np.inf, 3.0, 0.5], [0.0, -np.inf, -np.inf, 2.0]])
+    log = FeedLog.from_arrays(
+        session=[0, 0, 0, 0, 1, 1, 1],
+        item=[2, 0, 3, 1, 0, 3, 2],
+        rank=[1, 2, 3, 4, 1, 2, 3],
+        reward=np.zeros(7),
+        context=[0, 0, 0, 0, 1, 1, 1],
+        n_items=4,
+    )
+    target = DeterministicRanker(scores)
+    dist = target.conditional_distribution(log).toarray()
+    expected = np.zeros((7, 4))
+    for row, item in [(0, 2), (1, 0), (2, 3), (4, 3), (5, 0)]:
+        expected[row, item] = 1
+    np.testing.assert_array_equal(dist, expected)  # rows 3 and 6: fewer candidates than k
+    np.testing.assert_array_equal(
+        dist[np.arange(7), log.item], target.conditional_probabilities(log)
+    )
+    logged = LoggedRanking().conditional_distribution(log).toarray()
+    np.testing.assert_array_equal(logged, np.eye(4)[log.item])

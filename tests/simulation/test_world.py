@@ -808,3 +808,112 @@ def test_affinity_policy_reward_is_exact():
 def test_affinity_policy_arguments_are_named(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def _clicks_by_hand(q: np.ndarray, delta: np.ndarray, model: str) -> np.ndarray:
+    """Click probability at every rank of one feed from the module docstring's formulas, a
+    plain loop over ranks (q: relevance of the shown items, delta: view probabilities)."""
+    out = np.empty(q.size)
+    no_click_yet = 1.0
+    odds = [x / (1.0 - x) for x in q]
+    total = 1.0 + sum(d * v for d, v in zip(delta, odds, strict=True))
+    for r in range(q.size):
+        if model == "pbm":
+            out[r] = q[r] * delta[r]
+        elif model == "cascade":
+            out[r] = q[r] * delta[r] * no_click_yet
+            no_click_yet *= 1.0 - q[r]
+        else:
+            out[r] = delta[r] * odds[r] / total
+    return out
+
+
+@pytest.mark.parametrize("model", ["pbm", "cascade", "choice"])
+@pytest.mark.parametrize("discount", [LogDiscount(), ExponentialDiscount(gamma=0.6, cutoff=3)])
+def test_expected_clicks_follow_each_click_models_formula(model, discount):
+    world = SimulatedWorld(
+        n_users=30, n_items=12, n_factors=3, base_logit=0.0, seed=3, click_model=model
+    )
+    rng = np.random.default_rng(0)
+    users = rng.integers(0, 30, size=25)
+    rankings = np.stack([rng.permutation(12)[:5] for _ in users])
+    got = world.expected_clicks(users, rankings, discount)
+    rel = world.relevance()
+    delta = discount.weights(5)
+    for n, (u, ranking) in enumerate(zip(users, rankings, strict=True)):
+        np.testing.assert_allclose(
+            got[n], _clicks_by_hand(rel[u, ranking], delta, model), rtol=1e-12, atol=1e-15
+        )
+    # online_reward is their sum over the ranks of the target's ranking
+    scores = rng.random((30, 12))
+    top = TopK.from_scores(scores, 5)
+    by_rank = world.expected_clicks(np.arange(30), top.items, discount)
+    np.testing.assert_allclose(
+        world.online_reward(scores, discount).per_user
+        if discount.cutoff
+        else world.online_reward(top, discount).per_user,
+        by_rank.sum(axis=1),
+        rtol=1e-12,
+    )
+
+
+def test_choice_clicks_depend_on_the_items_below():
+    # Changing only the item at rank 3 moves the click probability at rank 1 under the choice
+    # model (it competes for the one click), never under the position-based or cascade models.
+    first, second = np.array([[0, 1, 2]]), np.array([[0, 1, 7]])
+    top = {}
+    for model in ("pbm", "cascade", "choice"):
+        world = SimulatedWorld(
+            n_users=2, n_items=8, n_factors=2, base_logit=0.0, seed=1, click_model=model
+        )
+        a, b = (world.expected_clicks([0], r)[0, 0] for r in (first, second))
+        top[model] = abs(a - b)
+    assert top["pbm"] == 0.0 and top["cascade"] == 0.0 and top["choice"] > 1e-3
+
+
+def test_choice_equals_pbm_for_one_item_seen_for_sure():
+    # v / (1 + v) with v the odds of q is q: a lone item viewed with probability 1.
+    choice = SimulatedWorld(n_users=40, n_items=9, n_factors=3, seed=2, click_model="choice")
+    pbm = SimulatedWorld(n_users=40, n_items=9, n_factors=3, seed=2)
+    scores = np.random.default_rng(3).random((40, 9))
+    disc = CustomDiscount([1.0])
+    np.testing.assert_allclose(
+        choice.online_reward(scores, disc).per_user,
+        pbm.online_reward(scores, disc).per_user,
+        rtol=1e-12,
+    )
+
+
+def test_choice_logs_one_click_at_most_on_the_position_based_feeds():
+    choice = SimulatedWorld(n_users=50, n_items=10, n_factors=3, seed=8, click_model="choice")
+    pbm = SimulatedWorld(n_users=50, n_items=10, n_factors=3, seed=8)
+    log = choice.log(PopularityPolicy(), feed_length=4, n_feeds=20, seed=1)
+    same = pbm.log(PopularityPolicy(), feed_length=4, n_feeds=20, seed=1)
+    assert log.click.reshape(-1, 4).sum(axis=1).max() == 1
+    np.testing.assert_array_equal(log.item, same.item)
+    np.testing.assert_array_equal(log.propensity, same.propensity)
+    assert log.click_model == "choice"
+    with pytest.raises(NotImplementedError, match="'choice'"):
+        choice.policy_reward(PopularityPolicy(), LogDiscount(), 4)
+
+
+@pytest.mark.parametrize(
+    "users, rankings, discount, error, message",
+    [
+        ([0, 1], [[0, 1]], None, ValueError, r"users must have shape \(n,\).*\(2,\) and \(1, 2\)"),
+        ([0], [[0, 3, 0]], None, ValueError, r"each item once per row; row 0 is \[0, 3, 0\]"),
+        ([0], [[0, 9]], None, ValueError, "unknown index 9 in rankings"),
+        ([0.5], [[0, 1]], None, ValueError, "users must be integer indices"),
+        ([0], [[0, 1]], "log", TypeError, "discount must be a Discount model, got str"),
+        ([0], [[0, 1]], CustomDiscount([0.5, 0.8]), ValueError, "non-increasing discount"),
+    ],
+)
+def test_expected_clicks_arguments(users, rankings, discount, error, message):
+    world = SimulatedWorld(n_users=3, n_items=5, n_factors=2, seed=0, click_model="cascade")
+    with pytest.raises(error, match=message):
+        world.expected_clicks(users, rankings, discount)
+
+
+def test_unknown_click_model_names_the_three():
+    with pytest.raises(ValueError, match=r"\('pbm', 'cascade', 'choice'\), got 'dbn'"):
+        SimulatedWorld(n_users=2, n_items=3, click_model="dbn")

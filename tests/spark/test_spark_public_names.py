@@ -12,6 +12,7 @@ SPARK = {
     "per_user",
     "HeldOutEvaluation",
     "logged_dcg",
+    "ranking_ips",
     "stratified",
     "win_rates",
     "fit_propensity",

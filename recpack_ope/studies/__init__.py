@@ -8,6 +8,10 @@ They sit above the library and may import the adapters, so they are imported on 
 * ``rpp_power``         – Diaz & Ferraro Tables 3–4, discriminative power
 * ``sensitivity``       – Jeunen et al. Figure 1 on the simulator
 * ``disagreement``      – Gilotte Figure 3, Criteo-like banners
+* ``click_models``      – the bias of every ranking estimator where its click model holds
+  and where it breaks, on the simulator
+* ``open_bandit``       – the Open Bandit Dataset: the Thompson-sampling policy's click rate
+  from the uniform-random log against its own on-policy log
 * ``recpack_models``    – RecPack's algorithms as the demo's model pool
 * ``registry``          – :data:`~recpack_ope.studies.registry.STUDIES`: each command's
   options, run and summary lines, which ``recpack_ope.cli`` turns into subcommands

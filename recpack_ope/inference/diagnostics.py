@@ -551,9 +551,10 @@ class WeightDiagnostics:
             )
         return f"calibration: {self.calibration.summary()}"
 
-    def warn(self, name: str, stacklevel: int = 3) -> None:
+    def warn(self, name: str, stacklevel: int = 3, *, clippable: bool = True) -> None:
         """Issue a :class:`ReliabilityWarning` for estimate ``name`` naming every criterion
-        that fired (:meth:`explain`), if any did."""
+        that fired (:meth:`explain`), if any did; its advice suggests clipping only for
+        estimates that can clip their weights (``clippable``)."""
         if not self.n_weights:
             warnings.warn(f"{name}: {self.summary()}", ReliabilityWarning, stacklevel=stacklevel)
         elif not self.reliable:
@@ -561,6 +562,8 @@ class WeightDiagnostics:
                 "The propensities do not match the impressions: refit them."
                 if self.reasons == ("calibration",)
                 else "Clip the weights (clip=...) or check the propensities."
+                if clippable
+                else "Check the propensities, or use an estimator whose weights can be clipped."
             )
             warnings.warn(
                 f"{name}: unreliable, {self.explain()}; the top 1 % of weights carry "

@@ -78,7 +78,8 @@ def _weighting(estimate: PairedEstimate) -> Weighting:
         raise ValueError(
             f"{estimate.name} is not weighted by inverse propensities: sensitivity to wrong "
             "propensities applies to IPS-weighted estimates (ips_dcg, snips_dcg, ips_pn_dcg, "
-            "dr_dcg, logged_dcg, …)"
+            "dr_dcg, logged_dcg, the ranking IPS, cascade_dr, …), not to unweighted ones or "
+            "the pseudo-inverse, whose weights are not inverse propensities"
         )
     return weighting
 

@@ -1,9 +1,9 @@
 """A seeded world with exact online reward, and baseline recommenders to evaluate in it.
 
 * ``world``     – ``SimulatedWorld`` (true click probabilities; position-based, cascade or
-  multinomial-logit choice clicks), logging policies (popularity, uniform, segment-personalised, two-stage on noisy
-  user factors), ``LoggedFeedback`` with its impressions, the true relevance as a reward model
-  (``WorldRelevance``)
+  multinomial-logit choice clicks), logging policies (popularity, uniform,
+  segment-personalised, two-stage on noisy user factors), ``LoggedFeedback`` with its
+  impressions, the true relevance as a reward model (``WorldRelevance``)
 * ``baselines`` – popularity, random, item-kNN and EASE recommenders on numpy/scipy
 """
 

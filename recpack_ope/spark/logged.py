@@ -340,6 +340,16 @@ def feed_log_estimate(
         *(F.lit(None).cast("double").alias(c) for c in probabilities),
         F.lit(0).alias("source"),
     )
+    # Contexts decide the partitions: a session over two contexts would be split, not refused.
+    mixed = (
+        feed_log.groupBy("session")
+        .agg(F.countDistinct("context").alias("n"))
+        .where(F.col("n") > 1)
+        .limit(1)
+        .collect()
+    )
+    if mixed:
+        raise ValueError(f"session {mixed[0]['session']!r} has rows with different contexts")
     plan = _LoggedPlan(entry, discount, clip, ess_threshold, probabilities)
     partial = _partitions.run(logged.unionByName(ranking), plan, n_partitions)
     if partial is None or partial.moments.n == 0:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from test_cascade_dr import enumerated_world, pl_probability, tiny_world, true_value
 
+from recpack_ope.inference.diagnostics import ReliabilityWarning
 from recpack_ope.logged import (
     DeterministicRanker,
     FeedLog,
@@ -188,6 +189,18 @@ def test_one_session_by_hand():
     assert est.value == pytest.approx(2.0, abs=1e-12)
     with pytest.raises(ValueError, match="pseudo-inverse is not weighted by inverse propensities"):
         est.sensitivity(2.0)
+
+
+def test_its_reliability_warning_does_not_advise_clipping():
+    # Two rewarded sessions, weights 5 and 1 (|−1|): ESS 36/26 < 50 fires; the
+    # pseudo-inverse has no clip= to suggest.
+    log = FeedLog.from_arrays([0, 0, 1, 1], [0, 1, 2, 0], [1, 2, 1, 2], [1, 0, 0, 1])
+    target = DeterministicRanker(np.array([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]]))
+    with pytest.warns(ReliabilityWarning, match="ESS 1.385 < 50") as caught:
+        pseudo_inverse(log, target, logging=PlackettLuceRanker.uniform(3))
+    message = str(caught[0].message)
+    assert "use an estimator whose weights can be clipped" in message
+    assert "clip=" not in message
 
 
 def test_bad_input_is_refused():

@@ -73,6 +73,12 @@ def _missing_rank(columns):
     return {k: v[keep] for k, v in columns.items()}
 
 
+def _mixed_context(columns):
+    context = columns["context"].copy()
+    context[4] = (context[4] + 1) % 5  # row 4 of the second session moves to another context
+    return {**columns, "context": context}
+
+
 def _changed(column, row, value):
     def change(columns):
         changed = columns[column].astype(float)
@@ -86,6 +92,7 @@ def _changed(column, row, value):
 #: the session at the changed row).
 BAD_LOGS = [
     (_missing_rank, ("standard_ips", "cascade_ips"), ("missing rank 2", "session")),
+    (_mixed_context, tuple(RANKING), ("has rows with different contexts", "session")),
     (_changed("prefix_propensity", 4, 0.99), tuple(RANKING), ("rises from", "session")),
     (_changed("position_propensity", 5, 1.5), tuple(RANKING), ("position_propensity", "1.5")),
     (_changed("prefix_propensity", 5, 0.0), tuple(RANKING), ("prefix_propensity", "0.0")),
@@ -98,7 +105,8 @@ def test_spark_refuses_the_logs_the_core_refuses(spark, pl_feed, corrupt, refuse
     columns, _, scores = pl_feed(7, n_sessions=20, n_contexts=5)
     bad = corrupt(columns)
     log, target = _frames(spark, bad, scores)
-    # Rows 1 (missing rank) and 4, 5 belong to the first and the second session.
+    # Rows 1 (missing rank) and 4, 5 belong to the first and the second session; a session
+    # split over two contexts would be split over partitions, and is refused before.
     session = str(columns["session"][1 if corrupt is _missing_rank else 4])
     names = [session if n == "session" else n for n in names]
     for name in RANKING:

@@ -274,9 +274,11 @@ class FeedLog:
         if context is not None:
             mixed = np.flatnonzero((contexts[1:] != contexts[:-1]) & (codes[1:] == codes[:-1]))
             if mixed.size:
+                k = mixed[0]
                 raise ValueError(
-                    f"session {_label(session_labels, codes[mixed[0] + 1])!r} has rows with "
-                    "different contexts"
+                    f"session {_label(session_labels, codes[k + 1])!r} has rows with "
+                    f"different contexts ({_label(context_labels, contexts[k])!r} and "
+                    f"{_label(context_labels, contexts[k + 1])!r}); a session is one context's"
                 )
         if propensity is not None:
             propensity = _column(propensity, "propensity", n, np.float64)
@@ -381,6 +383,17 @@ class FeedLog:
             **cols,
             n_items=n_items,
             n_contexts=n_contexts,
+        )
+
+    def __repr__(self) -> str:
+        columns = [
+            name
+            for name in ("propensity", "logging_weight", "position_propensity", "prefix_propensity")
+            if getattr(self, name) is not None
+        ]
+        return (
+            f"FeedLog({self.n_rows:,} rows, {self.n_sessions:,} sessions, {self.n_items:,} items, "
+            f"{self.n_contexts:,} contexts; probabilities: {', '.join(columns) or 'none'})"
         )
 
     @property

@@ -42,7 +42,7 @@ from .._validation import (
     check_sparse,
     real_array,
 )
-from ..metrics.ranking import ScoreSource
+from ..metrics.ranking import ScoreSource, TopK
 from ..propensity.discount import Discount
 from ..reward.validation import predict_rewards
 from .feed_log import FeedLog, find_keys
@@ -197,6 +197,10 @@ class LoggedRanking:
         """``π(a_k | x, a_1, …, a_{k−1}) = 1`` for every logged row."""
         return np.ones(_log(log).n_rows)
 
+    def n_ranked(self, log: FeedLog, depth: int) -> np.ndarray:
+        """How many items the policy ranks, up to ``depth``, in each session: its length."""
+        return np.minimum(np.diff(_log(log).indptr), depth)
+
     def conditional_distribution(self, log: FeedLog) -> sp.csr_matrix:
         """``π(a | x, a_1, …, a_{k−1})`` over every item a, for every logged row k: the logged
         item with probability 1.
@@ -223,17 +227,42 @@ class DeterministicRanker:
     scores : numpy.ndarray, scipy.sparse matrix or TopK
         Contexts × items scores (rows indexed by the log's ``context``, columns by ``item``)
         or precomputed rankings, with the conventions of :mod:`recpack_ope.metrics.ranking`
-        (``-inf`` / unstored = not a candidate, ties to the lower item index).
+        (``-inf`` / unstored = not a candidate, ties to the lower item index). Rows and
+        columns are the log's context and item codes: ids that are not integers are coded in
+        sorted order (``log.context_labels[code]``, ``log.item_labels[code]``).
     """
 
     def __init__(self, scores):
         self.scores = scores
 
+    def _source(self, log: FeedLog) -> ScoreSource:
+        """The validated scores, their shape checked against the log's codes."""
+        shape = getattr(self.scores, "shape", None)
+        if not isinstance(self.scores, TopK) and shape is not None:
+            if tuple(shape) != (log.n_contexts, log.n_items):
+                raise ValueError(
+                    f"target scores have shape {tuple(shape)}, the log needs ({log.n_contexts} "
+                    f"contexts, {log.n_items} items): rows are the log's context codes and "
+                    "columns its item codes (ids that are not integers are coded in sorted "
+                    "order: log.context_labels, log.item_labels)"
+                )
+        return ScoreSource(self.scores, (log.n_contexts, log.n_items))
+
+    def n_ranked(self, log: FeedLog, depth: int) -> np.ndarray:
+        """How many items the policy ranks, up to ``depth``, in each session's context."""
+        source = self._source(_log(log))
+        contexts, inverse = np.unique(log.session_context, return_inverse=True)
+        counts = np.empty(contexts.size, dtype=np.int64)
+        step = rows_per_chunk(depth)
+        for start in range(0, contexts.size, step):
+            counts[start : start + step] = source.top(contexts[start : start + step], depth)[1]
+        return counts[inverse]
+
     def ranks(self, log: FeedLog, cutoff: int | None, rows=None) -> np.ndarray:
         """Target rank of the logged rows' items (all rows, or ``rows``) in their contexts; 0
         past ``cutoff`` or when the item is not a candidate."""
         rows = np.arange(log.n_rows) if rows is None else rows
-        source = ScoreSource(self.scores, (log.n_contexts, log.n_items))
+        source = self._source(log)
         out = np.zeros(rows.size, dtype=np.int64)
         for contexts, at in _contexts_in_blocks(log, rows, source.width):
             local, items, ranks = source.ranked(contexts, cutoff)
@@ -578,6 +607,15 @@ class PlackettLuceRanker:
         [0.25, 0.3333]
         """
         return cls(np.zeros(check_positive_int(n_items, "n_items")), method="exact")
+
+    def n_ranked(self, log: FeedLog, depth: int) -> np.ndarray:
+        """How many items the policy ranks, up to ``depth``, in each session's context: its
+        candidates."""
+        log = _log(log)
+        out = np.zeros(log.n_sessions, dtype=np.int64)
+        for at, items, _ in self._candidates(log, log.indptr[:-1]):
+            out[at] = min(items.size, depth)
+        return out
 
     def position_probabilities(self, log: FeedLog) -> np.ndarray:
         """``π(a_k at k | x)`` of every logged row, from the exact rank marginals of each

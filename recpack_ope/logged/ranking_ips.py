@@ -37,6 +37,8 @@ The inverse logging probability is clipped as in logged DCG: ``π · min(m, 1/π
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .._validation import check_clip
@@ -187,6 +189,30 @@ def _columns(log: FeedLog, kind: str) -> np.ndarray:
     )
 
 
+def _check_agreement(log: FeedLog, kind: str, pi0: np.ndarray, rows: np.ndarray) -> None:
+    """Warn when a logging policy passed as ``logging=`` disagrees with the log's own column
+    of the same probabilities: one of them is wrong, and ``logging=`` is what is used."""
+    try:
+        column = _columns(log, kind)
+    except ValueError:  # the log has no such column: nothing to compare
+        return
+    if kind == "ranking":
+        column = column[log.indptr[1:] - 1][log.session]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.where(rows, np.abs(pi0 / column - 1.0), 0.0)
+    k = int(np.argmax(gap))
+    if gap[k] > 1e-6:
+        where = "" if kind == "ranking" else f" at rank {log.rank[k]}"
+        warnings.warn(
+            f"logging= gives the {_WHAT[kind]}{where} of session {log.session_label(k)!r} "
+            f"probability {pi0[k]:.6g}, the log's own column "
+            f"{column[k]:.6g}: the estimate uses logging=; check which of the two describes "
+            "the logging policy",
+            UserWarning,
+            stacklevel=5,
+        )
+
+
 def ranking_weights(
     log: FeedLog, target, logging, kinds: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -212,6 +238,8 @@ def ranking_weights(
         rows = kinds == k
         pi0[rows] = ranking_probabilities(logging, log, KINDS[k], "logging")[rows]
         pi[rows] = ranking_probabilities(target, log, KINDS[k], "target")[rows]
+        if logging is not None:
+            _check_agreement(log, KINDS[k], pi0, rows)
     bad = np.flatnonzero(~(pi0 > 0) | ~(pi0 <= 1))
     if bad.size:
         k = bad[0]
@@ -228,6 +256,24 @@ def ranking_weights(
             f"session {log.session_label(k)!r} is {pi[k]}, outside [0, 1]"
         )
     return pi, pi0
+
+
+def _check_length(log: FeedLog, target, sessions: np.ndarray, estimator: str) -> None:
+    """Refuse whole-ranking weights where the target ranks fewer items than a session shows:
+    it gives every such logged ranking probability 0, so the estimate would count those
+    sessions' rewards as 0 instead of estimating the target's shorter ranking."""
+    length = np.diff(log.indptr)
+    ranked = target.n_ranked(log, int(length[sessions].max()))
+    short = sessions[ranked[sessions] < length[sessions]]
+    if short.size:
+        s = short[0]
+        raise ValueError(
+            f"{estimator}: the target ranks {ranked[s]} item(s) in the context of session "
+            f"{_label(log.session_labels, s)!r}, which shows {length[s]}, so it gives every "
+            f"such logged ranking probability 0; give the target at least {length[s]} "
+            "candidates per context, or use cascade_ips or independent_ips, which weight only "
+            "the ranks it fills"
+        )
 
 
 def _ranking_ips(
@@ -248,8 +294,12 @@ def _ranking_ips(
     auto = check_clip(clip, allow_auto=True) == "auto"
     ess_threshold = check_ess_threshold(ess_threshold)
     kinds = np.full(log.n_rows, KINDS.index(kind)) if isinstance(kind, str) else kind
+    estimator = name.split(" (")[0].lower().replace(" ", "_")
     if (kinds != KINDS.index("position")).any():
-        check_whole_rankings(log, name.replace(" ", "_"))
+        check_whole_rankings(log, estimator)
+    whole = np.unique(log.session[kinds == KINDS.index("ranking")])
+    if whole.size and hasattr(target, "n_ranked"):
+        _check_length(log, target, whole, estimator)
     alpha = position_weights(log, discount)
     pi, pi0 = ranking_weights(log, target, logging, kinds)
     raw = 1.0 / pi0

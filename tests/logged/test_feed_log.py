@@ -374,3 +374,20 @@ def test_a_prefix_propensity_that_rises_down_a_session_is_refused():
     # starts afresh.
     log = small_log(prefix_propensity=[0.5, 0.5, 0.9, 0.3])
     np.testing.assert_array_equal(log.prefix_propensity, [0.5, 0.5, 0.9, 0.3])
+
+
+def test_repr_is_one_line_of_counts_and_the_probability_columns():
+    log = small_log(position_propensity=[0.5, 0.25, 0.5, 0.25])
+    assert repr(log) == (
+        "FeedLog(4 rows, 2 sessions, 3 items, 2 contexts; probabilities: propensity, "
+        "position_propensity)"
+    )
+    bare = FeedLog.from_arrays([0], [0], [1], [1.0])
+    assert repr(bare).endswith("probabilities: none)")
+
+
+def test_a_session_over_two_contexts_names_both():
+    with pytest.raises(
+        ValueError, match=r"session 's' has rows with different contexts \('u1' and 'u2'\)"
+    ):
+        FeedLog.from_arrays(["s", "s"], [1, 2], [1, 2], [0, 1], context=["u1", "u2"])

@@ -183,7 +183,7 @@ def test_errors_name_the_problem():
         logged_dcg(log, target, discount=CustomDiscount([1.0, 0.5]), logging=LoggedRanking())
     with pytest.raises(TypeError, match="target must be a policy"):
         logged_dcg(log, np.zeros((2, 4)), discount=LogDiscount(3), logging=LoggedRanking())
-    with pytest.raises(ValueError, match=r"shape mismatch: y_score has shape \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"shape \(2, 3\), the log needs \(2 contexts, 4 items\)"):
         logged_dcg(
             log,
             DeterministicRanker(np.zeros((2, 3))),

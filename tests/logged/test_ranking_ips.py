@@ -1,6 +1,7 @@
 """Standard, cascade and independent IPS of whole rankings against hand calculations."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -188,3 +189,49 @@ def test_bad_input_is_refused_with_the_argument_named():
     always_first = DeterministicRanker(np.array([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]]))
     with pytest.raises(ValueError, match="session 1 is 0.0, outside \\(0, 1\\]"):
         standard_ips(shown, TARGET, logging=always_first)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+def test_errors_spell_the_estimator_as_its_function(estimator):
+    gap = FeedLog.from_arrays([0, 0], [0, 1], [1, 3], [1.0, 0.0], n_items=3)
+    if estimator is independent_ips:  # weights items at their ranks: needs no whole ranking
+        return
+    with pytest.raises(ValueError, match=rf"^{estimator.__name__} needs whole rankings"):
+        estimator(gap, TARGET, logging=UNIFORM)
+
+
+@pytest.mark.parametrize(
+    "short",
+    [
+        DeterministicRanker(np.array([[1.0, -np.inf, -np.inf], [1.0, -np.inf, -np.inf]])),
+        PlackettLuceRanker(np.array([[0.0, -np.inf, -np.inf], [0.0, 0.0, 0.0]])),
+    ],
+)
+def test_standard_ips_refuses_a_target_that_ranks_fewer_items_than_a_session_shows(short):
+    # The target ranks one item in session 0's context, which shows two: every logged whole
+    # ranking there has probability 0 under it, so standard IPS would count its rewards as 0.
+    with pytest.raises(ValueError, match="ranks 1 item\\(s\\) in the context of session 0"):
+        standard_ips(_log(), short, logging=UNIFORM)
+    # Cascade IPS weights only the ranks the target fills: session 0's item 0 at rank 1 is
+    # the target's one item (prefix probability 1, π0 = 1/3, reward 1): term 3.
+    terms = cascade_ips(_log(), short, logging=UNIFORM).terms.ravel()
+    assert terms[0] == pytest.approx(3.0, rel=1e-12)
+
+
+def test_a_target_of_the_wrong_shape_names_the_log_codes():
+    with pytest.raises(ValueError, match=r"target scores have shape \(2, 4\), the log needs"):
+        standard_ips(_log(), DeterministicRanker(np.zeros((2, 4))), logging=UNIFORM)
+
+
+def test_a_logging_policy_that_disagrees_with_the_log_column_warns():
+    # The column says uniform (1/3 at rank 1); logging= says Plackett–Luce 4, 2, 1.
+    log = _log(logging_weight=[1 / 3] * 4)
+    with pytest.warns(UserWarning, match="logging= gives the whole ranking of session 0"):
+        standard_ips(log, TARGET, logging=TARGET)
+    # Agreement (the uniform policy and its own column) stays silent.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        assert standard_ips(log, TARGET, logging=UNIFORM).value == pytest.approx(
+            np.mean(TERMS[standard_ips]), rel=1e-12
+        )

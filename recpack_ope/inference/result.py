@@ -501,6 +501,10 @@ class LoggedEstimate(EstimateResult):
             text += f"; Monte Carlo approximation error ≤ {self.approximation_error:.2g}"
         return text
 
+    def __repr__(self) -> str:
+        # The weight diagnostics count the units they group by as users: here, sessions.
+        return super().__repr__().replace(" users", " sessions")
+
 
 @dataclass(frozen=True)
 class Comparison:

@@ -235,3 +235,10 @@ def test_a_logging_policy_that_disagrees_with_the_log_column_warns():
         assert standard_ips(log, TARGET, logging=UNIFORM).value == pytest.approx(
             np.mean(TERMS[standard_ips]), rel=1e-12
         )
+
+
+def test_the_repr_counts_sessions_not_users():
+    text = repr(standard_ips(_log(), TARGET, logging=UNIFORM))
+    assert "over 2 sessions" in text
+    assert "of 2 sessions carry" in text
+    assert "users" not in text

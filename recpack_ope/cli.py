@@ -118,6 +118,9 @@ _EVALUATE_INSTALL = {
     "local": {"pyarrow": from_clone('".[trec]"')},
     "spark": dict.fromkeys(("pyspark", "pyarrow", "pandas"), from_clone('".[spark]"')),
 }
+# The feed-log estimators of whole rankings: the file engines pass them the discount of --k,
+# where their Python functions default to none.
+_RANKING = [m for m in offered("feed-log").split(", ") if not m.startswith("logged_")]
 # The options of ``evaluate`` that spell the arguments of evaluate_files.
 _OPTIONS = {p: "--" + p.replace("_", "-") for p in PARAMETERS} | {"targets": "--target"}
 
@@ -136,17 +139,20 @@ def _named_paths(given: list[str] | None, option: str) -> dict[str, str] | None:
 
 
 class _Names(argparse.Action):
-    """``--metrics``: names separated by spaces, commas or both, each one of ``choices``
-    (checked here, name by name: argparse would check whole comma-separated words)."""
+    """``--metrics``: names separated by spaces, commas or both, each one of ``names`` or of
+    ``later`` (checked here, name by name: argparse would check whole comma-separated words).
+    Names of ``later`` pass, for :func:`evaluate_files` to refuse with the reason (an
+    estimator the files cannot feed: it needs a reward model or the logging policy)."""
 
-    def __init__(self, option_strings, dest, *, names, **kwargs) -> None:
+    def __init__(self, option_strings, dest, *, names, later=(), **kwargs) -> None:
         super().__init__(option_strings, dest, nargs="+", **kwargs)
         self.names = tuple(names)
+        self.later = tuple(later)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         given = [name for value in values for name in value.split(",") if name]
         for name in given:
-            if name not in self.names:
+            if name not in self.names + self.later:
                 parser.error(
                     f"argument {option_string}: invalid choice: {name!r} (choose from "
                     f"{', '.join(self.names)})"
@@ -331,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics",
         action=_Names,
         names=FILE_METRICS,
+        later=tuple(ESTIMATORS),
         metavar="METRIC",
         help="estimators, separated by spaces or commas; "
         f"of held-out data: {offered('held-out')} (default: dcg ndcg pn_dcg "
@@ -345,7 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="k",
         type=int,
         default=10,
-        help="cutoff K of the discount 1/log2(rank + 1) and of recall",
+        help="cutoff K of the discount 1/log2(rank + 1) and of recall; the feed-log ranking "
+        f"estimators ({', '.join(_RANKING)}) weight the reward at rank k by that discount "
+        "too, 0 past K (their results are named '…@K'), while their Python functions default "
+        "to weight 1 at every rank",
     )
     ev.add_argument(
         "--clip",

@@ -647,6 +647,13 @@ def _ranking_log(tmp_path, name="ranking_log.csv", **changes) -> str:
     return write(tmp_path / name, columns)
 
 
+def _t1_for_whole_rankings(feed_log, tmp_path) -> str:
+    """T1 with a second item for u2: standard IPS needs rankings as long as the logged ones."""
+    t1 = pcsv.read_csv(feed_log["T1"]).to_pydict()
+    t1 = {c: [*v, {"context": "u2", "item": 10, "rank": 2}[c]] for c, v in t1.items()}
+    return write(tmp_path / "t1_whole.csv", t1)
+
+
 RANKING = ("standard_ips", "cascade_ips", "independent_ips")
 
 
@@ -668,7 +675,7 @@ def test_ranking_estimators_on_a_feed_log_by_hand(feed_log, tmp_path, capsys):
         "--target",
         f"A={a}",
         "--target",
-        f"T1={feed_log['T1']}",
+        f"T1={_t1_for_whole_rankings(feed_log, tmp_path)}",
         "--k",
         "2",
         "--metrics",
@@ -717,7 +724,11 @@ def test_ranking_estimators_refuse_what_the_core_refuses(feed_log, tmp_path, cap
         ["evaluate", "--feed-log", feed_log["log"], "--target", target, "--metrics", "cascade_ips"],
         capsys,
     )
-    assert code == 1 and "no column 'prefix_propensity' or 'logging_weight'" in err, err
+    # A usage error (status 2) naming the estimators the file's columns do feed.
+    assert code == 2 and "no column 'prefix_propensity' or 'logging_weight'" in err, err
+    assert err.endswith("it has propensity: try --metrics logged_dcg,logged_ndcg,logged_pn_dcg"), (
+        err
+    )
     # An unknown name in a comma-separated list is named alone (argparse's usage, status 2).
     with pytest.raises(SystemExit) as stop:
         main(
@@ -896,10 +907,129 @@ def test_estimators_needing_a_reward_model_are_not_offered(three_users, feed_log
             "pseudo_inverse",
         ],
     ):
-        with pytest.raises(SystemExit) as stop:
-            main(["evaluate", *argv])
-        err = capsys.readouterr().err
-        assert stop.value.code == 2 and "--metrics" in err and f"{argv[-1]}'" in err, err
+        code, err = _stop(["evaluate", *argv], capsys)
+        # Not argparse's bare "invalid choice": the reason, and where to call it instead.
+        needs = "the logging policy" if argv[-1] == "pseudo_inverse" else "a reward model"
+        where = "metrics" if argv[-1] == "dr_dcg" else "logged"
+        assert code == 2 and err.startswith(
+            f"recpack-ope evaluate: --metrics {argv[-1]!r} is for Python only "
+            f"(recpack_ope.{where}.{argv[-1]}): it needs {needs}, which files cannot give; "
+        ), err
+
+
+LOG_KEYS = ("session", "context", "item", "rank", "reward")
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_default_metric_on_a_log_without_propensity_names_what_the_columns_feed(
+    feed_log, tmp_path, capsys
+):
+    target = f"T1={_t1_for_whole_rankings(feed_log, tmp_path)}"
+    log = pcsv.read_csv(_ranking_log(tmp_path)).to_pydict()
+    # Which estimator reads what (docs/definitions.md): logged_… the exposure propensity,
+    # standard and cascade IPS prefix_propensity (or logging_weight), independent IPS
+    # position_propensity, adaptive IPS both of the last two.
+    for has, suggested in (
+        (
+            ("position_propensity", "prefix_propensity"),
+            "standard_ips,cascade_ips,independent_ips,adaptive_ips",
+        ),
+        (("prefix_propensity",), "standard_ips,cascade_ips"),
+        (("position_propensity",), "independent_ips"),
+    ):
+        columns = {c: v for c, v in log.items() if c in (*LOG_KEYS, *has)}
+        path = write(tmp_path / "no_propensity.csv", columns)
+        code, err = _stop(["evaluate", "--feed-log", path, "--target", target], capsys)
+        assert code == 2, err
+        assert err == (
+            f"recpack-ope evaluate: feed_log file {path!r} has no column 'propensity', which "
+            f"logged_dcg reads; its columns are {[*LOG_KEYS, *has]}; it has {', '.join(has)}: "
+            f"try --metrics {suggested}"
+        ), err
+        # The suggestion runs.
+        argv = ["evaluate", "--feed-log", path, "--target", target, "--metrics", suggested]
+        assert main(argv) == 0
+        assert capsys.readouterr().out.count("| T1 |") == suggested.count(",") + 1
+    columns = {c: v for c, v in log.items() if c in LOG_KEYS}
+    path = write(tmp_path / "keys_only.csv", columns)
+    code, err = _stop(["evaluate", "--feed-log", path, "--target", target], capsys)
+    assert code == 2 and err.endswith(
+        "it has none of the logging probabilities propensity, position_propensity, "
+        "prefix_propensity, logging_weight that the feed-log estimators read"
+    ), err
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_a_target_without_some_contexts_of_the_log_is_refused(feed_log, tmp_path, capsys):
+    t1 = _t1_for_whole_rankings(feed_log, tmp_path)
+    # T3 ranks u1's items only: u2 (session s2) would see nothing, its session adding 0 to
+    # every estimate while the table reported no exclusion.
+    t3 = write(tmp_path / "t3.csv", {"context": ["u1", "u1"], "item": [10, 11], "rank": [1, 2]})
+    expected = (
+        f"recpack-ope evaluate: target 'T3' (file {t3!r}) ranks no item for 1 of the feed "
+        "log's 2 contexts, e.g. context 'u2' (session 's2'): the target would show nothing "
+        "there and every estimate would fall; give the target a ranking for every context of "
+        "the log"
+    )
+    for log, metrics in (
+        (feed_log["log"], "logged_dcg"),
+        (_ranking_log(tmp_path), "standard_ips,cascade_ips,independent_ips"),
+    ):
+        argv = ["evaluate", "--feed-log", log, "--target", f"T1={t1}"]
+        assert main([*argv, "--metrics", metrics]) == 0  # T1 ranks u1 and u2
+        capsys.readouterr()
+        code, err = _stop([*argv, "--target", f"T3={t3}", "--metrics", metrics], capsys)
+        assert (code, err) == (1, expected)
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_k_help_says_the_ranking_estimators_weight_ranks_by_its_discount(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # the help on one line per option
+    (evaluate,) = (p for p in _parsers(build_parser()) if p.prog.endswith(" evaluate"))
+    text = evaluate.format_help()
+    line = next(line for line in text.splitlines() if line.lstrip().startswith("--k K"))
+    assert (
+        "the feed-log ranking estimators (standard_ips, cascade_ips, independent_ips, "
+        "adaptive_ips) weight the reward at rank k by that discount too, 0 past K" in line
+    )
+    assert "'…@K'" in line and "Python functions default to weight 1 at every rank" in line
+    # What the help says, by hand on the ranking log's target A' = s1's ranking for u1 and
+    # s2's for u2, rewarded at ranks 1, 3 (s1) and 2 (s2): --k 2 weights them 1, 0 and
+    # 1/log2(3); the Python function without a discount 1, 1 and 1.
+    target = write(
+        tmp_path / "a.csv",
+        {"context": ["u1"] * 3 + ["u2"] * 2, "item": [10, 11, 12, 10, 12], "rank": [1, 2, 3, 1, 2]},
+    )
+    log_path = _ranking_log(tmp_path)
+    report = run(
+        tmp_path,
+        "--feed-log",
+        log_path,
+        "--target",
+        f"A={target}",
+        "--k",
+        "2",
+        "--metrics",
+        "standard_ips",
+    )
+    (row,) = report["rows"]
+    assert row["name"] == "standard IPS@2"
+    assert row["value"] == pytest.approx(np.mean([1 / 0.2, L / 0.4, 0]), rel=1e-12)
+    columns = pcsv.read_csv(log_path).to_pydict()
+    log = FeedLog.from_arrays(
+        columns["session"],
+        columns["item"],
+        columns["rank"],
+        columns["reward"],
+        context=[int(c == "u2") for c in columns["context"]],
+        prefix_propensity=columns["prefix_propensity"],
+    )
+    scores = np.full((2, 14), -np.inf)
+    scores[0, [10, 11, 12]] = [3, 2, 1]
+    scores[1, [10, 12]] = [2, 1]
+    python = ro.logged.standard_ips(log, DeterministicRanker(scores))
+    assert python.name == "standard IPS"
+    assert python.value == pytest.approx(np.mean([2 / 0.2, 1 / 0.4, 0]), rel=1e-12)
 
 
 def test_missing_pyarrow_or_pyspark_is_named_with_the_extra(three_users, monkeypatch, capsys):

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from ..inference.result import Comparison
 from ..inference.sensitivity import SHOWN_GAMMA
 from ..inference.summary import robustness_columns, sensitivity_columns
@@ -41,6 +44,7 @@ __all__ = [
     "FilePlan",
     "check_log_columns",
     "evaluate_files",
+    "no_ranking_message",
     "offered",
     "plan_files",
 ]
@@ -163,6 +167,11 @@ class FilePlan:
         """The discount ``1/log2(rank + 1)`` cut off at :attr:`k`."""
         return LogDiscount(self.k)
 
+    def label(self, name: str) -> str:
+        """How messages of both engines name model (target) ``name``: its name and file."""
+        what = "target" if self.kind == "feed-log" else "model"
+        return f"{what} {name!r} (file {str(self.models[name])!r})"
+
     def result(self, estimates: Mapping, engine: str) -> FileEvaluation:
         """The :class:`FileEvaluation` of ``estimates`` (model → metric → estimate)."""
         return FileEvaluation(
@@ -259,15 +268,24 @@ def plan_files(
     metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
     for m in metrics:
         entry = ESTIMATORS.get(m)
-        if m not in FILE_METRICS or entry.data != kind.replace("-", "_"):
-            needs = [_PYTHON_ONLY[n] for n in entry.needs if n in _PYTHON_ONLY] if entry else []
-            why = f" (it needs {' and '.join(needs)}: Python only)" if needs else ""
+        needs = [_PYTHON_ONLY[n] for n in entry.needs if n in _PYTHON_ONLY] if entry else []
+        if needs:
+            function = entry.function
             raise ArgumentError(
-                "{metrics} of {kind} data are {offered}, got {got!r}{why}",
+                "{metrics} {got!r} is for Python only ({call}): it needs {needs}, which files "
+                "cannot give; from files, {metrics} of {kind} data are {offered}",
+                got=m,
+                call=f"{'.'.join(function.__module__.split('.')[:2])}.{function.__name__}",
+                needs=" and ".join(needs),
+                kind=kind,
+                offered=offered(kind),
+            )
+        if m not in FILE_METRICS or entry.data != kind.replace("-", "_"):
+            raise ArgumentError(
+                "{metrics} of {kind} data are {offered}, got {got!r}",
                 kind=kind,
                 offered=offered(kind),
                 got=m,
-                why=why,
             )
         if kind == "held-out" and entry.missing(propensity=propensity):
             raise ArgumentError(
@@ -379,7 +397,8 @@ def evaluate_files(
         ranks 1..K.
     targets : mapping of target name → path, optional
         Deterministic target rankings of the feed log: columns ``context``, ``item`` and
-        ``score`` or ``rank``.
+        ``score`` or ``rank``, with rows for every context of the log (a context left out is
+        refused, not evaluated as an empty feed).
     metrics : sequence of str, optional
         Estimators of :data:`FILE_METRICS` for the kind of data; default
         :data:`DEFAULT_METRICS` (with ``ips_dcg`` and ``ips_pn_dcg`` when ``propensity`` is
@@ -408,12 +427,15 @@ def evaluate_files(
     Raises
     ------
     ArgumentError
-        On a bad argument (see :func:`plan_files`), before any file is read.
+        On a bad argument (see :func:`plan_files`), before any file is read; on ``metrics``
+        reading a column the feed log lacks, naming those its columns feed
+        (:func:`check_log_columns`).
     ValueError
         On bad rows, naming the file, the column and an offending row; on a feed log without
         the columns an estimator reads, or that the core refuses (a session missing a rank
         for a ranking-level estimator, prefix propensities that rise down a session,
-        probabilities outside (0, 1]), naming the file and the session.
+        probabilities outside (0, 1]), naming the file and the session; on a target without
+        rows for a context of the log, naming the target, the context and one of its sessions.
     ImportError
         Without pyarrow.
 
@@ -469,6 +491,8 @@ def evaluate_files(
         tables = feed_log_tables(plan.data, plan.models)
         label = f"feed_log file {str(plan.data)!r}"
         check_log_columns(plan.metrics, _log_columns(tables.log), label)
+        for name, scores in tables.scores.items():
+            _refuse_contexts_without_ranking(tables, scores, plan.label(name))
         try:
             estimates = {
                 name: {
@@ -500,29 +524,113 @@ def evaluate_files(
     return plan.result(estimates, "local")
 
 
+def no_ranking_message(
+    target: str, context: Any, session: Any, n_missing: int, n_contexts: int
+) -> str:
+    """The refusal of a target ranking without rows for ``n_missing`` of the ``n_contexts``
+    contexts of a feed log, the first of them ``context`` (logged in ``session``), on both
+    engines.
+
+    A file (or frame) lists the target's ranking of every context; a context it leaves out
+    would be one where the target shows nothing, and its sessions would add zero terms to
+    every feed-log estimate: far more often an incomplete export than a policy that shows an
+    empty feed. (A score matrix in Python can say so explicitly with a row without finite
+    score.)
+
+    Examples
+    --------
+    >>> from recpack_ope.evaluation.files import no_ranking_message
+    >>> no_ranking_message("target 'new'", 5, "s17", 5, 10)[:78]
+    "target 'new' ranks no item for 5 of the feed log's 10 contexts, e.g. context 5"
+    """
+    return (
+        f"{target} ranks no item for {n_missing} of the feed log's {n_contexts} contexts, "
+        f"e.g. context {context!r} (session {session!r}): the target would show nothing "
+        "there and every estimate would fall; give the target a ranking for every context "
+        "of the log"
+    )
+
+
+def _refuse_contexts_without_ranking(tables, scores, target: str) -> None:
+    """Refuse a target whose score matrix (rows: the log's contexts) has a row without any
+    entry, naming its first context and that context's first session
+    (:func:`no_ranking_message`)."""
+    log = tables.log
+    empty = sp.csr_matrix(scores).getnnz(axis=1) == 0
+    if not empty.any():
+        return
+    context = int(np.flatnonzero(empty)[0])
+    codes = log.session[log.context == context]
+    labels = codes if log.session_labels is None else log.session_labels[codes]
+    raise ValueError(
+        no_ranking_message(
+            target,
+            _plain(tables.contexts[context]),
+            _plain(np.min(labels)),
+            int(empty.sum()),
+            tables.contexts.size,
+        )
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value Spark returns, for messages alike on both engines."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _log_columns(log) -> list[str]:
     """The columns a feed log was built from: its keys and the logging probabilities it has."""
     keys = ["session", "context", "item", "rank", "reward"]
     return keys + [c for c in LOG_PROBABILITIES if getattr(log, c) is not None]
 
 
-def check_log_columns(metrics: Sequence[str], present: Sequence[str], table: str) -> None:
+def check_log_columns(
+    metrics: Sequence[str],
+    present: Sequence[str],
+    table: str,
+    available: Sequence[str] | None = None,
+) -> None:
     """Refuse a feed log (named ``table``, with the columns ``present``) that lacks the logging
     probabilities one of the feed-log ``metrics`` reads
-    (:meth:`~recpack_ope.registry.Estimator.check_log_columns`); the Spark engine checks its
-    frames the same way.
+    (:meth:`~recpack_ope.registry.Estimator.check_log_columns`), naming those of ``available``
+    (default: every feed-log estimator of :data:`FILE_METRICS`) its columns do feed; the
+    Spark engine checks its frames the same way, with the estimators it computes.
+
+    Raises
+    ------
+    ArgumentError
+        Naming the missing column, the estimator, the logging probabilities the table has and
+        the estimators to give in ``metrics`` instead.
 
     Examples
     --------
     >>> from recpack_ope.evaluation.files import check_log_columns
-    >>> check_log_columns(["logged_dcg", "independent_ips"], ["rank", "propensity"], "log")
+    >>> check_log_columns(["logged_dcg"], ["rank", "prefix_propensity"], "log")
     Traceback (most recent call last):
     ...
-    ValueError: log has no column 'position_propensity', which independent_ips reads; its \
-columns are ['rank', 'propensity']
+    recpack_ope.evaluation.files.ArgumentError: log has no column 'propensity', which \
+logged_dcg reads; its columns are ['rank', 'prefix_propensity']; it has prefix_propensity: try \
+metrics standard_ips,cascade_ips
     """
+    available = offered("feed-log").split(", ") if available is None else available
     for m in metrics:
-        ESTIMATORS[m].check_log_columns(present, table)
+        try:
+            ESTIMATORS[m].check_log_columns(present, table)
+        except ValueError as error:
+            fed = [n for n in available if _feeds(n, present)]
+            has = [c for c in LOG_PROBABILITIES if c in present]
+            hint = (
+                f"it has {', '.join(has)}: try {{metrics}} {','.join(fed)}"
+                if fed
+                else f"it has none of the logging probabilities {', '.join(LOG_PROBABILITIES)} "
+                "that the feed-log estimators read"
+            )
+            raise ArgumentError("{problem}; " + hint, problem=str(error)) from None
+
+
+def _feeds(metric: str, present: Sequence[str]) -> bool:
+    """Whether columns ``present`` hold what the feed-log estimator ``metric`` reads."""
+    return all(set(group) & set(present) for group in ESTIMATORS[metric].log_columns)
 
 
 def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> list[dict]:

@@ -95,7 +95,8 @@ def evaluate_files(
         On a bad argument, before any file is read; also for ``compare`` on a feed log and
         for ``adaptive_ips``, whose choice of behaviour needs every session at once.
     ValueError
-        On bad rows, naming the column and an offending row.
+        On bad rows, naming the column and an offending row; on a target without rows for
+        a context of the feed log, naming the context and one of its sessions, as in memory.
     ImportError
         Without pyspark.
     RuntimeError
@@ -143,9 +144,14 @@ def evaluate_files(
     options = {"discount": plan.discount, "clip": plan.clip, "n_partitions": n_partitions}
     data = read_table(session, plan.data)
     if plan.kind == "feed-log":
-        check_log_columns(plan.metrics, data.columns, f"feed_log file {str(plan.data)!r}")
+        check_log_columns(
+            plan.metrics, data.columns, f"feed_log file {str(plan.data)!r}", list(FEED_LOG)
+        )
         estimates = {
-            name: {m: feed_log_estimate(data, frame, m, **options) for m in plan.metrics}
+            name: {
+                m: feed_log_estimate(data, frame, m, target_name=plan.label(name), **options)
+                for m in plan.metrics
+            }
             for name, frame in frames.items()
         }
     else:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..evaluation.files import no_ranking_message
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     ReliabilityWarning,
@@ -176,8 +177,9 @@ def logged_dcg(
         logging exposure ``ε0`` of the row, in (0, 1]).
     target : pyspark.sql.DataFrame
         Columns ``context``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top):
-        the target's ranking per context; unlisted items are not shown. Contexts without
-        logged sessions do not matter.
+        the target's ranking per context; unlisted items are not shown. Every context of the
+        log needs at least one row (a context without any is refused: more likely left out of
+        the frame than shown an empty feed); contexts without logged sessions do not matter.
     discount : Discount
         View model of the target's feed with its cutoff, e.g. ``LogDiscount(cutoff=10)``.
     clip : float, optional
@@ -247,7 +249,8 @@ def ranking_ips(
         ``independent_ips``. Every one of :data:`~recpack_ope.io.tables.LOG_PROBABILITIES`
         the frame has is checked, as in memory.
     target : pyspark.sql.DataFrame
-        Columns ``context``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top).
+        Columns ``context``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top),
+        at least one row for every context of the log, as for :func:`logged_dcg`.
     estimator : {"standard_ips", "cascade_ips", "independent_ips"}
         The registry's name of the estimator.
     discount : Discount, optional
@@ -267,10 +270,10 @@ def ranking_ips(
     Raises
     ------
     ValueError
-        For an unknown estimator, a frame without the columns it reads, ``clip="auto"``, and
-        what the core refuses (naming the session): a session missing a rank for the
-        ranking-level estimators, prefix propensities that rise down a session,
-        probabilities outside (0, 1].
+        For an unknown estimator, a frame without the columns it reads, ``clip="auto"``, a
+        target without rows for a context of the log, and what the core refuses (naming the
+        session): a session missing a rank for the ranking-level estimators, prefix
+        propensities that rise down a session, probabilities outside (0, 1].
 
     Examples
     --------
@@ -302,9 +305,11 @@ def feed_log_estimate(
     clip: float | None,
     n_partitions: int | None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
+    target_name: str = "target",
 ) -> SummaryEstimate:
     """The estimate of the feed-log estimator ``name`` of :data:`FEED_LOG` on Spark frames
-    (:func:`logged_dcg` and :func:`ranking_ips` check their own arguments, then call this)."""
+    (:func:`logged_dcg` and :func:`ranking_ips` check their own arguments, then call this);
+    messages name the target ``target_name``."""
     from pyspark.sql import functions as F
 
     entry = FEED_LOG[name]
@@ -350,6 +355,7 @@ def feed_log_estimate(
     )
     if mixed:
         raise ValueError(f"session {mixed[0]['session']!r} has rows with different contexts")
+    _refuse_contexts_without_ranking(feed_log, target, target_name)
     plan = _LoggedPlan(entry, discount, clip, ess_threshold, probabilities)
     partial = _partitions.run(logged.unionByName(ranking), plan, n_partitions)
     if partial is None or partial.moments.n == 0:
@@ -367,3 +373,22 @@ def feed_log_estimate(
     )
     diagnostics.warn(estimate.name)
     return estimate
+
+
+def _refuse_contexts_without_ranking(feed_log, target, name: str) -> None:
+    """Refuse a target frame without rows for a context of the feed log, naming the first such
+    context, its first session and how many there are, as the in-memory file engine does
+    (:func:`~recpack_ope.evaluation.files.no_ranking_message`)."""
+    ranked = target.select("context").distinct()
+    missing = feed_log.select("context", "session").join(ranked, "context", "left_anti")
+    first = _partitions.collect(missing.orderBy("context", "session").limit(1))
+    if first:
+        raise ValueError(
+            no_ranking_message(
+                name,
+                first[0]["context"],
+                first[0]["session"],
+                missing.select("context").distinct().count(),
+                feed_log.select("context").distinct().count(),
+            )
+        )

@@ -20,7 +20,7 @@ from conftest import plackett_luce_feed
 
 import recpack_ope as ro
 from recpack_ope.evaluation import FileEvaluation, evaluate_files, rpp_report
-from recpack_ope.evaluation.files import ArgumentError, plan_files
+from recpack_ope.evaluation.files import ArgumentError, check_log_columns, offered, plan_files
 from recpack_ope.inference.significance import paired_t_tests, randomised_tukey_hsd
 from recpack_ope.io.trec import read_trec
 from recpack_ope.logged import DeterministicRanker, FeedLog
@@ -331,12 +331,99 @@ def test_ranking_estimators_of_a_feed_log_file_equal_the_core_with_the_logging_p
     got = chosen.estimates["T"]["adaptive_ips"]
     assert (got.name, got.value) == (expected.name, pytest.approx(expected.value, rel=1e-9))
     for name, needs in (("cascade_dr", "a reward model"), ("pseudo_inverse", "the logging policy")):
-        with pytest.raises(ArgumentError, match=rf"got '{name}' \(it needs {needs}: Python only"):
+        with pytest.raises(ArgumentError) as refused:
             plan_files(feed_log=both, targets=target, metrics=[name])
+        assert str(refused.value) == (
+            f"metrics {name!r} is for Python only (recpack_ope.logged.{name}): it needs "
+            f"{needs}, which files cannot give; from files, metrics of feed-log data are "
+            "logged_dcg, logged_ndcg, logged_pn_dcg, standard_ips, cascade_ips, "
+            "independent_ips, adaptive_ips"
+        )
     with pytest.raises(ValueError, match=r"'position_propensity', which independent_ips reads"):
         evaluate_files(feed_log=weights_file, targets=target, metrics=["independent_ips"])
     with pytest.raises(ValueError, match=r"'propensity', which logged_dcg reads"):
         evaluate_files(feed_log=weights_file, targets=target, metrics=["logged_dcg"])
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_a_target_file_leaving_out_contexts_of_the_log_is_refused(tmp_path):
+    columns, _, scores = plackett_luce_feed(4)
+    # Every file estimator reads one of these; the exposure propensity is any value in (0, 1].
+    log_file = write(
+        tmp_path / "log.csv",
+        {
+            **{k: columns[k] for k in (*KEYS, "prefix_propensity", "position_propensity")},
+            "propensity": columns["position_propensity"],
+        },
+    )
+    left_out = np.arange(5, 10)
+    partial = scores.copy()
+    partial[left_out] = -np.inf
+    target = {"new": _target_file(tmp_path / "new.csv", partial)}
+    contexts = np.unique(columns["context"])
+    in_log = np.intersect1d(left_out, contexts)
+    first = in_log[0]
+    session = columns["session"][columns["context"] == first].min()
+    expected = (
+        f"target 'new' (file {str(target['new'])!r}) ranks no item for {in_log.size} of the "
+        f"feed log's {contexts.size} contexts, e.g. context {first} (session {session}): the "
+        "target would show nothing there and every estimate would fall; give the target a "
+        "ranking for every context of the log"
+    )
+    assert in_log.size == 5 and contexts.size == 30  # 300 sessions over 30 contexts
+    for name in offered("feed-log").split(", "):
+        with pytest.raises(ValueError) as refused:
+            evaluate_files(feed_log=log_file, targets=target, metrics=[name], k=2)
+        assert str(refused.value) == expected, name
+    # In Python a context row without finite score is a target that shows nothing there:
+    # those sessions' terms are 0, the others' those of the whole target.
+    log = _core_log(
+        columns,
+        prefix_propensity=columns["prefix_propensity"],
+        n_items=scores.shape[1],
+        n_contexts=scores.shape[0],
+    )
+    whole = ro.logged.cascade_ips(log, DeterministicRanker(scores))
+    session_context = log.context[np.unique(log.session, return_index=True)[1]]
+    kept = ~np.isin(session_context, left_out)
+    empty = ro.logged.cascade_ips(log, DeterministicRanker(partial))
+    assert empty.value == pytest.approx(np.mean(whole.per_user * kept), rel=1e-12)
+    assert empty.value < whole.value and empty.n_excluded_users == 0
+
+
+def test_a_log_without_the_columns_of_a_metric_names_those_it_feeds():
+    # What each estimator reads (docs/definitions.md): logged_… the exposure propensity,
+    # standard and cascade IPS prefix_propensity or logging_weight, independent IPS
+    # position_propensity, adaptive IPS one of each of the last two.
+    cases = [
+        (["propensity"], "independent_ips", "logged_dcg,logged_ndcg,logged_pn_dcg", None),
+        (["logging_weight"], "logged_dcg", "standard_ips,cascade_ips", None),
+        (
+            ["position_propensity", "logging_weight"],
+            "logged_pn_dcg",
+            "standard_ips,cascade_ips,independent_ips,adaptive_ips",
+            None,
+        ),
+        # Spark computes no adaptive IPS: its engine offers the others.
+        (
+            ["position_propensity", "prefix_propensity"],
+            "logged_dcg",
+            "standard_ips,cascade_ips,independent_ips",
+            ["logged_dcg", "standard_ips", "cascade_ips", "independent_ips"],
+        ),
+    ]
+    for has, metric, suggested, available in cases:
+        present = [*KEYS, *has]
+        with pytest.raises(ArgumentError) as refused:
+            check_log_columns([metric], present, "log", available)
+        message = str(refused.value)
+        assert f"which {metric} reads; its columns are {present}" in message
+        assert message.endswith(f"; it has {', '.join(has)}: try metrics {suggested}")
+        assert refused.value.spelled({"metrics": "--metrics"}).endswith(
+            f"try --metrics {suggested}"
+        )
+    with pytest.raises(ArgumentError, match="it has none of the logging probabilities"):
+        check_log_columns(["logged_dcg"], list(KEYS), "log")
 
 
 def _missing_rank(columns):
@@ -410,7 +497,11 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
             "recommendations must map model names to files, got str",
         ),
         ({"metrics": ["ips_ndcg"]}, "ips_ndcg weights by inverse propensities: give propensity"),
-        ({"metrics": ["dr_dcg"]}, r"got 'dr_dcg' \(it needs a reward model"),
+        (
+            {"metrics": ["dr_dcg"]},
+            r"metrics 'dr_dcg' is for Python only \(recpack_ope.metrics.dr_dcg\): it needs a "
+            "reward model",
+        ),
         ({"metrics": ["logged_dcg"]}, "metrics of held-out data are dcg, ndcg"),
         ({"metrics": ["dcg", "dcg"]}, "metrics lists a metric twice: dcg dcg"),
         ({"k": 0}, "k must be a positive integer, got 0"),

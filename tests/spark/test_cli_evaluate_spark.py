@@ -170,3 +170,54 @@ def test_a_csv_feed_log_gives_the_same_report_on_spark(spark, tmp_path, write):
     )
     assert len(local["rows"]) == 6 and local["rows"][0]["n_users"] == n_sessions
     same_reports(local, spark_report)
+
+
+def _refusals(argv: list[str], capsys) -> list[tuple[int, str]]:
+    """(exit status, message) of ``recpack-ope evaluate argv`` on the local engine and on
+    Spark."""
+    refusals = []
+    for engine in ("local", "spark"):
+        with pytest.raises(SystemExit) as stop:
+            main(["evaluate", *argv, "--engine", engine])
+        code = stop.value.code
+        # SystemExit("message") is status 1; a usage error prints its line, status 2.
+        refusals.append((1, code) if isinstance(code, str) else (code, capsys.readouterr().err))
+    return refusals
+
+
+def test_both_engines_refuse_a_target_without_some_contexts_alike(spark, tmp_path, write, capsys):
+    columns = {
+        "session": [1, 1, 2, 3, 4, 4],
+        "context": [7, 7, 8, 9, 8, 8],
+        "item": [10, 11, 10, 11, 11, 10],
+        "rank": [1, 2, 1, 1, 1, 2],
+        "reward": [1, 0, 1, 1, 0, 1],
+        "propensity": [0.5, 0.5, 0.5, 0.5, 0.5, 0.5],
+        "prefix_propensity": [0.5, 0.25, 0.5, 0.5, 0.5, 0.25],
+        "position_propensity": [0.5, 0.5, 0.5, 0.5, 0.5, 0.5],
+    }
+    log = write(tmp_path / "log.parquet", columns)
+    # Contexts 8 (sessions 2 and 4) and 9 (session 3) left out.
+    target = write(tmp_path / "new.parquet", {"context": [7, 7], "item": [10, 11], "rank": [1, 2]})
+    expected = (
+        f"recpack-ope evaluate: target 'new' (file {target!r}) ranks no item for 2 of the feed "
+        "log's 3 contexts, e.g. context 8 (session 2): the target would show nothing there and "
+        "every estimate would fall; give the target a ranking for every context of the log"
+    )
+    base = ["--feed-log", log, "--target", f"new={target}", "--metrics"]
+    for metrics in ("standard_ips,cascade_ips,independent_ips", "logged_dcg"):
+        assert _refusals([*base, metrics], capsys) == [(1, expected)] * 2
+    # Without the exposure propensity the default logged_dcg names what the columns feed:
+    # on Spark without adaptive IPS, which it does not compute.
+    del columns["propensity"]
+    log = write(tmp_path / "log.parquet", columns)
+    local, on_spark = _refusals(["--feed-log", log, "--target", f"new={target}"], capsys)
+    assert local[0] == on_spark[0] == 2
+    assert "has no column 'propensity', which logged_dcg reads" in on_spark[1]
+    suggestion = "it has position_propensity, prefix_propensity: try --metrics "
+    assert (
+        local[1]
+        .rstrip()
+        .endswith(suggestion + "standard_ips,cascade_ips,independent_ips,adaptive_ips")
+    )
+    assert on_spark[1].rstrip().endswith(suggestion + "standard_ips,cascade_ips,independent_ips")

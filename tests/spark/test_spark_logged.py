@@ -93,6 +93,16 @@ def test_feed_log_errors_name_the_problem(spark):
         rs.logged_dcg(spark.createDataFrame(bad), target, discount=d, n_partitions=4)
     with pytest.raises(ValueError, match="feed_log has no column 'propensity'"):
         rs.logged_dcg(spark.createDataFrame(log.drop(columns="propensity")), target, discount=d)
+    # A target frame without context 6 would show nothing to session 2: the value would
+    # halve (1 instead of 2) with nothing excluded. Refused, as by the file engines.
+    partial = target.where("context = 5")
+    with pytest.raises(ValueError) as refused:
+        rs.logged_dcg(spark.createDataFrame(log), partial, discount=d, n_partitions=4)
+    assert str(refused.value) == (
+        "target ranks no item for 1 of the feed log's 2 contexts, e.g. context 6 (session 2): "
+        "the target would show nothing there and every estimate would fall; give the target "
+        "a ranking for every context of the log"
+    )
 
 
 def test_session_ids_beyond_2_53_stay_distinct(spark):

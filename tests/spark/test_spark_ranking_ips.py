@@ -124,6 +124,25 @@ def test_spark_refuses_the_logs_the_core_refuses(spark, pl_feed, corrupt, refuse
             assert all(n in message for n in names), (names, message)
 
 
+def test_spark_refuses_a_target_without_some_contexts_of_the_log(spark, pl_feed):
+    columns, _, scores = pl_feed(7, n_sessions=20, n_contexts=5)
+    partial = scores.copy()
+    partial[[1, 3]] = -np.inf  # no row for contexts 1 and 3 in the target frame
+    log, target = _frames(spark, columns, partial)
+    first = columns["session"][columns["context"] == 1].min()
+    # pl_feed's 20 sessions fall in all 5 contexts (checked); the message is the file engines'.
+    assert np.unique(columns["context"]).size == 5
+    expected = (
+        f"target ranks no item for 2 of the feed log's 5 contexts, e.g. context 1 (session "
+        f"{first}): the target would show nothing there and every estimate would fall; give "
+        "the target a ranking for every context of the log"
+    )
+    for name in RANKING:
+        with pytest.raises(ValueError) as refused:
+            rs.ranking_ips(log, target, estimator=name, n_partitions=3)
+        assert str(refused.value) == expected, name
+
+
 def test_spark_refuses_missing_columns_and_names(spark, pl_feed):
     columns, _, scores = pl_feed(8, n_sessions=10, n_contexts=3)
     log, target = _frames(spark, columns, scores, probabilities=["position_propensity"])

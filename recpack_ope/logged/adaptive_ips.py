@@ -38,6 +38,18 @@ The variance of the difference is subtracted because the squared difference over
 squared bias by exactly that in expectation, which would penalise every behaviour but the
 standard one for noise alone.
 
+**Cross-fitting** (``n_folds``, default 2; Chernozhukov et al., Econometrics Journal 2018,
+§3). Chosen on the sessions it then weights, the behaviour is not independent of their
+rewards: the behaviour of least estimated variance tends to be the one whose weighted sum
+came out small on this log, so the choice selects low estimates and the estimate is biased
+downwards even when every behaviour is unbiased. The sessions are therefore split at random
+(seeded) into ``n_folds`` folds of near-equal size; each group's behaviour is chosen, as
+above, on the sessions of the other folds and applied to the sessions of this one. Every
+session's term then uses a behaviour chosen without it, so it keeps the expectation of that
+behaviour's term, and the per-session terms (intervals, ``compare``) are those of
+:func:`~.ranking_ips.ranking_weights` with the chosen kinds. ``n_folds=1`` chooses on every
+session and applies the choice to them all, the paper's §4 as written.
+
 Not implemented, and why:
 
 * **Arbitrary sets ``Φ_k(c)``** (the paper's general behaviour, any adjacency of ranks): the
@@ -48,9 +60,6 @@ Not implemented, and why:
   features): a :class:`~.feed_log.FeedLog` carries context ids, not features, so the partition
   is the caller's ``groups``; the behaviour of each group is then chosen as above. Groups are
   chosen independently, so bias that cancels across groups is not credited.
-* **Cross-fitting** of the choice: the behaviour is chosen and applied on the same sessions;
-  choosing on one part and applying to the other would make the choice independent of the
-  estimate at the cost of the data left out.
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_positive_int, check_seed
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD
 from ..inference.result import LoggedEstimate
 from ..propensity.discount import Discount
@@ -71,7 +81,7 @@ from .ranking_ips import (
     ranking_weights,
 )
 
-__all__ = ["BEHAVIORS", "BehaviorSelection", "select_behavior", "adaptive_ips"]
+__all__ = ["BEHAVIORS", "BehaviorSelection", "select_behavior", "session_folds", "adaptive_ips"]
 
 #: The user behaviours, from the smallest ``Φ_k`` to the largest, and the kind of probability
 #: (:data:`~.ranking_ips.KINDS`) each weights by.
@@ -148,6 +158,73 @@ def _session_terms(log, target, discount, logging, behavior: str) -> np.ndarray:
     return np.bincount(log.session, weights=pi / pi0 * gain, minlength=log.n_sessions)
 
 
+def _behavior_terms(log: FeedLog, target, discount, logging) -> np.ndarray:
+    """Per-session terms under every behaviour of :data:`BEHAVIORS`, shape (3, n_sessions)."""
+    check_whole_rankings(log, "select_behavior")
+    return np.stack([_session_terms(log, target, discount, logging, b) for b in BEHAVIORS])
+
+
+def _select(
+    terms: np.ndarray, labels: np.ndarray, position: np.ndarray, chosen_on: np.ndarray
+) -> BehaviorSelection:
+    """Each group's behaviour by the estimated MSE of the module docstring, computed on the
+    sessions where ``chosen_on`` is True; a group without any of them takes the standard
+    behaviour, unbiased whatever the truth."""
+    terms, on = terms[:, chosen_on], position[chosen_on]
+    n = on.size
+    member = on[None, :] == np.arange(labels.size)[:, None]  # (groups, sessions)
+    bias_squared = np.zeros((labels.size, len(BEHAVIORS)))
+    variance = np.zeros((labels.size, len(BEHAVIORS)))
+    ddof = 1 if n > 1 else 0
+    for j in range(len(BEHAVIORS)):
+        own = member * terms[j]
+        gap = member * (terms[j] - terms[-1])
+        variance[:, j] = own.var(axis=1, ddof=ddof) / n
+        bias_squared[:, j] = np.maximum(0.0, gap.mean(axis=1) ** 2 - gap.var(axis=1, ddof=ddof) / n)
+    chosen = np.argmin(bias_squared + variance, axis=1)
+    chosen[~member.any(axis=1)] = len(BEHAVIORS) - 1
+    return BehaviorSelection(
+        groups=labels,
+        behaviors=tuple(BEHAVIORS[j] for j in chosen),
+        bias_squared=bias_squared,
+        variance=variance,
+        session_group=position,
+    )
+
+
+def session_folds(
+    n_sessions: int, n_folds: int = 2, seed: int | np.random.Generator | None = 0
+) -> np.ndarray:
+    """A seeded random split of ``n_sessions`` sessions into ``n_folds`` folds whose sizes
+    differ by at most one: the fold of every session.
+
+    Parameters
+    ----------
+    n_sessions, n_folds : int
+        At least 1 each, and ``n_folds <= n_sessions``.
+    seed : int, numpy.random.Generator or None
+        Seed of the split (None: unseeded).
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (n_sessions,)
+
+    Raises
+    ------
+    ValueError
+        For a non-positive count, more folds than sessions, or a bad seed.
+
+    Examples
+    --------
+    >>> np.bincount(session_folds(7, 2, seed=3)).tolist()
+    [4, 3]
+    """
+    n_sessions = check_positive_int(n_sessions, "n_sessions")
+    if check_positive_int(n_folds, "n_folds") > n_sessions:
+        raise ValueError(f"n_folds={n_folds} exceeds the number of sessions ({n_sessions})")
+    return np.random.default_rng(check_seed(seed)).permutation(n_sessions) % n_folds
+
+
 def select_behavior(
     log: FeedLog,
     target,
@@ -155,6 +232,7 @@ def select_behavior(
     groups=None,
     discount: Discount | None = None,
     logging=None,
+    sessions=None,
 ) -> BehaviorSelection:
     """Choose each group's user behaviour by the estimated MSE of adaptive IPS (Kiyohara
     et al., KDD 2023, §4; the estimates of the module docstring).
@@ -173,6 +251,9 @@ def select_behavior(
     logging : policy, optional
         Where ``π0`` comes from; default the log's columns (``position_propensity`` for the
         independent behaviour, ``prefix_propensity`` or ``logging_weight`` for the others).
+    sessions : array_like of bool, optional
+        The sessions to choose on (a mask, one entry per session); default all. The chosen
+        behaviours apply to every session of their group (``session_behavior``).
 
     Returns
     -------
@@ -182,7 +263,8 @@ def select_behavior(
     ------
     ValueError
         For ``groups`` of the wrong shape, sessions without whole rankings, or missing or
-        invalid probabilities (as the IPS estimators).
+        invalid probabilities (as the IPS estimators), or ``sessions`` of the wrong shape
+        or selecting none.
 
     Examples
     --------
@@ -196,26 +278,17 @@ def select_behavior(
     if not isinstance(log, FeedLog):
         raise TypeError(f"log must be a FeedLog, got {type(log).__name__}")
     labels, position = _session_groups(log, groups)
-    check_whole_rankings(log, "select_behavior")
-    terms = np.stack([_session_terms(log, target, discount, logging, b) for b in BEHAVIORS])
-    n = log.n_sessions
-    member = position[None, :] == np.arange(labels.size)[:, None]  # (groups, sessions)
-    bias_squared = np.zeros((labels.size, len(BEHAVIORS)))
-    variance = np.zeros((labels.size, len(BEHAVIORS)))
-    ddof = 1 if n > 1 else 0
-    for j in range(len(BEHAVIORS)):
-        own = member * terms[j]
-        gap = member * (terms[j] - terms[-1])
-        variance[:, j] = own.var(axis=1, ddof=ddof) / n
-        bias_squared[:, j] = np.maximum(0.0, gap.mean(axis=1) ** 2 - gap.var(axis=1, ddof=ddof) / n)
-    chosen = np.argmin(bias_squared + variance, axis=1)
-    return BehaviorSelection(
-        groups=labels,
-        behaviors=tuple(BEHAVIORS[j] for j in chosen),
-        bias_squared=bias_squared,
-        variance=variance,
-        session_group=position,
-    )
+    if sessions is None:
+        chosen_on = np.ones(log.n_sessions, dtype=bool)
+    else:
+        chosen_on = np.asarray(sessions)
+        if chosen_on.dtype != bool or chosen_on.shape != (log.n_sessions,) or not chosen_on.any():
+            raise ValueError(
+                f"sessions must be a boolean mask with one entry per session ({log.n_sessions}) "
+                f"and at least one True, got {chosen_on.dtype} of shape {chosen_on.shape}"
+            )
+    terms = _behavior_terms(log, target, discount, logging)
+    return _select(terms, labels, position, chosen_on)
 
 
 def _session_behaviors(log: FeedLog, behavior) -> np.ndarray:
@@ -245,6 +318,8 @@ def adaptive_ips(
     *,
     behavior="auto",
     groups=None,
+    n_folds: int = 2,
+    seed: int | np.random.Generator | None = 0,
     discount: Discount | None = None,
     logging=None,
     clip: float | str | None = None,
@@ -264,10 +339,17 @@ def adaptive_ips(
     behavior : str or array_like of str
         ``"independent"``, ``"cascade"`` or ``"standard"`` for every session, one of them per
         session, or ``"auto"`` (default): each group's behaviour chosen by the estimated MSE
-        (:func:`select_behavior`, §4 of the paper).
+        (:func:`select_behavior`, §4 of the paper), cross-fitted over ``n_folds`` folds.
     groups : array_like, optional
         With ``behavior="auto"``, the groups of contexts (per session or per context) that each
         get one behaviour; default one group.
+    n_folds : int
+        With ``behavior="auto"``: the sessions of each fold are weighted with the behaviours
+        chosen on the other folds (module docstring); 1 chooses on every session and weights
+        them all with that choice. At most the number of sessions.
+    seed : int, numpy.random.Generator or None
+        With ``behavior="auto"``: seed of the random split into folds
+        (:func:`session_folds`).
     discount : Discount, optional
         Position weights ``α_k`` of the value; default 1 at every rank.
     logging : policy, optional
@@ -289,7 +371,8 @@ def adaptive_ips(
     ------
     ValueError
         For an unknown behaviour, ``groups`` without ``behavior="auto"`` or of the wrong
-        shape, sessions without whole rankings, or missing or invalid probabilities.
+        shape, ``n_folds`` not in 1..n_sessions, a bad ``seed``, sessions without whole
+        rankings, or missing or invalid probabilities.
 
     Examples
     --------
@@ -304,9 +387,19 @@ def adaptive_ips(
     if not isinstance(log, FeedLog):
         raise TypeError(f"log must be a FeedLog, got {type(log).__name__}")
     if isinstance(behavior, str) and behavior == AUTO:
-        selection = select_behavior(log, target, groups=groups, discount=discount, logging=logging)
-        per_session = _session_behaviors(log, selection.session_behavior)
-        label = f"auto: {selection.counts}"
+        folds = session_folds(log.n_sessions, n_folds, seed)
+        labels, position = _session_groups(log, groups)
+        terms = _behavior_terms(log, target, discount, logging)
+        per_session = np.empty(log.n_sessions, dtype=np.int64)
+        chosen = []
+        for fold in range(n_folds):
+            held = folds == fold
+            # With one fold the choice is made on the sessions it weights (no cross-fitting).
+            selection = _select(terms, labels, position, ~held if n_folds > 1 else held)
+            per_session[held] = _session_behaviors(log, selection.session_behavior)[held]
+            chosen += selection.behaviors
+        counts = ", ".join(f"{chosen.count(b)} {b}" for b in BEHAVIORS if b in chosen)
+        label = f"auto: {counts}" if n_folds == 1 else f"auto, {n_folds} folds: {counts}"
     else:
         if groups is not None:
             raise ValueError(f'groups is only used with behavior="auto", got behavior={behavior!r}')

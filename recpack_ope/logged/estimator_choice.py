@@ -21,7 +21,8 @@ unbiased one, SLOPE keeps it in part of the logs. The rule is
 :func:`~recpack_ope.inference.clipping.slope_index`, the one behind ``clip="auto"``.
 
 Next to the family, :func:`choose_estimator` reports every other estimator whose needs the
-inputs meet — adaptive IPS with its behaviour chosen by estimated MSE (:mod:`.adaptive_ips`),
+inputs meet — adaptive IPS with its behaviour chosen by estimated MSE, cross-fitted
+(:mod:`.adaptive_ips`),
 Cascade-DR with a reward model (:mod:`.cascade_dr`), the pseudo-inverse estimator with a
 Plackett–Luce logging policy (:mod:`.pseudo_inverse`), and logged DCG under the
 position-based model when the log has exposure propensities and the view curve is given

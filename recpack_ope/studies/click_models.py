@@ -8,8 +8,10 @@ IPS, logged DCG (Jeunen et al., KDD'24, Eq. 10, with the known view curve) and t
 pseudo-inverse estimator (Swaminathan et al., NeurIPS 2017, additive rewards) only under the
 position-based model, Cascade-DR (Kiyohara et al. 2022, §3.1; here with a deliberately
 imperfect reward model) like cascade IPS; adaptive IPS with the behaviour chosen from the log
-(Kiyohara et al., KDD 2023, §4) trades bias for variance and is unbiased under none by
-construction. The study draws, per world seed, one tiny
+(Kiyohara et al., KDD 2023, §4, cross-fitted over two folds) trades bias for variance and is
+unbiased under none by construction, and so is the choice among standard ⊃ cascade ⊃
+independent IPS that :func:`~recpack_ope.logged.estimator_choice.choose_estimator` makes by
+SLOPE (Su et al., ICML 2020, Algorithm 1). The study draws, per world seed, one tiny
 :class:`~recpack_ope.simulation.world.SimulatedWorld` of each click model (``"pbm"``,
 ``"cascade"``, ``"choice"``), small enough that every ranking can be enumerated, so that both
 the target's value and every estimator's expectation are exact:
@@ -18,19 +20,22 @@ the target's value and every estimator's expectation are exact:
   of ``feed_length`` items, with the Plackett–Luce probability ``π(a | u)`` (Plackett 1975,
   Eq. 1; Luce 1959) and the click probabilities of
   :meth:`~recpack_ope.simulation.world.SimulatedWorld.expected_clicks`;
-* **exact bias** ``E[V̂] − V(π)``: every estimator here but adaptive IPS's data-driven choice
-  is a mean of per-session values, each affine in its session's rewards, so its expectation
-  over the logged clicks is its value with every reward replaced by its click probability,
-  and the expectation over the logged rankings the sum of those values weighted by the
-  logging policy's probability of each ranking;
+* **exact bias** ``E[V̂] − V(π)``: every estimator here but the data-driven choices (adaptive
+  IPS's behaviour, SLOPE's estimator) is a mean of per-session values, each affine in its
+  session's rewards, so its expectation over the logged clicks is its value with every
+  reward replaced by its click probability, and the expectation over the logged rankings the
+  sum of those values weighted by the logging policy's probability of each ranking;
 * **Monte Carlo**: ``n_replicates`` logs of one feed per user; the mean of the estimates minus
   the truth in units of its standard error, and relative to the truth, the root mean squared
-  error relative to the truth, and the share of the estimates' intervals that cover the truth.
+  error relative to the truth, and the share of the estimates' intervals that cover the truth;
+* **the choice** (SLOPE): per world, its RMSE over the logs divided by the smallest RMSE of
+  the estimators it chooses among on the same logs (the best in hindsight), and how often it
+  picked each (:meth:`ClickModelsResult.choice_table`).
 
 Logging is Plackett–Luce over popularity (:class:`~recpack_ope.simulation.world.PopularityPolicy`),
 the target Plackett–Luce over each user's true relevance log-odds. Every measure is reported
 as min / median / max over the world seeds. Run it with ``recpack-ope reproduce click-models``
-(``--quick`` for a small run).
+(``--quick`` for a small run, ``--estimators`` for some rows only).
 """
 
 from __future__ import annotations
@@ -50,10 +55,12 @@ from tqdm.auto import tqdm
 
 from .._plots import pyplot, save
 from .._validation import check_finite_number, check_fraction, check_positive_int
+from ..inference.clipping import slope_index
 from ..inference.diagnostics import ReliabilityWarning
 from ..inference.result import EstimateResult, LoggedEstimate
 from ..logged.adaptive_ips import adaptive_ips
 from ..logged.cascade_dr import cascade_dr
+from ..logged.estimator_choice import FAMILY
 from ..logged.feed_log import FeedLog
 from ..logged.logged_dcg import logged_dcg
 from ..logged.policies import PlackettLuceRanker
@@ -95,7 +102,8 @@ class RankingEstimator:
     name : str
     estimate : callable
         ``estimate(log, target, logging, world, view)`` → LoggedEstimate, with the target and
-        logging Plackett–Luce policies, the simulated world and its view curve ``δ``.
+        logging Plackett–Luce policies, the simulated world and its view curve ``δ``; for a
+        choice among ``candidates``, ``estimate(*their_estimates)`` → the chosen one.
     unbiased_under : tuple of str or None
         The click models under which its assumption holds; None for a data-driven choice
         that trades bias for variance (unbiased under none by construction).
@@ -104,12 +112,16 @@ class RankingEstimator:
         the log): then every replicate log is estimated on its own and the estimator has no
         exact expectation here. Otherwise the estimate is a mean of per-session values, each
         affine in its session's rewards.
+    candidates : tuple of str
+        For a choice among other estimators of :data:`ESTIMATORS` (then ``per_log``): their
+        names, in the order ``estimate`` takes them.
     """
 
     name: str
     estimate: Callable[..., LoggedEstimate]
     unbiased_under: tuple[str, ...] | None
     per_log: bool = False
+    candidates: tuple[str, ...] = ()
 
 
 def _standard(log, target, logging, world, view):
@@ -154,6 +166,16 @@ def _cascade_dr(log, target, logging, world, view):
     return cascade_dr(log, target, reward_model=_ViewedRelevance(world, view), logging=logging)
 
 
+def _slope(*family: LoggedEstimate) -> LoggedEstimate:
+    """SLOPE's choice along the family, the rule of
+    :func:`~recpack_ope.logged.estimator_choice.choose_estimator`."""
+    return family[
+        slope_index(
+            np.array([e.value for e in family]), np.array([e.standard_error for e in family])
+        )
+    ]
+
+
 #: The estimators of the study, with the click models under which each is unbiased.
 ESTIMATORS = (
     RankingEstimator("standard IPS", _standard, ("pbm", "cascade", "choice")),
@@ -163,7 +185,9 @@ ESTIMATORS = (
     RankingEstimator("pseudo-inverse", _pseudo_inverse, ("pbm",)),
     RankingEstimator("cascade DR", _cascade_dr, ("pbm", "cascade")),
     RankingEstimator("adaptive IPS (auto)", _adaptive, None, per_log=True),
+    RankingEstimator("SLOPE choice", _slope, None, per_log=True, candidates=FAMILY),
 )
+_BY_NAME = {e.name: e for e in ESTIMATORS}
 
 
 @dataclass(frozen=True)
@@ -171,9 +195,11 @@ class ClickModelsConfig:
     """Settings of the study. ``n_seeds`` world seeds (``seed, seed + 1, …``) per click model
     and ``n_replicates`` logs per world; both default to the full study (10 seeds, 100 logs)
     or, with ``quick``, to 3 seeds and 20 logs. Worlds have ``n_items`` items, so
-    ``n_items! / (n_items − feed_length)!`` rankings are enumerated per user."""
+    ``n_items! / (n_items − feed_length)!`` rankings are enumerated per user. ``estimators``
+    names the rows of :data:`ESTIMATORS` to run (default all)."""
 
     worlds: tuple[str, ...] = CLICK_MODELS
+    estimators: tuple[str, ...] | None = None
     n_seeds: int | None = None
     n_replicates: int | None = None
     n_users: int = 100
@@ -197,6 +223,13 @@ class ClickModelsConfig:
         if unknown or not self.worlds:
             raise ValueError(
                 f"worlds must be a non-empty subset of {CLICK_MODELS}, got {self.worlds!r}"
+            )
+        if self.estimators is not None and (
+            not self.estimators or any(e not in _BY_NAME for e in self.estimators)
+        ):
+            raise ValueError(
+                f"estimators must be a non-empty subset of {tuple(_BY_NAME)}, "
+                f"got {self.estimators!r}"
             )
         for name in ("n_seeds", "n_users", "n_items", "n_factors", "feed_length"):
             check_positive_int(getattr(self, name), name)
@@ -225,6 +258,11 @@ class ClickModelsConfig:
     def world_seeds(self) -> range:
         """The world seeds of every click model."""
         return range(self.seed, self.seed + self.n_seeds)
+
+    @property
+    def selected(self) -> tuple[RankingEstimator, ...]:
+        """The estimators to run, in the order of :data:`ESTIMATORS`."""
+        return tuple(e for e in ESTIMATORS if self.estimators is None or e.name in self.estimators)
 
 
 def all_rankings(n_items: int, length: int) -> np.ndarray:
@@ -373,7 +411,7 @@ class ClickModelsResult:
         """Per (estimator, click model): whether its assumption holds and min / median / max
         over world seeds of every measure of :data:`MEASURES`."""
         rows = []
-        for estimator in ESTIMATORS:
+        for estimator in self.config.selected:
             for world in self.config.worlds:
                 mine = [
                     r
@@ -417,17 +455,42 @@ class ClickModelsResult:
             if row["unbiased"] is True
         ]
         broken = [row for row in rows if row["unbiased"] is False]
-        text = (
-            f"Where an estimator's click model holds, |bias| ≤ {max(held):.1f} SE in every "
-            f"world seed (exact bias {self._largest_exact(True):.1e} of the truth at most)"
-        )
+        ratios = [r["rmse_ratio"] for r in self.records if r["estimator"] == "SLOPE choice"]
+        parts = []
+        if held:
+            parts.append(
+                f"Where an estimator's click model holds, |bias| ≤ {max(held):.1f} SE in every "
+                f"world seed (exact bias {self._largest_exact(True):.1e} of the truth at most)"
+            )
         if broken:
             least = min(broken, key=lambda row: min(abs(row["bias_se"][0]), abs(row["bias_se"][2])))
-            text += (
-                f"; where it breaks, the least detectable bias is {least['estimator']} in the "
+            parts.append(
+                f"where it breaks, the least detectable bias is {least['estimator']} in the "
                 f"{least['world']} world: {_format_spread(least['bias_se'], '+.1f')} SE"
             )
-        return text + "."
+        if ratios:
+            parts.append(
+                f"SLOPE's choice had {_format_spread(spread(ratios), '.2f')} (min / median / "
+                f"max over {len(ratios)} worlds) times the RMSE of the best of "
+                f"{', '.join(FAMILY)} in hindsight"
+            )
+        text = "; ".join(parts)
+        return text[:1].upper() + text[1:] + "."
+
+    def choice_table(self) -> str:
+        """Markdown table of SLOPE's choice per click model and over all of them: min /
+        median / max over world seeds of its RMSE ÷ the best RMSE of its candidates on the
+        same logs, and the share of the logs in which it picked each candidate."""
+        head = ["world", "RMSE ÷ best in hindsight", *(f"picked {c}" for c in FAMILY)]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        mine = [r for r in self.records if r["estimator"] == "SLOPE choice"]
+        for world in (*self.config.worlds, "all"):
+            rows = [r for r in mine if world in ("all", r["world"])]
+            picks = sum(r["picked"][c] for r in rows for c in FAMILY)
+            cells = [world, _format_spread(spread(r["rmse_ratio"] for r in rows), ".2f")]
+            cells += [f"{sum(r['picked'][c] for r in rows) / picks:.0%}" for c in FAMILY]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
 
     def _largest_exact(self, unbiased: bool) -> float:
         by_name = {e.name: e.unbiased_under for e in ESTIMATORS}
@@ -481,11 +544,29 @@ def _evaluate_world(config: ClickModelsConfig, kind: str, seed: int) -> list[dic
         for f in range(r)
     ]
     records = []
-    for estimator in ESTIMATORS:
+    for estimator in config.selected:
+        extra = {"rmse_ratio": math.nan, "picked": None}
         with warnings.catch_warnings():
             # Small logs trip the reliability criteria; the study measures the bias itself.
             warnings.simplefilter("ignore", ReliabilityWarning)
-            if estimator.per_log:
+            if estimator.candidates:
+                pool = [
+                    [_BY_NAME[c].estimate(one, target, logging, world, view) for one in own_logs]
+                    for c in estimator.candidates
+                ]
+                families = list(zip(*pool, strict=True))
+                estimates = [estimator.estimate(*family) for family in families]
+                picks = [
+                    [e is c for c in family].index(True)
+                    for e, family in zip(estimates, families, strict=True)
+                ]
+                best = min(_rmse([e.value for e in p], truth) for p in pool)
+                extra = {
+                    "rmse_ratio": _rmse([e.value for e in estimates], truth) / best,
+                    "picked": {c: picks.count(j) for j, c in enumerate(estimator.candidates)},
+                }
+                expected = math.nan
+            elif estimator.per_log:
                 estimates = [
                     estimator.estimate(one, target, logging, world, view) for one in own_logs
                 ]
@@ -511,11 +592,16 @@ def _evaluate_world(config: ClickModelsConfig, kind: str, seed: int) -> list[dic
                 "bias_se": float((values.mean() - truth) / se),
                 "rel_bias": float((values.mean() - truth) / truth),
                 "exact_rel_bias": (expected - truth) / truth,
-                "rel_rmse": float(np.sqrt(np.mean((values - truth) ** 2)) / truth),
+                "rel_rmse": _rmse(values, truth) / truth,
                 "coverage": covered / r,
+                **extra,
             }
         )
     return records
+
+
+def _rmse(values, truth: float) -> float:
+    return float(np.sqrt(np.mean((np.asarray(values) - truth) ** 2)))
 
 
 def _split(whole: LoggedEstimate, r: int) -> list[EstimateResult]:
@@ -563,6 +649,8 @@ def write_report(result: ClickModelsResult, folder: str | Path, *, plots: bool =
         "",
         result.finding(),
     ]
+    if any(e.candidates for e in cfg.selected):
+        lines += ["", "SLOPE's choice per click model:", "", result.choice_table()]
     plt = pyplot(plots)
     if plt is not None:
         fig, ax = plt.subplots(figsize=(8, 3.6))

@@ -539,6 +539,13 @@ _ALL = (
                 help="click models, comma-separated",
             ),
             option(
+                "estimators",
+                "--estimators",
+                type=_names,
+                default=None,
+                help="estimators to run, comma-separated names of the table's rows (default: all)",
+            ),
+            option(
                 "n_seeds",
                 "--seeds",
                 type=int,

@@ -6,7 +6,12 @@ import itertools
 import numpy as np
 import pytest
 
-from recpack_ope.logged.adaptive_ips import BEHAVIORS, adaptive_ips, select_behavior
+from recpack_ope.logged.adaptive_ips import (
+    BEHAVIORS,
+    adaptive_ips,
+    select_behavior,
+    session_folds,
+)
 from recpack_ope.logged.feed_log import FeedLog
 from recpack_ope.logged.policies import PlackettLuceRanker
 from recpack_ope.logged.ranking_ips import cascade_ips, independent_ips, standard_ips
@@ -160,12 +165,12 @@ def test_estimated_mse_by_hand_on_two_sessions():
     )
 
 
-def _sampled_log(n_per_context, seed):
+def _sampled_log(n_per_context, seed, behaviors=TRUE):
     """Sessions drawn from the logging policy, Bernoulli rewards of the enumerated model (one
     multinomial draw for the choice context, which clicks at most once)."""
     rng = np.random.default_rng(seed)
     shown, clicks = [], []
-    for x, behavior in enumerate(TRUE):
+    for x, behavior in enumerate(behaviors):
         p0 = np.array([pl_probability(LOGGING_SCORES[x], a) for a in RANKINGS])
         mean = np.array([expected_rewards(x, a, behavior) for a in RANKINGS])
         drawn = rng.choice(len(RANKINGS), size=n_per_context, p=p0)
@@ -201,7 +206,8 @@ def test_data_driven_behaviour_is_as_accurate_as_the_best_fixed_one_over_seeds()
     # 20 logs of 3 × 2000 sessions; the behaviour is chosen per context. Its RMSE against the
     # exact truth is compared with each single behaviour's (|error| min / median / max
     # printed). Measured: independent 0.046 (biased), cascade 0.023, standard 0.024, chosen
-    # 0.020; 1.1 leaves room for the seeds' noise without admitting the biased behaviour.
+    # (cross-fitted over 2 folds, each behaviour chosen on 3000 sessions) 0.024; 1.1 leaves
+    # room for the seeds' noise without admitting the biased behaviour.
     value = truth(TRUE)
     errors = {b: [] for b in (*BEHAVIORS, "auto")}
     for seed in range(20):
@@ -220,6 +226,62 @@ def test_data_driven_behaviour_is_as_accurate_as_the_best_fixed_one_over_seeds()
     assert rmse["auto"] <= 1.1 * min(rmse[b] for b in BEHAVIORS)
 
 
+def test_folds_are_a_seeded_split_of_near_equal_size():
+    folds = session_folds(11, 3, seed=5)
+    assert sorted(np.bincount(folds).tolist()) == [3, 4, 4]
+    np.testing.assert_array_equal(folds, session_folds(11, 3, seed=5))
+    assert not np.array_equal(folds, session_folds(11, 3, seed=6))
+
+
+def test_cross_fitted_choice_by_hand():
+    # Each fold's behaviour is the estimated-MSE choice (formulas of select_behavior, written
+    # out here) on the other folds' sessions; each session is weighted with its fold's choice.
+    log = _sampled_log(4, seed=2)
+    n_folds = 3
+    terms = np.stack(
+        [ips(log, TARGET, logging=LOGGING).terms[:, 0] for ips in (independent_ips, cascade_ips)]
+        + [standard_ips(log, TARGET, logging=LOGGING).terms[:, 0]]
+    )
+    folds = session_folds(log.n_sessions, n_folds, seed=7)
+    expected = np.empty(log.n_sessions)
+    for fold in range(n_folds):
+        rest = terms[:, folds != fold]
+        n = rest.shape[1]
+        gap = rest - rest[2]
+        mse = np.maximum(0.0, gap.mean(axis=1) ** 2 - gap.var(axis=1, ddof=1) / n)
+        mse += rest.var(axis=1, ddof=1) / n
+        mask = folds != fold
+        chosen = select_behavior(log, TARGET, logging=LOGGING, sessions=mask)
+        assert chosen.behaviors == (BEHAVIORS[int(np.argmin(mse))],)
+        expected[folds == fold] = terms[np.argmin(mse), folds == fold]
+    got = adaptive_ips(log, TARGET, logging=LOGGING, n_folds=n_folds, seed=7)
+    np.testing.assert_allclose(got.terms[:, 0], expected, rtol=1e-12)
+    assert got.value == pytest.approx(expected.mean(), rel=1e-12)
+    assert got.name.startswith("adaptive IPS (auto, 3 folds: ")
+    # One fold: chosen on every session and applied to all of them.
+    whole = select_behavior(log, TARGET, logging=LOGGING).behaviors[0]
+    one = adaptive_ips(log, TARGET, logging=LOGGING, n_folds=1)
+    np.testing.assert_allclose(one.terms[:, 0], terms[BEHAVIORS.index(whole)], rtol=1e-12)
+
+
+def test_cross_fitting_removes_the_selection_bias_where_every_behaviour_is_unbiased():
+    # Position-based rewards in every context: the three behaviours are unbiased, and with
+    # cross-fitting each session is weighted with a behaviour chosen without it, so the
+    # estimate is unbiased. 400 logs of 3 × 20 sessions; the mean must lie within 4 Monte
+    # Carlo standard errors of the exact truth (a false alarm about once in 16,000 runs).
+    # Measured: −1.7 SE (−1.4 %); chosen on the sessions it weights (n_folds=1) the same logs
+    # give −5.6 SE (−5.2 %), the selection bias cross-fitting removes.
+    behaviors = ("independent",) * 3
+    value = truth(behaviors)
+    estimates = [
+        adaptive_ips(_sampled_log(20, seed, behaviors), TARGET, logging=LOGGING).value
+        for seed in range(400)
+    ]
+    z = (np.mean(estimates) - value) / (np.std(estimates, ddof=1) / np.sqrt(len(estimates)))
+    print(f"cross-fitted bias / SE: {z:+.1f}")
+    assert abs(z) < 4
+
+
 def test_bad_input_is_refused_with_the_argument_named():
     log, _ = enumerated_log(TRUE)
     with pytest.raises(TypeError, match="log must be a FeedLog"):
@@ -236,5 +298,13 @@ def test_bad_input_is_refused_with_the_argument_named():
         adaptive_ips(log, TARGET, behavior="cascade", groups=[0, 1, 2], logging=LOGGING)
     with pytest.raises(ValueError, match="groups must be a 1-D array .* got shape \\(5,\\)"):
         adaptive_ips(log, TARGET, groups=np.zeros(5), logging=LOGGING)
+    with pytest.raises(ValueError, match="n_folds=73 exceeds the number of sessions \\(72\\)"):
+        adaptive_ips(log, TARGET, logging=LOGGING, n_folds=73)
+    with pytest.raises(ValueError, match="n_folds must be a positive integer, got 0"):
+        adaptive_ips(log, TARGET, logging=LOGGING, n_folds=0)
+    with pytest.raises(ValueError, match="seed must be None, an integer >= 0 .* got -1"):
+        adaptive_ips(log, TARGET, logging=LOGGING, seed=-1)
+    with pytest.raises(ValueError, match="sessions must be a boolean mask .* got int64"):
+        select_behavior(log, TARGET, logging=LOGGING, sessions=np.ones(72, dtype=np.int64))
     with pytest.raises(ValueError, match="missing rank 2"):
         select_behavior(FeedLog.from_arrays([0, 0], [0, 1], [1, 3], [1.0, 0.0], n_items=4), TARGET)

@@ -154,29 +154,35 @@ def test_bad_input_is_refused():
 # Worlds of 2000 users and 8 items, feeds of K = 3 from a popularity Plackett–Luce logging
 # policy; the target is a Plackett–Luce policy over 3 · log(mean relevance of the item). The
 # truth enumerates the target's 336 rankings with the world's exact click probabilities.
+# SLOPE's guarantee is a constant factor (Su et al., Theorem 3); the factors asserted cover
+# the ratio RMSE(chosen) / RMSE(best of the family) measured over world seeds 0–5 (min /
+# median / max): pbm 1.00 / 1.00 / 1.00, cascade 1.00 / 1.00 / 1.11, choice 1.00 / 1.05 /
+# 1.66. Two of those seeds run here.
 K, N_ITEMS, N_USERS, N_SEEDS = 3, 8, 2000, 20
+WORLD_SEEDS = (3, 4)
 WORLDS = {
-    "pbm": ({"click_model": "pbm"}, 1.5),
-    "cascade": ({"click_model": "cascade"}, 1.5),
-    "choice": ({"click_model": "choice"}, 1.5),
+    "pbm": ({"click_model": "pbm"}, 2.0),
+    "cascade": ({"click_model": "cascade"}, 2.0),
+    "choice": ({"click_model": "choice"}, 2.0),
     # Many clicks (base logit 2) on 6 items and a target far from the logging policy: the
-    # choice model's interactions bias independent IPS by 1.6 of standard IPS's standard
-    # errors per log, which SLOPE's ± 2 SE intervals detect in only part of the logs. Its
-    # guarantee is a constant factor (Su et al., Theorem 3), and here it needs more than 1.5
-    # (measured 1.56 against standard IPS; 2.30 with 3000 users).
+    # choice model's interactions bias independent IPS by about 1.6 of standard IPS's
+    # standard errors per log, which SLOPE's ± 2 SE intervals detect in only part of the
+    # logs. Measured over world seeds 0–5: 1.34 / 1.72 / 2.27.
     "choice, many clicks": (
         {"click_model": "choice", "base_logit": 2.0, "n_items": 6, "target_sharpness": 6.0},
-        2.0,
+        2.5,
     ),
 }
 
 
-def _world_errors(options):
+def _world_errors(options, world_seed):
     options = dict(options)
     sharpness = options.pop("target_sharpness", 3.0)
     n_items = options.pop("n_items", N_ITEMS)
     options.setdefault("base_logit", 0.0)
-    world = SimulatedWorld(n_users=N_USERS, n_items=n_items, n_factors=4, seed=3, **options)
+    world = SimulatedWorld(
+        n_users=N_USERS, n_items=n_items, n_factors=4, seed=world_seed, **options
+    )
     logging = PlackettLuceRanker(np.log(world.popularity))
     scores = sharpness * np.log(world.relevance().mean(axis=0))
     target = PlackettLuceRanker(scores)
@@ -202,10 +208,11 @@ def _world_errors(options):
     return {name: np.array(e) for name, e in errors.items()}
 
 
-@pytest.fixture(scope="module", params=list(WORLDS))
+@pytest.fixture(scope="module", params=list(itertools.product(WORLDS, WORLD_SEEDS)))
 def world_errors(request):
-    options, factor = WORLDS[request.param]
-    return request.param, _world_errors(options), factor
+    name, world_seed = request.param
+    options, factor = WORLDS[name]
+    return f"{name}, world seed {world_seed}", _world_errors(options, world_seed), factor
 
 
 def test_the_chosen_estimator_is_nearly_as_accurate_as_the_best_in_hindsight(world_errors):

@@ -18,6 +18,7 @@ import pytest
 from scipy import stats
 
 from recpack_ope.inference.result import EstimateResult
+from recpack_ope.logged.estimator_choice import FAMILY, choose_estimator
 from recpack_ope.logged.plackett_luce import sample_rankings
 from recpack_ope.logged.policies import PlackettLuceRanker
 from recpack_ope.metrics.ranking import TopK
@@ -138,6 +139,40 @@ def test_records_follow_their_definitions(result):
     assert "| adaptive IPS (auto) | pbm | — | " in result.table()
 
 
+@pytest.mark.filterwarnings("ignore::recpack_ope.inference.diagnostics.ReliabilityWarning")
+def test_slope_record_is_choose_estimators_pick_on_each_log(result):
+    # The world and logs of the fixture rebuilt, and choose_estimator run on every log.
+    world = SimulatedWorld(
+        n_users=20, n_items=8, n_factors=2, base_logit=0.0, seed=0, click_model="pbm"
+    )
+    view = LogDiscount(cutoff=3)
+    relevance = world.relevance()
+    scores = np.log(relevance) - np.log1p(-relevance)
+    target = PlackettLuceRanker(scores, method="exact")
+    logging = PlackettLuceRanker(np.log(world.popularity), method="exact")
+    truth = policy_value(world, scores, 3, view).mean()
+    picks, errors = [], {name: [] for name in (*FAMILY, "chosen")}
+    for f in range(5):
+        log = world.log(PopularityPolicy(1.0), feed_length=3, discount=view, seed=1 + f)
+        choice = choose_estimator(log.feed_log(), target, logging=logging)
+        picks.append(choice.chosen_name)
+        for name in FAMILY:
+            errors[name].append(choice.row(name).value - truth)
+        errors["chosen"].append(choice.chosen.value - truth)
+    rmse = {k: np.sqrt(np.mean(np.square(v))) for k, v in errors.items()}
+    record = next(
+        r for r in result.records if r["estimator"] == "SLOPE choice" and r["world"] == "pbm"
+    )
+    assert record["picked"] == {name: picks.count(name) for name in FAMILY}
+    assert record["rmse_ratio"] == pytest.approx(
+        rmse["chosen"] / min(rmse[k] for k in FAMILY), rel=1e-9
+    )
+    lines = result.choice_table().splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:]] == ["| pbm", "| choice", "| all"]
+    shares = [float(cell.rstrip(" |%")) for cell in lines[2].split(" | ")[2:]]
+    assert shares == pytest.approx([100 * picks.count(name) / 5 for name in FAMILY], abs=0.5)
+
+
 def test_report_and_command(result, tmp_path):
     write_report(result, tmp_path, plots=False)
     saved = json.loads((tmp_path / "click_models.json").read_text())
@@ -148,12 +183,17 @@ def test_report_and_command(result, tmp_path):
     study.add_arguments(parser, tmp_path)
     config = study.configure(study.load(), parser.parse_args(["--quick", "--worlds", "choice"]))
     assert (config.n_seeds, config.n_replicates, config.worlds) == (3, 20, ("choice",))
+    assert config.estimators is None
+    chosen = parser.parse_args(["--estimators", "cascade IPS,SLOPE choice"])
+    config = study.configure(study.load(), chosen)
+    assert [e.name for e in config.selected] == ["cascade IPS", "SLOPE choice"]
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         (dict(worlds=("pbm", "dbn")), r"worlds must be a non-empty subset of \('pbm'"),
+        (dict(estimators=("DM",)), r"estimators must be a non-empty subset of .* got \('DM',\)"),
         (dict(n_replicates=1), "n_replicates must be >= 2"),
         (dict(n_items=12, feed_length=5), "95040 rankings to enumerate"),
         (dict(n_items=3, feed_length=4), "feed_length=4 exceeds the number of items"),

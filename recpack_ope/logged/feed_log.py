@@ -419,6 +419,19 @@ class FeedLog:
         """Sum of a per-row quantity within each session."""
         return np.bincount(self.session, weights=values, minlength=self.n_sessions)
 
+    def above(self, values: np.ndarray) -> np.ndarray:
+        """Sum of a per-row quantity over the rows of the same session above each row (rows
+        are in rank order within a session).
+
+        Examples
+        --------
+        >>> log = FeedLog.from_arrays([0, 0, 0, 1], [0, 1, 2, 0], [1, 2, 3, 1], [0, 0, 0, 0])
+        >>> log.above(np.array([0.5, 0.25, 0.125, 0.5])).tolist()
+        [0.0, 0.5, 0.75, 0.0]
+        """
+        drawn = np.cumsum(values) - values
+        return drawn - drawn[self.indptr[self.session]]
+
     def row_values(self, scores, name: str = "scores") -> np.ndarray:
         """Per-row values of a contexts × items matrix (or a per-row array, checked).
 

@@ -650,9 +650,7 @@ class PlackettLuceRanker:
             total[at] = w.sum()
             block[at] = len(blocks)
             blocks.append((items, log_weights))
-        drawn = np.cumsum(weight)
-        before = drawn - weight - (drawn - weight)[log.indptr[log.session]]
-        remaining = total - before
+        remaining = total - log.above(weight)
         # A heavy item drawn above leaves a mass that the difference of sums loses: take it
         # as the sum of the weights still to draw, in log space.
         for k in np.flatnonzero((weight > 0) & (remaining <= 1e-9 * total)):

@@ -180,9 +180,7 @@ def _columns(log: FeedLog, kind: str) -> np.ndarray:
         # Plackett–Luce weights normalised over the candidates: the mass left before rank k
         # is 1 minus the weights drawn above it.
         w = log.logging_weight
-        drawn = np.cumsum(w)
-        before = drawn - w - (drawn - w)[log.indptr[log.session]]
-        return _prefix(np.minimum(w / np.maximum(1.0 - before, w), 1.0), log)
+        return _prefix(np.minimum(w / np.maximum(1.0 - log.above(w), w), 1.0), log)
     raise ValueError(
         "the log has neither a prefix_propensity nor a logging_weight column (π0 of each "
         "ranking prefix); pass logging=, the logging policy"

@@ -21,11 +21,11 @@ every entry states its estimand per population (:func:`estimand_table`).
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .inference.diagnostics import ESS_RATIO_THRESHOLD
 from .inference.result import EstimateResult
 from .logged.adaptive_ips import adaptive_ips
 from .logged.cascade_dr import cascade_dr
@@ -50,8 +50,11 @@ from .metrics.stratified import stratified
 from .propensity.discount import Discount
 
 __all__ = [
+    "DEFAULT",
     "ESTIMATORS",
+    "OPTIONS",
     "Estimator",
+    "default",
     "estimand_table",
     "estimator",
     "feed_log_table",
@@ -65,6 +68,12 @@ __all__ = [
 NEEDS = ("propensity", "reward_model", "logging")
 WEIGHTINGS = ("none", "ips", "self_normalised", "doubly_robust", "stratified", "pseudo_inverse")
 DATA = ("held_out", "feed_log")
+#: The options whose defaults :attr:`Estimator.defaults` reads from the core function's
+#: signature, the one place each is written.
+OPTIONS = ("clip", "population", "ess_threshold", "n_strata", "binning")
+#: The value of an option that asks for each estimator's own default
+#: (:attr:`Estimator.defaults`), for paths that compute several estimators.
+DEFAULT = "default"
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,44 @@ class Estimator:
     estimands: Mapping = field(default_factory=dict)
     assumptions: str = ""
     log_columns: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def defaults(self) -> Mapping[str, object]:
+        """Option of :data:`OPTIONS` → its default, read from the signature of
+        :attr:`function` (the options it does not take are absent): the one place a default
+        is written, which every other path (:meth:`__call__`, the adapters, the file CLI,
+        Spark) reads. A function that passes the rest of its keywords to a base metric
+        (``stratified``) has that metric's defaults of the options it does not take itself.
+
+        Examples
+        --------
+        >>> from recpack_ope.registry import estimator
+        >>> dict(estimator("ips_dcg").defaults)
+        {'clip': 100.0, 'population': 'observed', 'ess_threshold': 0.1}
+        >>> dict(estimator("logged_dcg").defaults)
+        {'clip': None, 'ess_threshold': 0.1}
+        """
+        functions = (self.function, self.options.get("metric"))
+        found: dict[str, object] = {}
+        for function in filter(None, functions):
+            for option, parameter in inspect.signature(function).parameters.items():
+                if option in OPTIONS and parameter.default is not inspect.Parameter.empty:
+                    found.setdefault(option, parameter.default)
+        return MappingProxyType({option: found[option] for option in OPTIONS if option in found})
+
+    def option(self, name: str, given=DEFAULT):
+        """``given``, or this estimator's default of option ``name`` when ``given`` is
+        :data:`DEFAULT` (None for an option its function does not take).
+
+        Examples
+        --------
+        >>> from recpack_ope.registry import estimator
+        >>> estimator("ips_dcg").option("clip"), estimator("ips_dcg").option("clip", None)
+        (100.0, None)
+        """
+        if isinstance(given, str) and given == DEFAULT:
+            return self.defaults.get(name)
+        return given
 
     @property
     def per_user_mean(self) -> bool:
@@ -208,17 +255,18 @@ cascade_ips reads; its columns are ['session', 'propensity']
         *,
         discount: Discount,
         propensity=None,
-        clip: float | str | None = None,
+        clip: float | str | None = DEFAULT,
         reward_model=None,
         impressions=None,
-        n_strata: int = 2,
-        binning: str = "width",
-        ess_threshold: float = ESS_RATIO_THRESHOLD,
+        n_strata: int | str = DEFAULT,
+        binning: str = DEFAULT,
+        ess_threshold: float | str = DEFAULT,
         chunk_users: int | None = None,
-        population: str = "observed",
+        population: str = DEFAULT,
     ) -> EstimateResult:
         """Compute a held-out estimator from everything a caller may have; it takes what it
         needs and ignores the rest (a plain estimator ignores ``propensity`` and ``clip``).
+        An option left at :data:`DEFAULT` takes the estimator's default (:attr:`defaults`).
 
         The cutoff of recall is the discount's. ``impressions`` go to the estimators that
         define their served users by them (``ips_dcg``, ``dr_dcg``). ``population`` is the
@@ -233,13 +281,14 @@ cascade_ips reads; its columns are ['session', 'propensity']
         >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
         >>> scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
         >>> p = np.array([0.5, 1.0, 0.25])
-        >>> result = estimator("ips_dcg")(y_true, scores, discount=LogDiscount(2), propensity=p)
+        >>> ips_dcg = estimator("ips_dcg")
+        >>> result = ips_dcg(y_true, scores, discount=LogDiscount(2), propensity=p, clip=None)
         >>> result.name, result.value
         ('IPS-DCG@2', 1.5)
         """
         if self.data != "held_out":
             raise ValueError(f"{self.name} evaluates feed logs: call {self.function.__name__}")
-        population = self.check_population(population)
+        population = self.check_population(self.option("population", population))
         self.check(propensity=propensity, reward_model=reward_model)
         options = dict(self.options)
         if self.function in (recall, ips_recall):
@@ -247,7 +296,11 @@ cascade_ips reads; its columns are ['session', 'propensity']
         else:
             options["discount"] = discount
         if self.weighted:
-            options.update(propensity=propensity, clip=clip, ess_threshold=ess_threshold)
+            options.update(
+                propensity=propensity,
+                clip=self.option("clip", clip),
+                ess_threshold=self.option("ess_threshold", ess_threshold),
+            )
         if self.weighting == "doubly_robust":
             options["reward_model"] = reward_model
         if impressions is not None and self.function in (ips_dcg, dr_dcg):
@@ -258,8 +311,8 @@ cascade_ips reads; its columns are ['session', 'propensity']
                 y_true,
                 y_score,
                 stratify_by=propensity,
-                n_strata=n_strata,
-                binning=binning,
+                n_strata=self.option("n_strata", n_strata),
+                binning=self.option("binning", binning),
                 discount=discount,
                 chunk_users=chunk_users,
             )
@@ -279,7 +332,10 @@ _IPS_ASSUMED = "Asm. 1–5 of Jeunen et al., p the logging exposure, no clipping
 _PER_USER = "no online-reward reading"
 _REWARDED = "over the users with a held-out reward"
 # Feed-log estimands (notation of ranking_ips: V(π) the expected α-weighted reward per session).
-_SESSIONS = "`V(π) = E_x E_{a∼π}[Σ_k α_k r_k]` per session, unbiased unclipped"
+_SESSIONS = (
+    r"$V(\pi) = \mathbb{E}_x \mathbb{E}_{a \sim \pi}[\sum_k \alpha_k r_k]$ per session, "
+    "unbiased unclipped"
+)
 _EXPOSURE = (("propensity",),)
 _POSITION = ("position_propensity",)
 _PREFIX = ("prefix_propensity", "logging_weight")
@@ -302,8 +358,8 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             dcg,
             _DCG,
-            estimands={"all": "`D`", "observed": "`D / π`"},
-            assumptions="Asm. 4; `D` is proportional to `V` only when every item is exposed alike",
+            estimands={"all": "$D$", "observed": r"$D / \pi$"},
+            assumptions="Asm. 4; $D$ is proportional to $V$ only when every item is exposed alike",
         ),
         e(
             "ndcg",
@@ -332,7 +388,7 @@ def _entries() -> dict[str, Estimator]:
             _POST,
             pn_dcg,
             "Jeunen et al. KDD'24 §5, Lemma 5.1",
-            estimands={"all": "`D / E[iDCG_u]`", "observed": _SAME},
+            estimands={"all": r"$D / \mathbb{E}[\mathrm{iDCG}_u]$", "observed": _SAME},
             assumptions="as `dcg`",
         ),
         e(
@@ -363,9 +419,9 @@ def _entries() -> dict[str, Estimator]:
             ips_dcg,
             _IPS,
             estimands={
-                "all": "`V`, unbiased",
-                "observed": "`V / π` (a ratio: consistent)",
-                "served": "`V` over the served users, unbiased",
+                "all": "$V$, unbiased",
+                "observed": r"$V / \pi$ (a ratio: consistent)",
+                "served": "$V$ over the served users, unbiased",
             },
             assumptions=_IPS_ASSUMED,
         ),
@@ -381,7 +437,7 @@ def _entries() -> dict[str, Estimator]:
             _SN,
             snips_dcg,
             f"{_IPS}, self-normalised",
-            estimands={"all": "`V · κ` (consistent)", "observed": "`V · κ / π`"},
+            estimands={"all": r"$V \kappa$ (consistent)", "observed": r"$V \kappa / \pi$"},
             assumptions=_IPS_ASSUMED,
         ),
         e(
@@ -415,7 +471,7 @@ def _entries() -> dict[str, Estimator]:
             ips_pn_dcg,
             f"{_IPS}, {_SECTION5}",
             estimands={
-                "all": "`V / E[iDCG_u]`, IPS gains (consistent, ordered as `V`)",
+                "all": r"$V / \mathbb{E}[\mathrm{iDCG}_u]$, IPS gains (consistent, ordered as $V$)",
                 "observed": _SAME,
             },
             assumptions=_IPS_ASSUMED,
@@ -450,9 +506,9 @@ def _entries() -> dict[str, Estimator]:
             dr_dcg,
             "direct method + IPS-weighted residual (Dudík et al. 2011)",
             estimands={
-                "all": "`V`, unbiased",
-                "observed": "`V / π` unclipped (then equal to IPS)",
-                "served": "`V` over the served users, unbiased",
+                "all": "$V$, unbiased",
+                "observed": r"$V / \pi$ unclipped (then equal to IPS)",
+                "served": "$V$ over the served users, unbiased",
             },
             assumptions="Asm. 1–5, no clipping, and p the logging exposure **or** ρ̂ the true "
             "click probability of an examined item (without impressions: p)",
@@ -471,7 +527,8 @@ def _entries() -> dict[str, Estimator]:
             "Jadidinejad et al. TOIS'21 Eq. 4",
             MappingProxyType({"metric": ndcg}),
             estimands={
-                "observed": f"`Σ_s P(s) · nDCG_s`, each stratum's nDCG {_REWARDED} in it; "
+                "observed": r"$\sum_s P(s) \, \mathrm{nDCG}_s$, each stratum's nDCG "
+                f"{_REWARDED} in it; "
                 f"{_PER_USER}"
             },
             assumptions="—",
@@ -488,7 +545,7 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             logged_dcg,
             "Jeunen et al. KDD'24 Eq. 10 on logged feeds",
-            estimands={"sessions": "`V(π)` with `α = δ`, unbiased unclipped"},
+            estimands={"sessions": r"$V(\pi)$ with $\alpha = \delta$, unbiased unclipped"},
             assumptions="position-based model with examination curve δ (Jeunen et al. Asm. "
             "1–5), ε0 the logging exposure",
             log_columns=_EXPOSURE,
@@ -525,7 +582,10 @@ def _entries() -> dict[str, Estimator]:
             logged_dcg,
             f"Jeunen et al. KDD'24 Eq. 10, {_SECTION5}",
             MappingProxyType({"normalise": "post"}),
-            estimands={"sessions": "`V(π) / E[iDCG]` with `α = δ` (consistent, ordered as `V`)"},
+            estimands={
+                "sessions": r"$V(\pi) / \mathbb{E}[\mathrm{iDCG}]$ with $\alpha = \delta$ "
+                "(consistent, ordered as $V$)"
+            },
             assumptions="as `logged_dcg`",
             log_columns=_EXPOSURE,
         ),
@@ -541,7 +601,7 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             logged_dr_dcg,
             "direct method + weighted residual on logged feeds",
-            estimands={"sessions": "`V(π)` with `α = δ`, unbiased unclipped"},
+            estimands={"sessions": r"$V(\pi)$ with $\alpha = \delta$, unbiased unclipped"},
             assumptions="as `logged_dcg`, with ε0 the logging exposure **or** the reward "
             "model right",
             log_columns=_EXPOSURE,
@@ -623,7 +683,7 @@ def _entries() -> dict[str, Estimator]:
             _ONE,
             pseudo_inverse,
             "Swaminathan et al. NeurIPS'17 §3 (pseudo-inverse)",
-            estimands={"sessions": "`V(π)` per session, unbiased"},
+            estimands={"sessions": r"$V(\pi)$ per session, unbiased"},
             assumptions="additive rewards: a ranking's expected reward sums over its (item, "
             "rank) pairs (position-based model); π shows only what π0 can",
         ),
@@ -640,7 +700,7 @@ def _entries() -> dict[str, Estimator]:
             adaptive_ips,
             "Kiyohara et al. KDD'23 §3–4 (AIPS, behaviour chosen by estimated MSE)",
             estimands={
-                "sessions": "`V(π)` per session, unbiased unclipped for a fixed behaviour that "
+                "sessions": r"$V(\pi)$ per session, unbiased unclipped for a fixed behaviour that "
                 'holds; `behavior="auto"` may trade bias for variance'
             },
             assumptions="the reward at rank k depends only on the items at the ranks its "
@@ -653,6 +713,30 @@ def _entries() -> dict[str, Estimator]:
 
 #: Canonical name → :class:`Estimator`, in the order tables list them.
 ESTIMATORS: Mapping[str, Estimator] = MappingProxyType(_entries())
+
+
+def default(option: str, data: str = "held_out"):
+    """The default of ``option`` (:data:`OPTIONS`) that every estimator of ``data`` taking it
+    shares (:attr:`Estimator.defaults`): the default of a path that computes any of them with
+    one setting (the adapters' inputs, Spark). A ValueError when they differ, or none takes it.
+
+    Examples
+    --------
+    >>> from recpack_ope.registry import default
+    >>> default("clip"), default("clip", "feed_log"), default("population")
+    (100.0, None, 'observed')
+    """
+    if option not in OPTIONS:
+        raise ValueError(f"option must be one of {OPTIONS}, got {option!r}")
+    if data not in DATA:
+        raise ValueError(f"data must be one of {DATA}, got {data!r}")
+    values = [
+        e.defaults[option] for e in ESTIMATORS.values() if e.data == data and option in e.defaults
+    ]
+    values = [v for i, v in enumerate(values) if v not in values[:i]]
+    if len(values) != 1:
+        raise ValueError(f"the {data} estimators have {len(values)} defaults of {option}: {values}")
+    return values[0]
 
 
 def names(data: str | None = None) -> tuple[str, ...]:
@@ -689,7 +773,7 @@ def estimator(name: str, data: str | None = None) -> Estimator:
 
 
 def estimand_table() -> str:
-    """What each held-out estimator of the registry estimates, by the users it averages over
+    r"""What each held-out estimator of the registry estimates, by the users it averages over
     (Markdown, one row per estimator; notation of docs/estimators.md). A dash under "all"
     means the estimator refuses ``population="all"``; "served users" is ``"observed"`` with
     impressions.
@@ -697,8 +781,10 @@ def estimand_table() -> str:
     Examples
     --------
     >>> from recpack_ope.registry import estimand_table
-    >>> estimand_table().splitlines()[6].split(" | ")[:3]
-    ['| `ips_dcg`', '`V`, unbiased', '`V / π` (a ratio: consistent)']
+    >>> print(*estimand_table().splitlines()[6].split(" | ")[:3], sep="\n")
+    | `ips_dcg`
+    $V$, unbiased
+    $V / \pi$ (a ratio: consistent)
     """
     lines = [
         '| name | all users (`population="all"`) | observed users (the default) '
@@ -713,15 +799,18 @@ def estimand_table() -> str:
 
 
 def feed_log_table() -> str:
-    """What each feed-log estimator of the registry estimates, under which click model, and
+    r"""What each feed-log estimator of the registry estimates, under which click model, and
     which of the log's columns give its logging probabilities (Markdown, one row per
     estimator; ``α_k`` the discount's weights, 1 without one, δ the examination curve).
 
     Examples
     --------
     >>> from recpack_ope.registry import feed_log_table
-    >>> feed_log_table().splitlines()[7].split(" | ")[:2]
-    ['| `cascade_ips`', '`V(π) = E_x E_{a∼π}[Σ_k α_k r_k]` per session, unbiased unclipped']
+    >>> row = feed_log_table().splitlines()[7].split(" | ")
+    >>> print(row[0], row[1].replace("$ ", "$\n"), sep="\n")
+    | `cascade_ips`
+    $V(\pi) = \mathbb{E}_x \mathbb{E}_{a \sim \pi}[\sum_k \alpha_k r_k]$
+    per session, unbiased unclipped
     """
     lines = [
         "| name | estimates | unbiased when | logging probabilities from the log's columns |",

@@ -4,6 +4,8 @@ estimators, spelled as it spells them."""
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import scipy.sparse as sp
 
 from recpack_ope.logged import DeterministicRanker, FeedLog, PlackettLuceRanker
 from recpack_ope.propensity.discount import LogDiscount
+from recpack_ope.propensity.weights import RECOMMENDED_CLIP
 from recpack_ope.registry import (
     ESTIMATORS,
     estimand_table,
@@ -181,7 +184,7 @@ def test_ranking_estimators_weight_by_what_their_click_model_needs():
         result = e.function(_ranking_log(), RANKER, discount=LogDiscount(2), **e.options)
         assert result.value == pytest.approx(s0 / 2, rel=1e-12), name
         assert result.name == e.display(LogDiscount(2)), name
-        assert e.populations == () and e.estimands["sessions"].startswith("`V(π)")
+        assert e.populations == () and e.estimands["sessions"].startswith("$V(\\pi)")
     assert "any click model" in estimator("standard_ips").assumptions
     assert "ranks 1..k" in estimator("cascade_ips").assumptions
     assert "item at k" in estimator("independent_ips").assumptions
@@ -330,3 +333,103 @@ def test_an_unknown_population_is_refused_by_every_held_out_estimator(name):
     kw = dict(discount=D, propensity=P, reward_model=RewardMatrix(np.full((3, 4), 0.5)))
     with pytest.raises(ValueError, match="population must be 'observed' or 'all', got 'any'"):
         estimator(name)(Y_ALL, SCORES_ALL, population="any", **kw)
+
+
+# --- one default per estimator option -------------------------------------------------------
+
+
+def _signature_default(function, option):
+    return inspect.signature(function).parameters[option].default
+
+
+def _path_defaults(entry, option, tmp_path) -> dict:
+    """The value of ``option`` that every path computing ``entry`` uses when not given."""
+    from recpack_ope.cli import build_parser
+    from recpack_ope.evaluation.files import FILE_METRICS, evaluate_files, plan_files
+    from recpack_ope.evaluation.held_out import StratifiedOptions
+    from recpack_ope.evaluation.inputs import EstimatorInputs
+    from recpack_ope.evaluation.strata_report import ReportMetric, strata_report
+    from recpack_ope.spark import files as spark_files
+    from recpack_ope.spark import held_out as spark_held_out
+    from recpack_ope.spark import logged as spark_logged
+
+    spark_stratified = importlib.import_module("recpack_ope.spark.stratified")
+
+    # stratified_ndcg passes the options it does not take to its base metric.
+    takes = option in inspect.signature(entry.function).parameters
+    function = entry.function if takes else entry.options["metric"]
+    seen = {"core signature": _signature_default(function, option)}
+    seen["Estimator.option"] = entry.option(option)
+    if option in ("clip", "population") and entry.name in FILE_METRICS:
+        # The CLI's parse of no flag and the file functions' defaults, resolved by plan_files
+        # (both engines plan with it) for this estimator's kind of data.
+        files = [tmp_path / f"{n}.csv" for n in ("data", "model", "propensity")]
+        for path in files:
+            path.write_text("x\n")
+        if entry.data == "held_out":
+            data = {"held_out": files[0], "recommendations": {"M": files[1]}}
+            data["propensity"] = files[2]
+        else:
+            data = {"feed_log": files[0], "targets": {"M": files[1]}}
+        cli = getattr(build_parser().parse_args(["evaluate"]), option)
+        for path, given in (
+            ("CLI", cli),
+            ("evaluate_files", _signature_default(evaluate_files, option)),
+            ("Spark evaluate_files", _signature_default(spark_files.evaluate_files, option)),
+        ):
+            seen[path] = getattr(plan_files(**data, **{option: given}), option)
+    if entry.data == "held_out":
+        if option != "ess_threshold":
+            seen["EstimatorInputs"] = getattr(EstimatorInputs(), option)
+        if option in ("clip", "n_strata", "binning"):
+            seen["StratifiedOptions"] = getattr(StratifiedOptions(), option)
+            seen["strata_report"] = _signature_default(strata_report, option)
+        if option == "clip":
+            seen["ReportMetric"] = ReportMetric(entry.name).clip
+        spark = spark_stratified.stratified if entry.weighting == "stratified" else None
+        spark = spark or spark_held_out.evaluate
+        if option in inspect.signature(spark).parameters:  # Spark strata: observed users
+            seen["Spark"] = _signature_default(spark, option)
+    elif entry.name in spark_logged.FEED_LOG:
+        spark = spark_logged.ranking_ips if entry.name in spark_logged.RANKING else None
+        seen["Spark"] = _signature_default(spark or spark_logged.logged_dcg, option)
+    return seen
+
+
+@pytest.mark.parametrize("name", names())
+def test_every_path_defaults_each_option_to_the_registry_default(name, tmp_path):
+    entry = estimator(name)
+    assert entry.defaults, name  # every estimator has at least one option
+    for option, value in entry.defaults.items():
+        for path, seen in _path_defaults(entry, option, tmp_path).items():
+            assert seen == value, (name, option, path)
+
+
+def test_held_out_ips_estimators_clip_at_the_recommended_m_and_feed_log_ones_do_not():
+    clip = {name: e.defaults.get("clip", "—") for name, e in ESTIMATORS.items()}
+    weighted = {n for n, e in ESTIMATORS.items() if e.data == "held_out" and e.weighted}
+    assert {n for n, m in clip.items() if m == RECOMMENDED_CLIP} == weighted
+    assert {n for n, m in clip.items() if m is None} == set(names("feed_log")) - {"pseudo_inverse"}
+    # Unclipped, the weight 1/p = 400 of item 0 passes whole; by default it is cut to 100.
+    p = np.array([1 / 400, 1.0, 1.0, 1.0])
+    for name in sorted(weighted - {"dr_dcg"}):
+        default, unclipped = (
+            estimator(name)(Y_TRUE, SCORES, discount=D, propensity=p, **clip)
+            for clip in ({}, {"clip": None})
+        )
+        floor = np.maximum(p, 1 / RECOMMENDED_CLIP)  # min(m, 1/p) = 1 / max(p, 1/m)
+        by_hand = estimator(name)(Y_TRUE, SCORES, discount=D, propensity=floor, clip=None)
+        assert default.value == pytest.approx(by_hand.value, rel=1e-12), name
+        assert default.value != pytest.approx(unclipped.value, rel=1e-3), name
+
+
+def test_the_cli_help_states_each_kind_of_estimators_clip_default(capsys):
+    from recpack_ope.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["evaluate", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "held-out IPS estimators clip at 100, feed-log ones do not clip" in help_text
+    for given, parsed in (("none", None), ("auto", "auto"), ("7.5", 7.5), ("default", "default")):
+        args = build_parser().parse_args(["evaluate", "--clip", given])
+        assert args.clip == parsed

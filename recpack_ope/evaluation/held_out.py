@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .. import registry
 from .._validation import (
     as_csr,
     check_bool,
@@ -32,7 +33,6 @@ from .._validation import (
 )
 from ..metrics.ranking import TopK, rank_in_batches
 from ..metrics.stratified import BINNINGS
-from ..propensity.weights import RECOMMENDED_CLIP
 from ..reward.calibration import calibrated_reward_model
 from .strata_report import ReportMetric, StrataReport, strata_report
 
@@ -59,7 +59,8 @@ class StratifiedOptions:
     n_strata, binning
         Number of propensity strata (the paper: 2); ``"width"`` (the paper's) or ``"mass"``.
     clip : float, "auto" or None
-        Clipping of the IPS and DR rows' weights (None: the paper's unclipped IPS).
+        Clipping of the IPS and DR rows' weights: default the held-out estimators' own
+        (:func:`recpack_ope.registry.default`); None: the paper's unclipped IPS.
     batch_users : int
         Users scored per batch.
     keep_rankings : bool
@@ -81,9 +82,9 @@ class StratifiedOptions:
     ValueError: binning must be one of ('width', 'mass'), got 'quantile'
     """
 
-    n_strata: int = 2
-    binning: str = "width"
-    clip: float | str | None = RECOMMENDED_CLIP
+    n_strata: int = registry.default("n_strata")
+    binning: str = registry.default("binning")
+    clip: float | str | None = registry.default("clip")
     batch_users: int = 1024
     keep_rankings: bool = False
     fit_on: str = "all"
@@ -264,15 +265,17 @@ class HeldOutResult:
     >>> float(result.rows().loc["Closed", "nDCG"]), result.user_index.tolist()
     (1.0, [0, 1])
     >>> result.model_name = "Identity"
-    >>> print(result)
+    >>> print(result)  # doctest: +ELLIPSIS
     [Identity]
-                  nDCG  SIZE
-    Closed      1.0000     2
-    IPS         1.0000     2
-    IPS ESS/n   1.0000     2
-    Q1          1.0000     2
-    Q2             nan     0
-    Stratified  1.0000     2
+                nDCG  SIZE
+    Closed         1     2
+    IPS            1     2
+    IPS ESS/n      1     2
+    Q1             1     2
+    Q2           nan     0
+    Stratified     1     2
+    IPS rows marked unreliable: nDCG (ESS 2 < 50); clip the weights ... with caution
+    IPS rows with propensities off by up to ×2: nDCG [1, 1]
     """
 
     def keep(self, evaluation: HeldOutReport) -> None:

@@ -24,8 +24,7 @@ from ..metrics.ranking import TopK
 from ..metrics.stratified import BINNINGS
 from ..propensity.discount import Discount, LogDiscount
 from ..propensity.models import FixedPropensity
-from ..propensity.weights import RECOMMENDED_CLIP
-from ..registry import ESTIMATORS, Estimator
+from ..registry import ESTIMATORS, Estimator, default
 from ..reward.validation import check_reward_model
 
 __all__ = ["EstimatorInputs", "framework_cutoff"]
@@ -69,7 +68,8 @@ class EstimatorInputs:
     discount : Discount
         Curve shape; a cutoff K uses ``discount.with_cutoff(K)`` (default ``LogDiscount``).
     clip : float, "auto" or None
-        Clipping of IPS weights, ``min(m, 1/p)`` (default
+        Clipping of IPS weights, ``min(m, 1/p)``; default the held-out estimators' own
+        (:func:`recpack_ope.registry.default`, their core functions' default
         :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`); None for the papers'
         unclipped estimator, ``"auto"`` to select m by SLOPE for every estimate.
     n_strata : int
@@ -113,12 +113,12 @@ class EstimatorInputs:
         self,
         propensity=None,
         discount: Discount | None = None,
-        clip: float | str | None = RECOMMENDED_CLIP,
-        n_strata: int = 2,
-        binning: str = "width",
+        clip: float | str | None = default("clip"),
+        n_strata: int = default("n_strata"),
+        binning: str = default("binning"),
         reward_model=None,
         impressions=None,
-        population: str = "observed",
+        population: str = default("population"),
     ):
         self.population = check_population(population)
         self.discount = LogDiscount() if discount is None else discount

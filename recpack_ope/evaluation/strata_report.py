@@ -21,8 +21,7 @@ from ..inference.sensitivity import SHOWN_GAMMA
 from ..metrics.simpsons_paradox import SimpsonsParadoxReport, simpsons_paradox
 from ..metrics.stratified import StratifiedResult, stratified
 from ..propensity.discount import Discount
-from ..propensity.weights import RECOMMENDED_CLIP
-from ..registry import ESTIMATORS, Estimator, estimator
+from ..registry import ESTIMATORS, Estimator, default, estimator
 
 __all__ = ["ESS_ROW", "ReportMetric", "StrataReport", "simpsons_paradox_of", "strata_report"]
 
@@ -46,13 +45,13 @@ class ReportMetric:
         The estimator's own propensities, for a weighted registry estimator: its Closed and
         stratum rows are weighted by them.
     clip : float, "auto" or None
-        Clipping of those own weights.
+        Clipping of those own weights (default as for :func:`strata_report`).
     """
 
     estimator: str | Callable[..., EstimateResult]
     discount: Discount | None = None
     propensity: object = None
-    clip: float | str | None = RECOMMENDED_CLIP
+    clip: float | str | None = default("clip")
 
     def entry(self) -> Estimator | None:
         """The registry entry, None for a callable."""
@@ -194,13 +193,14 @@ class StrataReport:
         return found
 
     def table(self) -> str:
-        """The rows as text (values to 4 decimals), with notes on unreliable IPS values, the
-        IPS values' sensitivity bounds at Γ = :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA`
-        and clippings selected by SLOPE."""
+        """The rows as text (values to 4 significant digits), with notes on unreliable IPS
+        values, the IPS values' sensitivity bounds at Γ =
+        :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` and clippings selected by
+        SLOPE."""
         rows = self.rows()
         columns = list(next(iter(rows.values())))
         cells = [["", *columns]] + [
-            [label, *(f"{v:.4f}" if c != "SIZE" else f"{v:d}" for c, v in row.items())]
+            [label, *(f"{v:.4g}" if c != "SIZE" else f"{v:d}" for c, v in row.items())]
             for label, row in rows.items()
         ]
         widths = [max(len(line[j]) for line in cells) for j in range(len(columns) + 1)]
@@ -248,9 +248,9 @@ def strata_report(
     propensity,
     metrics: Mapping[str, ReportMetric],
     *,
-    n_strata: int = 2,
-    binning: str = "width",
-    clip: float | str | None = RECOMMENDED_CLIP,
+    n_strata: int = default("n_strata"),
+    binning: str = default("binning"),
+    clip: float | str | None = default("clip"),
     reward_model=None,
     model: str = "the model",
 ) -> StrataReport:
@@ -269,7 +269,8 @@ def strata_report(
     n_strata, binning
         As in :func:`recpack_ope.metrics.stratified.stratified`.
     clip : float, "auto" or None
-        Clipping of the IPS and DR rows' weights.
+        Clipping of the IPS and DR rows' weights: default the held-out estimators' own
+        (:func:`recpack_ope.registry.default`); None for the unclipped estimators.
     reward_model : optional
         A reward model (:mod:`recpack_ope.reward`) over the same rows: adds the ``DR`` row
         (:func:`recpack_ope.metrics.doubly_robust.dr_dcg`) to the columns of DCG estimators.

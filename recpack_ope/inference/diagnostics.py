@@ -27,13 +27,18 @@ contributions ``x_j ≥ 0`` to the estimate (e.g. ``c · w · δ(rank)``):
 A :class:`ReliabilityWarning` is issued when any criterion fires
 (:attr:`WeightDiagnostics.reasons`): ``ESS / n`` below a threshold (:data:`ESS_RATIO_THRESHOLD`
 unless the estimator is given another), ``ESS`` below :data:`ESS_MIN`, the user share below
-:data:`USER_SHARE_THRESHOLD`, or a calibration interval that excludes 1.
+:data:`USER_SHARE_THRESHOLD`, or a calibration interval that excludes 1. Inside
+:func:`naming` (a caller that evaluates several models: the file CLI, Spark, the adapters)
+the warning names the model before the estimate, e.g. ``EASE: IPS-DCG@10: unreliable, …``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +59,8 @@ __all__ = [
     "WeightDiagnostics",
     "WeightGroups",
     "check_ess_threshold",
+    "named",
+    "naming",
 ]
 
 ESS_RATIO_THRESHOLD = 0.1
@@ -102,6 +109,40 @@ class ReliabilityWarning(UserWarning):
     Filter it like any warning, e.g.
     ``warnings.filterwarnings("ignore", category=ReliabilityWarning)``.
     """
+
+
+# What the estimates computed in the current context belong to (e.g. a model), for warnings;
+# a context variable, so threads and nested callers each see their own.
+_SUBJECT: contextvars.ContextVar[str | None] = contextvars.ContextVar("subject", default=None)
+
+
+@contextlib.contextmanager
+def naming(subject: str) -> Iterator[None]:
+    """Name ``subject`` (e.g. the model evaluated) in every reliability warning issued
+    inside, before the estimate's own name (:func:`named`); nested, the names join.
+
+    Examples
+    --------
+    >>> with naming("EASE"):
+    ...     named("IPS-DCG@10")
+    'EASE: IPS-DCG@10'
+    >>> named("IPS-DCG@10")
+    'IPS-DCG@10'
+    """
+    if not isinstance(subject, str):
+        raise TypeError(f"subject must be a string, got {type(subject).__name__}")
+    token = _SUBJECT.set(named(subject))
+    try:
+        yield
+    finally:
+        _SUBJECT.reset(token)
+
+
+def named(name: str) -> str:
+    """``name`` of an estimate as warnings spell it: after the subject of the enclosing
+    :func:`naming`, if any."""
+    subject = _SUBJECT.get()
+    return name if subject is None else f"{subject}: {name}"
 
 
 def share(part: float, total: float) -> float:
@@ -553,8 +594,18 @@ class WeightDiagnostics:
 
     def warn(self, name: str, stacklevel: int = 3, *, clippable: bool = True) -> None:
         """Issue a :class:`ReliabilityWarning` for estimate ``name`` naming every criterion
-        that fired (:meth:`explain`), if any did; its advice suggests clipping only for
-        estimates that can clip their weights (``clippable``)."""
+        that fired (:meth:`explain`), if any did, after the subject of the enclosing
+        :func:`naming`; its advice suggests clipping only for estimates that can clip their
+        weights (``clippable``).
+
+        Examples
+        --------
+        >>> import pytest
+        >>> d = WeightDiagnostics(200, 12.0, 40.0, 0.3, 0, 0.0, n_users=150, user_share=0.2)
+        >>> with naming("EASE"), pytest.warns(ReliabilityWarning, match="^EASE: IPS-DCG@10: "):
+        ...     d.warn("IPS-DCG@10")
+        """
+        name = named(name)
         if not self.n_weights:
             warnings.warn(f"{name}: {self.summary()}", ReliabilityWarning, stacklevel=stacklevel)
         elif not self.reliable:

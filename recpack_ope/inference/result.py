@@ -32,7 +32,7 @@ from scipy import stats
 from .._validation import check_fraction, real_array, shown
 from . import _student
 from .clipping import ClipSelection
-from .diagnostics import ReliabilityWarning, WeightDiagnostics
+from .diagnostics import ReliabilityWarning, WeightDiagnostics, named
 from .sensitivity import (
     SHOWN_GAMMA,
     ExponentRange,
@@ -63,7 +63,7 @@ def _warn_if_biased_control(control: np.ndarray, name: str) -> None:
     p = float(_student.t_test_p_value(control.mean(), se, control.size))
     if p < 0.01:
         warnings.warn(
-            f"{name}: the control variate's mean is {control.mean():.3g} (standard error "
+            f"{named(name)}: the control variate's mean is {control.mean():.3g} (standard error "
             f"{se:.2g}, p = {p:.2g}), not 0: the propensities do not match the logging policy, "
             "so control_variate=True adds a bias; compare without it",
             ReliabilityWarning,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .._validation import check_fraction, shown
+from .diagnostics import ESS_MIN
 from .result import Comparison, PairedEstimate
 from .sensitivity import SHOWN_GAMMA
 from .significance import tied_with_best
@@ -16,6 +17,9 @@ from .systems import SystemScores
 
 __all__ = [
     "DIAGNOSTICS",
+    "FLAG_LABELS",
+    "diagnostic_columns",
+    "flag_cell",
     "summary_rows",
     "compare_systems",
     "sensitivity_columns",
@@ -33,6 +37,62 @@ DIAGNOSTICS = (
     "clipped_mass",
     "reliable",
 )
+
+#: How a table cell spells each criterion of
+#: :data:`~recpack_ope.inference.diagnostics.CRITERIA` that fired.
+FLAG_LABELS = {
+    "ess_ratio": "ESS/n low",
+    "ess": f"ESS<{ESS_MIN}",
+    "user_share": "few users carry half",
+    "calibration": "p miscalibrated",
+}
+
+
+def diagnostic_columns(estimate) -> dict:
+    """The weights' diagnostics of ``estimate`` as columns of a row: those of
+    :data:`DIAGNOSTICS` (Kish ``ess`` = (Σw)²/Σw², ``ess_ratio`` = ESS / evaluated
+    interactions, …, ``reliable``) and ``flags``, the criteria that fired
+    (:attr:`~recpack_ope.inference.diagnostics.WeightDiagnostics.reasons`) joined by "; ",
+    empty when none did; no column for an estimate without weight diagnostics (unweighted).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.metrics import dcg, ips_dcg
+    >>> from recpack_ope.propensity import LogDiscount
+    >>> y_true, scores = np.array([[1, 0, 1], [0, 1, 0]]), np.eye(3)[[0, 1]]
+    >>> p = np.array([0.5, 1.0, 0.25])
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     estimate = ips_dcg(y_true, scores, discount=LogDiscount(2), propensity=p)
+    >>> columns = diagnostic_columns(estimate)  # weights 2 and 1: ESS 3² / 5
+    >>> columns["ess"], columns["reliable"], columns["flags"]
+    (1.8, False, 'ess')
+    >>> diagnostic_columns(dcg(y_true, scores, discount=LogDiscount(2)))
+    {}
+    """
+    diagnostics = getattr(estimate, "diagnostics", None)
+    if diagnostics is None:
+        return {}
+    columns = {column: getattr(diagnostics, column) for column in DIAGNOSTICS}
+    return {**columns, "flags": "; ".join(diagnostics.reasons)}
+
+
+def flag_cell(row: Mapping) -> str:
+    """A table's cell for the ``flags`` of a row (:func:`diagnostic_columns`): "ok", "⚠ "
+    and the criteria that fired (:data:`FLAG_LABELS`), or "–" for a row without weights.
+
+    Examples
+    --------
+    >>> flag_cell({"flags": "ess_ratio; ess"}), flag_cell({"flags": ""}), flag_cell({})
+    ('⚠ ESS/n low; ESS<50', 'ok', '–')
+    """
+    if "flags" not in row:
+        return "–"
+    if not row["flags"]:
+        return "ok"
+    return "⚠ " + "; ".join(FLAG_LABELS[reason] for reason in row["flags"].split("; "))
 
 
 def sensitivity_columns(estimate: PairedEstimate) -> dict[str, float]:
@@ -123,7 +183,8 @@ def summary_rows(
         has a clip selection; the weights' diagnostics (:data:`DIAGNOSTICS`: Kish effective
         sample size ``ess``, ``ess_ratio`` = ESS / evaluated interactions, ``max_weight``,
         ``top_share`` of the estimate carried by the top 1 % of weights, ``n_clipped``,
-        ``clipped_mass`` and ``reliable``) when it is IPS-weighted; and, with at least two
+        ``clipped_mass``, ``reliable``, and ``flags``, the criteria that fired:
+        :func:`diagnostic_columns`) when it is IPS-weighted; and, with at least two
         systems, ``p_vs_best`` and ``tied_with_best`` from
         :func:`~recpack_ope.inference.significance.tied_with_best`: Hsu's multiple
         comparisons with the best, whose family-wise error holds although the same data chose
@@ -167,9 +228,7 @@ def summary_rows(
         if selection is not None:
             row["clip"] = math.inf if selection.clip is None else selection.clip
         row.update(sensitivity_columns(result))
-        diagnostics = getattr(result, "diagnostics", None)
-        if diagnostics is not None:
-            row.update({column: getattr(diagnostics, column) for column in DIAGNOSTICS})
+        row.update(diagnostic_columns(result))
         rows.append(row)
     rows.sort(key=lambda row: -row["value"])
     if len(rows) > 1:

@@ -54,7 +54,12 @@ from ..inference.diagnostics import (
 from ..inference.result import EstimateResult
 from ..inference.sensitivity import Linear, Weighting
 from ..propensity.discount import Discount
-from ..propensity.weights import clip_weights, entry_propensities, resolve_propensity
+from ..propensity.weights import (
+    RECOMMENDED_CLIP,
+    clip_weights,
+    entry_propensities,
+    resolve_propensity,
+)
 from .ranking import ScoreSource, padded_csr, score_source
 from .stratified import StrataBins
 
@@ -211,7 +216,7 @@ def ips_dcg(
     *,
     discount: Discount,
     propensity=None,
-    clip: float | str | None = None,
+    clip: float | str | None = RECOMMENDED_CLIP,
     impressions=None,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
@@ -223,7 +228,7 @@ def ips_dcg(
     What it estimates (docs/definitions.md, "Evaluated users and estimands"), when
     ``propensity`` holds the logging exposure ``p_ui``, Jeunen et al.'s Asm. 1–5 hold
     (independent trajectories, position-based model, independent ranks, examination
-    hypothesis, full support) and no weight is clipped:
+    hypothesis, full support) and no weight is clipped (``clip=None``):
 
     * ``population="all"``: the online reward per user ``V`` of the target ranking, without
       bias (Eq. 10–11 average over every logged trajectory);
@@ -245,10 +250,12 @@ def ips_dcg(
         Logging exposure propensities ``p_ui`` in (0, 1]. Required: :func:`dcg` is the
         unweighted estimator.
     clip : float, "auto" or None
-        Clip IPS weights at ``m``: ``w = min(m, 1/p)`` (the clipping of §6.2). None means no
-        clipping (m = ∞), the papers' unbiased estimator. ``"auto"`` selects m from the data
-        by SLOPE (Su et al., ICML 2020; :mod:`recpack_ope.inference.clipping`); the result
-        then carries the estimate-versus-m curve as ``clip_selection``.
+        Clip IPS weights at ``m``: ``w = min(m, 1/p)`` (the clipping of §6.2). The default,
+        :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP` (100), is the recommended
+        configuration (docs/reliability.md, "The default clipping"). None means no clipping
+        (m = ∞): the papers' unbiased estimator of Eq. 10–11. ``"auto"`` selects m from the
+        data by SLOPE (Su et al., ICML 2020; :mod:`recpack_ope.inference.clipping`); the
+        result then carries the estimate-versus-m curve as ``clip_selection``.
     impressions : scipy.sparse matrix or array_like, optional
         Where the logging policy showed items, shape of ``y_true``: ``e_ui`` = the probability
         that the user examined item i at the position it was shown (``δ0(logged rank)``; 1 for
@@ -304,7 +311,7 @@ def snips_dcg(
     *,
     discount: Discount,
     propensity=None,
-    clip: float | str | None = None,
+    clip: float | str | None = RECOMMENDED_CLIP,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
     population: str = "observed",
@@ -313,7 +320,9 @@ def snips_dcg(
     interactions (SNIPS rescaled so that it equals DCG when all weights are equal).
 
     Parameters as for :func:`ips_dcg` (no impressions: the self-normalisation constant is
-    over the rewarded entries).
+    over the rewarded entries): weights clipped at
+    :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP` by default, ``clip=None`` for the
+    papers' unclipped estimator.
 
     What it estimates, under the assumptions of :func:`ips_dcg`: over ``population="all"``,
     ``V · κ`` with ``κ = E[N] / E[Σ_ui w_ui]`` over the rewarded entries (for clicks, the
@@ -390,14 +399,16 @@ def ips_ndcg(
     *,
     discount: Discount,
     propensity=None,
-    clip: float | str | None = None,
+    clip: float | str | None = RECOMMENDED_CLIP,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
     population: str = "observed",
 ) -> EstimateResult:
     """Per-user nDCG with IPS gains ``c·w`` in both DCG_u and iDCG_u (Jeunen et al. §5).
 
-    Parameters as for :func:`ips_dcg` (no impressions). What it estimates: the mean over the
+    Parameters as for :func:`ips_dcg` (no impressions): weights clipped at
+    :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP` by default, ``clip=None`` for the
+    papers' unclipped estimator. What it estimates: the mean over the
     users with a held-out reward of ``DCG_u / iDCG_u`` with IPS gains, a per-user ratio of
     two estimates that has no online-reward reading even with the true propensities
     (Lemma 5.2); only ``population="observed"``, for the reason given in :func:`ndcg`.
@@ -458,15 +469,17 @@ def ips_pn_dcg(
     *,
     discount: Discount,
     propensity=None,
-    clip: float | str | None = None,
+    clip: float | str | None = RECOMMENDED_CLIP,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
     population: str = "observed",
 ) -> EstimateResult:
     """Post-normalised DCG with IPS gains, ``Σ_u DCG_u / Σ_u iDCG_u`` (Jeunen et al. §5).
 
-    Parameters as for :func:`ips_dcg` (no impressions). What it estimates, under the
-    assumptions of :func:`ips_dcg`: ``V / E[iDCG_u]``, the online reward per user over the
+    Parameters as for :func:`ips_dcg` (no impressions): weights clipped at
+    :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP` by default, ``clip=None`` for the
+    papers' unclipped estimator. What it estimates, unclipped, under the assumptions of
+    :func:`ips_dcg`: ``V / E[iDCG_u]``, the online reward per user over the
     mean ideal DCG of the IPS gains (a ratio: consistent, not unbiased). The denominator does
     not depend on the target, so it orders models as ``V`` does (Lemma 5.1). Users without
     held-out rewards add 0 to both sums, so both populations give the same value.

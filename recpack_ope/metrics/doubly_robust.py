@@ -38,7 +38,7 @@ from ..inference.diagnostics import (
 )
 from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
-from ..propensity.weights import clip_weights, item_propensities
+from ..propensity.weights import RECOMMENDED_CLIP, clip_weights, item_propensities
 from ..reward.validation import check_reward_model, predict_rewards
 from .dcg import held_out_weighting, prepare_held_out
 
@@ -53,7 +53,7 @@ def dr_dcg(
     reward_model=None,
     propensity=None,
     impressions=None,
-    clip: float | str | None = None,
+    clip: float | str | None = RECOMMENDED_CLIP,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
     population: str = "observed",
@@ -93,8 +93,11 @@ def dr_dcg(
         ``e_ui``, the examination probability where the logging policy showed the item (see
         :func:`~.dcg.dcg`). Without it DR equals IPS unless the weights are clipped.
     clip : float, "auto" or None
-        m of ``w = min(m, 1/p)``; None for none; ``"auto"`` selects m by SLOPE (Su et al.,
-        ICML 2020, who designed it for clipped doubly robust estimators).
+        m of ``w = min(m, 1/p)``; default
+        :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`, the recommended
+        configuration; None for none (the unclipped estimator of Dudík et al.); ``"auto"``
+        selects m by SLOPE (Su et al., ICML 2020, who designed it for clipped doubly robust
+        estimators).
     chunk_users : int or None
         Users per chunk (memory bound), None for automatic.
     ess_threshold : float

@@ -17,6 +17,7 @@ from .._validation import check_positive_int
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD
 from ..inference.result import EstimateResult
 from ..propensity.discount import CustomDiscount
+from ..propensity.weights import RECOMMENDED_CLIP
 from .dcg import _estimate, _required
 
 __all__ = ["recall", "ips_recall"]
@@ -69,7 +70,7 @@ def ips_recall(
     *,
     k: int,
     propensity=None,
-    clip: float | str | None = None,
+    clip: float | str | None = RECOMMENDED_CLIP,
     chunk_users: int | None = None,
     ess_threshold: float = ESS_RATIO_THRESHOLD,
     population: str = "observed",
@@ -88,8 +89,10 @@ def ips_recall(
     propensity : fitted propensity model, 1-D array or sparse matrix
         Exposure propensities in (0, 1]. Required: :func:`recall` is the unweighted one.
     clip : float, "auto" or None
-        Clip IPS weights at ``m``; None means no clipping, ``"auto"`` selects m by SLOPE, as
-        for :func:`recpack_ope.metrics.dcg.ips_dcg`.
+        Clip IPS weights at ``m``; default
+        :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`, the recommended
+        configuration; None means no clipping (the unclipped estimator), ``"auto"`` selects m
+        by SLOPE, as for :func:`recpack_ope.metrics.dcg.ips_dcg`.
     ess_threshold : float
         Effective-sample-size ratio below which a
         :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning` is issued.

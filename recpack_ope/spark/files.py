@@ -13,7 +13,9 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ..evaluation.files import ArgumentError, FileEvaluation, check_log_columns, plan_files
+from ..inference.diagnostics import naming
 from ..io.tables import table_format
+from ..registry import DEFAULT, default
 from .held_out import evaluate
 from .logged import FEED_LOG, feed_log_estimate
 from .session import local_session
@@ -62,10 +64,10 @@ def evaluate_files(
     targets: Mapping[str, str | os.PathLike] | None = None,
     metrics: Sequence[str] | None = None,
     k: int = 10,
-    clip: float | None = None,
+    clip: float | str | None = DEFAULT,
     level: float = 0.95,
     compare: Sequence[str] | None = None,
-    population: str = "observed",
+    population: str = default("population"),
     session=None,
     n_partitions: int | None = None,
 ) -> FileEvaluation:
@@ -74,8 +76,9 @@ def evaluate_files(
     Parameters
     ----------
     held_out, recommendations, propensity, feed_log, targets, metrics, k, clip, level
-        As for :func:`recpack_ope.evaluation.files.evaluate_files`. Spark computes every
-        held-out estimator but ``stratified_ndcg`` (:func:`recpack_ope.spark.stratified`).
+        As for :func:`recpack_ope.evaluation.files.evaluate_files` (``clip`` defaults to each
+        estimator's own; ``"auto"`` is refused: it needs every weight at once). Spark computes
+        every held-out estimator but ``stratified_ndcg`` (:func:`recpack_ope.spark.stratified`).
     compare, population
         As for :func:`recpack_ope.evaluation.files.evaluate_files`; Spark compares targets on
         a feed log only in memory.
@@ -128,6 +131,11 @@ def evaluate_files(
             "{compare} on a feed log needs the in-memory engine (Spark's feed-log estimators "
             "evaluate one target per pass, so the two cannot be paired)"
         )
+    if plan.clip == "auto":
+        raise ArgumentError(
+            '{clip} "auto" selects the clipping from every weight at once: on Spark give a '
+            "number, or none for the unclipped estimators"
+        )
     local = [m for m in plan.metrics if plan.kind == "feed-log" and m not in FEED_LOG]
     if local:
         raise ArgumentError(
@@ -147,13 +155,13 @@ def evaluate_files(
         check_log_columns(
             plan.metrics, data.columns, f"feed_log file {str(plan.data)!r}", list(FEED_LOG)
         )
-        estimates = {
-            name: {
-                m: feed_log_estimate(data, frame, m, target_name=plan.label(name), **options)
-                for m in plan.metrics
-            }
-            for name, frame in frames.items()
-        }
+        estimates = {}
+        for name, frame in frames.items():
+            with naming(name):
+                estimates[name] = {
+                    m: feed_log_estimate(data, frame, m, target_name=plan.label(name), **options)
+                    for m in plan.metrics
+                }
     else:
         propensity = None if plan.propensity is None else read_table(session, plan.propensity)
         estimates = evaluate(

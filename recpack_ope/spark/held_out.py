@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from .. import registry
 from ..evaluation.files import estimate_rows
 from ..inference.diagnostics import (
-    ESS_RATIO_THRESHOLD,
     ReliabilityWarning,
     WeightDiagnostics,
     WeightGroups,
+    naming,
 )
 from ..inference.moments import Moments, SummaryComparison, SummaryEstimate, WeightSums
 from ..inference.summary import robustness_columns
@@ -328,9 +329,12 @@ class HeldOutEvaluation:
         ``ips_dcg`` and ``snips_dcg`` also ``sens_low`` and ``sens_high`` (the bounds when every
         propensity may be off by a factor up to
         :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` either way) and, on every row
-        but the metric's best model, ``robust_gamma``: Γ* of the sign of best − model. These
-        are the columns of :func:`~recpack_ope.inference.summary.summary_rows` Spark can
-        compute; ``robust_gamma_95`` needs the in-memory path."""
+        but the metric's best model, ``robust_gamma``: Γ* of the sign of best − model; and for
+        every weighted estimate its weight diagnostics (``ess``, …, ``reliable``, ``flags``:
+        :func:`~recpack_ope.inference.summary.diagnostic_columns`), merged exactly from the
+        partitions. These are the columns of
+        :func:`~recpack_ope.inference.summary.summary_rows` Spark can compute;
+        ``robust_gamma_95`` needs the in-memory path."""
         rows = estimate_rows(self.estimates, level)
         for row in rows:
             by_model = {model: metrics[row["metric"]] for model, metrics in self.estimates.items()}
@@ -393,10 +397,10 @@ def evaluate(
     discount: Discount,
     k: int | None = None,
     propensity=None,
-    clip: float | None = None,
+    clip: float | None = registry.default("clip"),
     n_partitions: int | None = None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
-    population: str = "observed",
+    ess_threshold: float = registry.default("ess_threshold"),
+    population: str = registry.default("population"),
 ) -> HeldOutEvaluation:
     """Held-out estimates of one or more models on Spark, in one pass over the data.
 
@@ -426,7 +430,9 @@ def evaluate(
         needs one. Read only by the weighted estimators.
         :func:`recpack_ope.spark.fit_propensity` fits one from interactions.
     clip : float, optional
-        Clip IPS weights at m; None for the unclipped estimators.
+        Clip IPS weights at m; None for the unclipped estimators. Default the held-out
+        estimators' own (:func:`recpack_ope.registry.default`, their core functions'
+        :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`).
     n_partitions : int, optional
         Partitions users are spread over; default ``spark.sql.shuffle.partitions``.
     ess_threshold : float
@@ -510,7 +516,8 @@ def evaluate(
                 no_bounds=_no_bounds(metric, partial.names[metric]),
             )
             if diagnostics is not None:
-                diagnostics.warn(f"{model} {partial.names[metric]}")
+                with naming(model):
+                    diagnostics.warn(partial.names[metric])
             column += width
     return HeldOutEvaluation(estimates, partial.moments)
 
@@ -523,9 +530,9 @@ def per_user(
     discount: Discount,
     k: int | None = None,
     propensity=None,
-    clip: float | None = None,
+    clip: float | None = registry.default("clip"),
     n_partitions: int | None = None,
-    population: str = "observed",
+    population: str = registry.default("population"),
 ):
     """Per-user terms of every model and estimator as a lazy Spark DataFrame (never
     collected).
@@ -553,7 +560,7 @@ def per_user(
         k,
         propensity,
         clip,
-        ESS_RATIO_THRESHOLD,
+        registry.default("ess_threshold"),
         population=population,
     )
     user_type = frame.schema["user"].dataType.simpleString()

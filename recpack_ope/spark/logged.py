@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .. import registry
 from ..evaluation.files import no_ranking_message
 from ..inference.diagnostics import (
-    ESS_RATIO_THRESHOLD,
     ReliabilityWarning,
     WeightDiagnostics,
     WeightGroups,
@@ -162,10 +162,10 @@ def logged_dcg(
     target,
     *,
     discount: Discount,
-    clip: float | None = None,
+    clip: float | None = registry.default("clip", "feed_log"),
     normalise: str | None = None,
     n_partitions: int | None = None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
+    ess_threshold: float = registry.default("ess_threshold", "feed_log"),
 ) -> SummaryEstimate:
     """Unbiased (clipped) DCG of a deterministic target ranking on a feed log in Spark.
 
@@ -183,7 +183,8 @@ def logged_dcg(
     discount : Discount
         View model of the target's feed with its cutoff, e.g. ``LogDiscount(cutoff=10)``.
     clip : float, optional
-        m of ``min(m, 1/ε0)``; None for the unbiased estimator.
+        m of ``min(m, 1/ε0)``; None for the unbiased estimator. Default the feed-log
+        estimators' own (:func:`recpack_ope.registry.default`): unclipped.
     normalise : {None, "per_user", "post"}
         DCG, per-session nDCG or post-normalised DCG, as in the core: the registry's
         ``logged_dcg``, ``logged_ndcg`` and ``logged_pn_dcg``.
@@ -226,9 +227,9 @@ def ranking_ips(
     *,
     estimator: str,
     discount: Discount | None = None,
-    clip: float | None = None,
+    clip: float | None = registry.default("clip", "feed_log"),
     n_partitions: int | None = None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
+    ess_threshold: float = registry.default("ess_threshold", "feed_log"),
 ) -> SummaryEstimate:
     """Standard, cascade or independent IPS of a deterministic target on a feed log in Spark.
 
@@ -256,7 +257,8 @@ def ranking_ips(
     discount : Discount, optional
         Position weights ``α_k``; default 1 at every rank.
     clip : float, optional
-        m of ``min(m, 1/π0)``; None for the unbiased estimator.
+        m of ``min(m, 1/π0)``; None for the unbiased estimator. Default the feed-log
+        estimators' own (:func:`recpack_ope.registry.default`): unclipped.
     n_partitions : int, optional
         Partitions contexts are spread over; default ``spark.sql.shuffle.partitions``.
     ess_threshold : float
@@ -304,7 +306,7 @@ def feed_log_estimate(
     discount: Discount | None,
     clip: float | None,
     n_partitions: int | None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
+    ess_threshold: float = registry.default("ess_threshold", "feed_log"),
     target_name: str = "target",
 ) -> SummaryEstimate:
     """The estimate of the feed-log estimator ``name`` of :data:`FEED_LOG` on Spark frames

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .. import registry
 from ..inference.diagnostics import (
-    ESS_RATIO_THRESHOLD,
     ReliabilityWarning,
     WeightDiagnostics,
     WeightGroups,
@@ -100,14 +100,14 @@ def stratified(
     *,
     stratify_by,
     metric: str = "ndcg",
-    n_strata: int = 2,
-    binning: str = "width",
+    n_strata: int = registry.default("n_strata"),
+    binning: str = registry.default("binning"),
     discount: Discount,
     k: int | None = None,
     propensity=None,
-    clip: float | None = None,
+    clip: float | None = registry.default("clip"),
     n_partitions: int | None = None,
-    ess_threshold: float = ESS_RATIO_THRESHOLD,
+    ess_threshold: float = registry.default("ess_threshold"),
 ):
     """Propensity-stratified ``metric`` of one model (an estimate) or several (a dict).
 

@@ -172,13 +172,18 @@ def test_held_out_files_give_the_core_estimates(held_out, tmp_path):
         result.write(tmp_path / "report.txt")
 
     lines = result.table().splitlines()
-    assert lines[0] == "| model | metric | value | 90% CI | Γ=2 bounds | n_users | excluded |"
+    header = "| model | metric | value | 90% CI | Γ=2 bounds | n_users | excluded | ESS | flags |"
+    assert lines[0] == header
     dcg, ips = expected["A", "dcg"], expected["A", "ips_dcg"]
     lo, hi = dcg.confidence_interval(0.9)
-    assert lines[2] == f"| A | DCG@4 | {dcg.value:.4g} | [{lo:.4g}, {hi:.4g}] | – | 37 | 3 |"
+    line = f"| A | DCG@4 | {dcg.value:.4g} | [{lo:.4g}, {hi:.4g}] | – | 37 | 3 | – | – |"
+    assert lines[2] == line
     bounds = ips.sensitivity(2.0)
     assert f"| {ips.value:.4g} | " in lines[5]
-    assert f"| [{bounds.low:.4g}, {bounds.high:.4g}] | 37 | 3 |" in lines[5]
+    assert (
+        f"| [{bounds.low:.4g}, {bounds.high:.4g}] | 37 | 3 | {ips.diagnostics.ess:.4g} | "
+        in lines[5]
+    )
     lines = result.comparison_table().splitlines()
     assert lines[0] == "| comparison | difference | 90% CI | p | Γ* (sign) | Γ* (90%) |"
     for line, row in zip(lines[2:], result.comparison_rows(), strict=True):
@@ -506,7 +511,7 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
         ({"metrics": ["dcg", "dcg"]}, "metrics lists a metric twice: dcg dcg"),
         ({"k": 0}, "k must be a positive integer, got 0"),
         ({"k": 2.0}, "k must be a positive integer, got 2.0"),
-        ({"clip": -1}, "clip must be a number > 0, got -1"),
+        ({"clip": -1}, "clip must be a number > 0, None .* got -1"),
         ({"level": 95}, r"level must lie in \(0, 1\), got 95"),
         ({"compare": ("A", "C")}, "compare names 'C', which is none of \\['A'\\]"),
         ({"population": "everyone"}, "population must be 'observed' or 'all', got 'everyone'"),
@@ -600,3 +605,21 @@ def test_rpp_report_is_the_preference_matrix_and_its_tests(tmp_path):
     ):
         with pytest.raises(ValueError, match=message):
             rpp_report(qrels, **{"runs": runs, **bad})
+
+
+def test_tiny_values_print_with_significant_digits():
+    # IPS-pnDCG = mean(dcg) / mean(idcg) = 1.234e-4 / 1: four fixed decimals would show 0.0001.
+    terms = np.array([[1.234e-4, 1.0], [1.234e-4, 1.0], [1.234e-4, 1.0]])
+    estimate = ro.EstimateResult("IPS-pnDCG@10", terms, (1, -1), np.arange(3), 0)
+    table = FileEvaluation({"A": {"ips_pn_dcg": estimate}}, "held-out", 10, None).table()
+    assert "| A | IPS-pnDCG@10 | 0.0001234 | [0.0001234, 0.0001234] | 3 | 0 |" in table
+
+
+def test_reliability_warnings_name_the_model_and_the_metric(held_out):
+    files, *_ = held_out
+    models = {"A": files["A"], "B": files["B"]}
+    # 40 users give an ESS far below 50: both models' IPS-DCG@4 warn, each naming its model.
+    with pytest.warns(ro.ReliabilityWarning) as record:
+        evaluate_files(files["held_out"], models, files["propensity"], metrics=["ips_dcg"], k=4)
+    named = sorted(str(w.message).split(": unreliable")[0] for w in record)
+    assert named == ["A: IPS-DCG@4", "B: IPS-DCG@4"]

@@ -482,11 +482,12 @@ def test_unweighted_and_mismatched_estimates_are_refused():
         plain.sensitivity(2.0)
     with pytest.raises(ValueError, match="not weighted by inverse propensities"):
         plain.compare(dcg(y, sb, discount=D3)).robustness()
-    ips = ips_dcg(y, sa, discount=D3, propensity=p)
+    # Unclipped (clip=None), so that only the estimator or the propensities differ.
+    ips = ips_dcg(y, sa, discount=D3, propensity=p, clip=None)
     with pytest.raises(ValueError, match="same estimator"):
-        ips.compare(snips_dcg(y, sb, discount=D3, propensity=p)).sensitivity(2.0)
+        ips.compare(snips_dcg(y, sb, discount=D3, propensity=p, clip=None)).sensitivity(2.0)
     with pytest.raises(ValueError, match="same propensities"):
-        ips.compare(ips_dcg(y, sb, discount=D3, propensity=p / 2)).sensitivity(2.0)
+        ips.compare(ips_dcg(y, sb, discount=D3, propensity=p / 2, clip=None)).sensitivity(2.0)
     with pytest.raises(ValueError, match="clip at m = inf and m = 2"):
         ips.compare(ips_dcg(y, sb, discount=D3, propensity=p, clip=2.0)).sensitivity(2.0)
 

@@ -80,7 +80,7 @@ def test_weighted_rows_carry_the_diagnostics_and_the_selected_clip():
             for name, c in (("a", "auto"), ("b", "auto"))
         }
     rows = summary_rows(results)
-    columns = ["system", *BASE, "clip", "sens_low", "sens_high", *DIAGNOSTICS]
+    columns = ["system", *BASE, "clip", "sens_low", "sens_high", *DIAGNOSTICS, "flags"]
     assert list(rows[0]) == [*columns, "p_vs_best", "tied_with_best"]
     stars = ["robust_gamma", "robust_gamma_95"]
     assert list(rows[1]) == [*columns, "p_vs_best", "tied_with_best", *stars]
@@ -90,6 +90,7 @@ def test_weighted_rows_carry_the_diagnostics_and_the_selected_clip():
         assert row["clip"] == (math.inf if chosen is None else chosen)
         for column in DIAGNOSTICS:
             assert row[column] == getattr(result.diagnostics, column)
+        assert row["flags"] == "; ".join(result.diagnostics.reasons)
         bounds = result.sensitivity(2.0)  # at the selected clipping
         assert (row["sens_low"], row["sens_high"]) == (bounds.low, bounds.high)
 

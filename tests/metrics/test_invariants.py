@@ -109,15 +109,16 @@ def test_self_normalised_and_post_normalised_ignore_the_scale_of_propensities(
     seed, scale, discount
 ):
     y, s, p = case(seed)
+    # Unclipped (clip=None): clipping at a fixed m does not scale with the propensities.
     for metric in (
-        lambda q: snips_dcg(y, s, discount=discount, propensity=q),
-        lambda q: ips_pn_dcg(y, s, discount=discount, propensity=q),
-        lambda q: ips_ndcg(y, s, discount=discount, propensity=q),
+        lambda q: snips_dcg(y, s, discount=discount, propensity=q, clip=None),
+        lambda q: ips_pn_dcg(y, s, discount=discount, propensity=q, clip=None),
+        lambda q: ips_ndcg(y, s, discount=discount, propensity=q, clip=None),
     ):
         assert metric(p * scale).value == pytest.approx(metric(p).value, rel=1e-9)
     # IPS itself scales by exactly 1 / scale.
-    ips = ips_dcg(y, s, discount=discount, propensity=p).value
-    assert ips_dcg(y, s, discount=discount, propensity=p * scale).value == pytest.approx(
+    ips = ips_dcg(y, s, discount=discount, propensity=p, clip=None).value
+    assert ips_dcg(y, s, discount=discount, propensity=p * scale, clip=None).value == pytest.approx(
         ips / scale, rel=1e-9
     )
 

@@ -9,6 +9,10 @@ import numpy as np
 import pytest
 
 from recpack_ope.cli import main
+from recpack_ope.inference import summary
+
+#: The weight diagnostics' columns of a weighted row, and the criteria that fired.
+DIAGNOSTICS = (*summary.DIAGNOSTICS, "flags")
 
 #: The estimators both engines compute: every held-out one without a reward model or strata,
 #: plain and weighted, and every feed-log one without a reward model.
@@ -58,6 +62,15 @@ def same_reports(local: dict, spark: dict) -> None:
         assert ("sens_low" in ours) == bounded and ("sens_low" in theirs) == weighted
         for field in ("sens_low", "sens_high") if bounded else ():
             close(ours[field], theirs[field], 1e-9)
+        # The weight diagnostics: Spark merges the per-partition weight groups exactly.
+        diagnostics = [c for c in DIAGNOSTICS if c in theirs]
+        assert diagnostics == ([*DIAGNOSTICS] if weighted else [])
+        assert [c for c in DIAGNOSTICS if c in ours] == diagnostics
+        for field in diagnostics:
+            if isinstance(theirs[field], float):
+                assert ours[field] == pytest.approx(theirs[field], rel=1e-9, nan_ok=True), field
+            else:
+                assert ours[field] == theirs[field], field
     assert [c["name"] for c in spark["comparisons"]] == [c["name"] for c in local["comparisons"]]
     for ours, theirs in zip(spark["comparisons"], local["comparisons"], strict=True):
         close(ours["difference"], theirs["difference"], 1e-12)
@@ -221,3 +234,25 @@ def test_both_engines_refuse_a_target_without_some_contexts_alike(spark, tmp_pat
         .endswith(suggestion + "standard_ips,cascade_ips,independent_ips,adaptive_ips")
     )
     assert on_spark[1].rstrip().endswith(suggestion + "standard_ips,cascade_ips,independent_ips")
+
+
+def test_both_engines_name_the_model_and_the_metric_in_reliability_warnings(spark, tmp_path, write):
+    from recpack_ope.inference.diagnostics import ReliabilityWarning
+
+    # Two users, three held-out interactions: an ESS below 50 on both engines.
+    files = {
+        "held_out": write(
+            tmp_path / "held_out.csv",
+            {"user": [1, 1, 2], "item": [10, 11, 10], "reward": [1, 1, 1]},
+        ),
+        "EASE": write(
+            tmp_path / "ease.csv", {"user": [1, 1, 2], "item": [10, 11, 10], "rank": [1, 2, 1]}
+        ),
+        "propensity": write(tmp_path / "p.csv", {"item": [10, 11], "propensity": [0.5, 0.2]}),
+    }
+    args = ["--held-out", files["held_out"], "--recommendations", f"EASE={files['EASE']}"]
+    args += ["--propensity", files["propensity"], "--metrics", "ips_dcg", "--k", "2"]
+    for engine in ("local", "spark"):
+        out = tmp_path / f"{engine}.json"
+        with pytest.warns(ReliabilityWarning, match=r"^EASE: IPS-DCG@2: unreliable, ESS "):
+            assert main(["evaluate", *args, "--engine", engine, "--output", str(out)]) == 0

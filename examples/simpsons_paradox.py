@@ -10,8 +10,8 @@ verdict: does the holdout winner lose on the strata holding most of the feedback
 Then re-stratifies the same two models' rankings into 2–5 equal-width and equal-mass strata,
 to show whether the stratified conclusion is a property of the data or of the binning.
 Writes ``table2.md`` and ``table2.png`` to ``recpack-ope-reports/examples/simpsons-paradox/``.
-Needs the ``cornac`` extra and TensorFlow for WMF (in a clone of recpack-ope, which is not on
-PyPI: ``pip install ".[cornac,plot]" tensorflow-cpu``).
+Needs Cornac and TensorFlow for WMF, the ``simpsons`` extra (in a clone of recpack-ope, which is
+not on PyPI: ``pip install ".[simpsons,plot]"``).
 """
 
 from __future__ import annotations

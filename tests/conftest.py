@@ -4,6 +4,7 @@ the brute-force reference the vectorised core is checked against."""
 from __future__ import annotations
 
 import importlib
+import io
 import logging
 import math
 import sys
@@ -382,3 +383,31 @@ def max_abs_t_cdf_three(cov, nu, q, nodes=32, points=40):
             f = stats.norm.pdf(u, scale=s01) * np.where(hi > lo, band, 0.0)
             total += share * (right - left) / 2 * (weight @ f)
     return total
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal: progress bars draw on it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def terminal() -> Terminal:
+    """A fresh :class:`Terminal`."""
+    return Terminal()
+
+
+def record_bars(monkeypatch, module) -> list:
+    """The bars ``module`` (a study) makes with ``progress_bar`` from now on, kept to compare
+    their totals with the study's work items."""
+    from recpack_ope.studies import progress_bar
+
+    bars = []
+
+    def recorded(*args, **kwargs):
+        bars.append(progress_bar(*args, **kwargs))
+        return bars[-1]
+
+    monkeypatch.setattr(module, "progress_bar", recorded)
+    return bars

@@ -10,6 +10,11 @@ import math
 import runpy
 from pathlib import Path
 
+import numpy as np
+
+from recpack_ope.inference.significance import tied_with_best
+from recpack_ope.inference.systems import SystemScores
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -50,3 +55,29 @@ def test_logged_feedback_example(capsys):
             row = out[curve][target]
             assert abs(row["estimate"] - row["online"]) < 3 * row["se"]
         assert out[curve]["p_value_greater"] < 0.01  # the sharper ranker wins online by 0.76
+
+
+def test_cornac_sweep_picks_by_its_target_and_fits_propensities_on_training(capsys):
+    module = runpy.run_path(str(EXAMPLES / "sweep_cornac.py"))
+    out = module["main"](["--users", "100"])
+    printed = capsys.readouterr().out
+    assert "fitted on the training interactions only" in printed
+    metric = out["target"].measure
+    assert metric == "IPS-DCG@10"
+    per_user = {r.model_name: r.metric_user_results for r in out["experiment"].result}
+    # The pick is the argmax of the target's averages as Cornac reports them.
+    averages = {r.model_name: r.metric_avg_results[metric] for r in out["experiment"].result}
+    assert out["pick"] == max(averages, key=averages.get)
+    assert out["pick_plain"] == max(out["plain"], key=out["plain"].get)
+    # Ties recomputed from the per-user values, outside the adapter.
+    scores = SystemScores.from_user_values({n: r[metric] for n, r in per_user.items()}, metric)
+    assert set(out["tied"]) == set(tied_with_best(scores).tied)
+    # Propensities saw the training ratings only: their counts are the training matrix's
+    # per-item nonzeros, and differ from the counts over training and test ratings.
+    split = out["split"]
+    train = split.train_set.matrix.tocsc()
+    expected = np.zeros(split.total_items)
+    expected[: train.shape[1]] = np.diff(train.indptr)
+    np.testing.assert_array_equal(out["propensity"].counts_, expected)
+    test_items = np.bincount(split.test_set.uir_tuple[1], minlength=split.total_items)
+    assert not np.array_equal(out["propensity"].counts_, expected + test_items)

@@ -117,7 +117,7 @@ class Disagreement:
         seed : int
             Seed of the sampling.
         progress : bool
-            Show a progress bar over banner sizes.
+            Show a progress bar over banner sizes (on a terminal only).
         """
         if log.logging_weight is None:
             raise ValueError(
@@ -148,7 +148,9 @@ class Disagreement:
         session = log.session[clicked]
         pair_sizes = sizes[session]
         for n in tqdm(
-            np.unique(pair_sizes), desc="rank marginals by banner size", disable=not progress
+            np.unique(pair_sizes),
+            desc="rank marginals by banner size",
+            disable=None if progress else True,
         ):
             in_size = np.flatnonzero(pair_sizes == n)
             group = np.unique(session[in_size])  # banners of size n with pairs

@@ -12,10 +12,15 @@ inside Spark's exception and is raised again on the driver as a plain ``ValueErr
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import re
+import threading
+from collections.abc import Iterator
+from typing import TextIO
 
 import numpy as np
+from tqdm.auto import tqdm
 
 CHUNK_ROWS = 200_000
 _MARK = "recpack-ope input error: "
@@ -136,7 +141,8 @@ def run(frame, plan, n_partitions: int | None, *, per_key_schema: str | None = N
 
     if per_key_schema is not None:
         return grouped.mapInArrow(partition, per_key_schema)
-    rows = collect(grouped.mapInArrow(partition, "payload binary"))
+    with progress(frame.sparkSession.sparkContext, f"Spark: {plan.what}"):
+        rows = collect(grouped.mapInArrow(partition, "payload binary"))
     partials = [pickle.loads(r.payload) for r in rows]
     if not partials:
         return None
@@ -144,6 +150,38 @@ def run(frame, plan, n_partitions: int | None, *, per_key_schema: str | None = N
     for part in partials[1:]:
         merged = merged.merge(part)
     return merged
+
+
+@contextlib.contextmanager
+def progress(context, desc: str, file: TextIO | None = None) -> Iterator[None]:
+    """A tqdm bar over the tasks of the Spark jobs run inside, read from the context's status
+    tracker; silent when ``file`` (standard error by default) is not a terminal."""
+    bar = tqdm(total=0, desc=desc, unit="task", disable=None, file=file)
+    if bar.disable:
+        yield
+        return
+    tracker, stages, stop = context.statusTracker(), {}, threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.1):
+            for stage in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage)
+                if info is not None:
+                    stages[stage] = (info.numCompletedTasks, info.numTasks)
+            bar.total = sum(total for _, total in stages.values())
+            bar.n = sum(done for done, _ in stages.values())
+            bar.refresh()
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    try:
+        yield
+        stop.set()
+        watcher.join()
+        bar.n = bar.total  # stages that ended between two polls
+    finally:
+        stop.set()
+        bar.close()
 
 
 def collect(frame):

@@ -17,7 +17,9 @@ They sit above the library and may import the adapters, so they are imported on 
   options, run and summary lines, which ``recpack_ope.cli`` turns into subcommands
 
 The reproductions that run RecPack or Cornac do so inside :func:`quiet_frameworks`, so their
-logs, progress bars and TensorFlow's banner stay off the terminal unless asked for.
+logs, progress bars and TensorFlow's banner stay off the terminal unless asked for. Every study
+shows its own :func:`progress_bar` over the loop that dominates its run time, on a terminal
+only.
 """
 
 from __future__ import annotations
@@ -28,18 +30,61 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TextIO
 
-__all__ = ["quiet_frameworks"]
+from tqdm.auto import tqdm
+
+__all__ = ["progress_bar", "quiet_frameworks"]
 
 _PACKAGE = Path(__file__).absolute().parents[1]
 # Loggers of RecPack, the hyperopt it runs, and TensorFlow (Cornac's WMF); Cornac itself prints.
 _LOGGERS = ("recpack", "hyperopt", "tensorflow", "absl")
 
 
+def progress_bar(
+    iterable: Iterable | None = None,
+    *,
+    desc: str,
+    total: int | None = None,
+    show: bool = True,
+    file: TextIO | None = None,
+) -> tqdm:
+    """A study's progress bar over its work items, drawn only where someone watches.
+
+    The bar is silent when its stream is not a terminal (tqdm's ``disable=None``), so logs,
+    pipes and captured output stay free of it; in a notebook it is the notebook's widget.
+
+    Parameters
+    ----------
+    iterable : iterable, optional
+        The work items; the bar's ``total`` is their number. None for a bar advanced with
+        ``update`` up to ``total``.
+    desc : str
+        What the items are, e.g. ``"worlds"``.
+    total : int, optional
+        The number of work items, when ``iterable`` has no length or is None.
+    show : bool
+        False means no bar at all (the CLI's ``--quiet``).
+    file : text stream, optional
+        Where the bar goes: standard error by default; inside :func:`quiet_frameworks` the
+        stream it yields, which is still the terminal.
+
+    Examples
+    --------
+    >>> import io
+    >>> bar = progress_bar(range(3), desc="worlds", file=io.StringIO())  # not a terminal
+    >>> bar.total, bar.disable, sum(bar)
+    (3, True, 3)
+    """
+    if not isinstance(show, bool):
+        raise ValueError(f"show must be True or False, got {show!r}")
+    return tqdm(iterable, desc=desc, total=total, file=file, disable=None if show else True)
+
+
 @contextlib.contextmanager
-def quiet_frameworks(verbose: bool = False) -> Iterator[None]:
+def quiet_frameworks(verbose: bool = False) -> Iterator[TextIO]:
     """Keep RecPack's, Cornac's, hyperopt's and TensorFlow's output off the terminal.
 
     Inside the block, unless ``verbose``: the frameworks' loggers pass only errors; warnings
@@ -53,11 +98,17 @@ def quiet_frameworks(verbose: bool = False) -> Iterator[None]:
     ----------
     verbose : bool
         True leaves everything as it is.
+
+    Yields
+    ------
+    text stream
+        Standard error as it was before the block, for a :func:`progress_bar` that must still
+        reach the terminal.
     """
     if not isinstance(verbose, bool):
         raise ValueError(f"verbose must be True or False, got {verbose!r}")
     if verbose:
-        yield
+        yield sys.stderr
         return
     levels = {name: logging.getLogger(name).level for name in _LOGGERS}
     tf_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
@@ -65,8 +116,8 @@ def quiet_frameworks(verbose: bool = False) -> Iterator[None]:
         for name in _LOGGERS:
             logging.getLogger(name).setLevel(logging.ERROR)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        with warnings.catch_warnings(record=True) as caught, _muted_stderr():
-            yield
+        with warnings.catch_warnings(record=True) as caught, _muted_stderr() as terminal:
+            yield terminal
     finally:
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
@@ -100,22 +151,41 @@ class _MutedStream(io.TextIOBase):
             self.stream.flush()
 
 
+def _descriptor(stream) -> int | None:
+    """The file descriptor behind a stream, or None (e.g. pytest's captured streams)."""
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 @contextlib.contextmanager
-def _muted_stderr() -> Iterator[None]:
-    """Mute ``sys.stderr`` and file descriptor 2 (where C code writes)."""
+def _muted_stderr() -> Iterator[TextIO]:
+    """Mute ``sys.stderr`` and file descriptor 2 (where C code writes); yield a stream to
+    where standard error went before."""
     sys.stderr.flush()
     try:
         saved = os.dup(2)
     except OSError:  # no descriptor 2 (a windowed interpreter): Python's stream only
         saved = None
     stream = _MutedStream(sys.stderr)
+    # Python's stream on descriptor 2 goes silent with it; a stream on the saved copy does not.
+    on_fd2 = saved is not None and _descriptor(sys.stderr) == 2
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    terminal = (
+        open(saved, "w", encoding=encoding, errors="replace", closefd=False)
+        if on_fd2
+        else sys.stderr
+    )
     try:
         if saved is not None:
             with open(os.devnull, "w") as sink:
                 os.dup2(sink.fileno(), 2)
         with contextlib.redirect_stderr(stream):
-            yield
+            yield terminal
     finally:
+        if on_fd2:
+            terminal.close()
         stream.muted = False
         if saved is not None:
             os.dup2(saved, 2)

@@ -51,7 +51,6 @@ from pathlib import Path
 
 import numpy as np
 from scipy.special import logsumexp
-from tqdm.auto import tqdm
 
 from .._plots import pyplot, save
 from .._validation import check_finite_number, check_fraction, check_positive_int
@@ -68,6 +67,7 @@ from ..logged.pseudo_inverse import pseudo_inverse
 from ..logged.ranking_ips import cascade_ips, independent_ips, standard_ips
 from ..propensity.discount import Discount, LogDiscount
 from ..simulation.world import CLICK_MODELS, LoggedFeedback, PopularityPolicy, SimulatedWorld
+from . import progress_bar
 from .reliability import _format_spread, spread
 
 __all__ = [
@@ -509,7 +509,7 @@ def run_click_models(
     start = time.perf_counter()
     tasks = [(world, seed) for world in config.worlds for seed in config.world_seeds]
     records = []
-    for world, seed in tqdm(tasks, desc="worlds", disable=not progress):
+    for world, seed in progress_bar(tasks, desc="worlds", show=progress):
         records += _evaluate_world(config, world, seed)
     return ClickModelsResult(config, records, time.perf_counter() - start)
 

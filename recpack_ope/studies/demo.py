@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .._plots import emptiest_corner, padded_limits, pyplot, save
 from ..inference.agreement import agreement, steiger_test
@@ -38,7 +37,7 @@ from ..propensity.models import PopularityPropensity, PowerLawPropensity
 from ..propensity.weights import VERDICT_CLIP
 from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import PopularityPolicy, SimulatedWorld
-from . import quiet_frameworks
+from . import progress_bar, quiet_frameworks
 from .reliability import paired_with_control, practitioners_reward_model
 
 __all__ = [
@@ -357,16 +356,24 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
         "DCG": lambda r: dcg(held_out, r, discount=disc),
         "nDCG": lambda r: ndcg(held_out, r, discount=disc),
         "pnDCG": lambda r: pn_dcg(held_out, r, discount=disc),
-        REFERENCE: lambda r: ips_dcg(held_out, r, discount=disc, propensity=true_p),
-        "SNIPS-DCG (true p)": lambda r: snips_dcg(held_out, r, discount=disc, propensity=true_p),
-        "IPS-nDCG (true p)": lambda r: ips_ndcg(held_out, r, discount=disc, propensity=true_p),
-        "IPS-pnDCG (true p)": lambda r: ips_pn_dcg(held_out, r, discount=disc, propensity=true_p),
-        "IPS-DCG (power-law p)": lambda r: ips_dcg(held_out, r, discount=disc, propensity=power_p),
+        REFERENCE: lambda r: ips_dcg(held_out, r, discount=disc, propensity=true_p, clip=None),
+        "SNIPS-DCG (true p)": lambda r: snips_dcg(
+            held_out, r, discount=disc, propensity=true_p, clip=None
+        ),
+        "IPS-nDCG (true p)": lambda r: ips_ndcg(
+            held_out, r, discount=disc, propensity=true_p, clip=None
+        ),
+        "IPS-pnDCG (true p)": lambda r: ips_pn_dcg(
+            held_out, r, discount=disc, propensity=true_p, clip=None
+        ),
+        "IPS-DCG (power-law p)": lambda r: ips_dcg(
+            held_out, r, discount=disc, propensity=power_p, clip=None
+        ),
         RECOMMENDED: lambda r: ips_dcg(
             held_out, r, discount=disc, propensity=power_p, clip=VERDICT_CLIP
         ),
         "IPS-DCG (popularity p)": lambda r: ips_dcg(
-            held_out, r, discount=disc, propensity=popularity_p
+            held_out, r, discount=disc, propensity=popularity_p, clip=None
         ),
         "DR-DCG (true p)": lambda r: dr_dcg(
             held_out,
@@ -375,6 +382,7 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
             reward_model=reward_model,
             propensity=true_p,
             impressions=impressions,
+            clip=None,
         ),
         "DR-DCG (power-law p)": lambda r: dr_dcg(
             held_out,
@@ -383,6 +391,7 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
             reward_model=reward_model,
             propensity=power_p,
             impressions=impressions,
+            clip=None,
         ),
     }
 
@@ -426,7 +435,7 @@ def run_demo(
     ess_ratio = {name: math.nan for name in metrics}
     reliable = {name: True for name in metrics}
     rankings = []
-    bar = tqdm(pool, desc="train + evaluate", disable=not progress)
+    bar = progress_bar(pool, desc="train + evaluate", show=progress)
     for m, (name, model) in enumerate(bar):
         bar.set_postfix_str(name)
         with quiet_frameworks(verbose):
@@ -518,7 +527,7 @@ def _robustness(comparison) -> float:
 
 def _interval(comparison) -> str:
     lo, hi = comparison.confidence_interval
-    return f"{comparison.difference:.4f} [{lo:.4f}, {hi:.4f}]"
+    return f"{comparison.difference:.4g} [{lo:.4g}, {hi:.4g}]"
 
 
 def _slug(name: str) -> str:

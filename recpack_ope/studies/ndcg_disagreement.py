@@ -30,7 +30,7 @@ from ..adapters.recpack import RecPackAdapter
 from ..inference.agreement import MetricAgreement, agreement
 from ..io.recpack_datasets import load_interactions
 from ..propensity.models import PowerLawPropensity
-from . import quiet_frameworks
+from . import progress_bar, quiet_frameworks
 
 __all__ = [
     "DisagreementConfig",
@@ -121,7 +121,7 @@ class DisagreementResult:
 
 
 def run_disagreement(
-    config: DisagreementConfig | None = None, *, verbose: bool = False
+    config: DisagreementConfig | None = None, *, progress: bool = True, verbose: bool = False
 ) -> DisagreementResult:
     """Train the model grid in one RecPack pipeline and measure how each metric agrees with DCG.
 
@@ -133,6 +133,8 @@ def run_disagreement(
     ----------
     config : DisagreementConfig, optional
         The reproduction's settings (default: the paper's, on MovieLens-100K).
+    progress : bool
+        Show a progress bar over the models on a terminal (``verbose`` shows RecPack's own).
     verbose : bool
         Let RecPack talk: its per-fit logs, progress bars and warnings
         (:func:`~recpack_ope.studies.quiet_frameworks`).
@@ -141,7 +143,7 @@ def run_disagreement(
     K = check_positive_int(config.K, "K")
     grid = model_grid(config.n_models)
     start = time.perf_counter()
-    with quiet_frameworks(verbose):
+    with quiet_frameworks(verbose) as terminal:
         data = load_interactions(
             config.dataset, path=config.path, data_dir=config.data_dir, seed=config.seed
         )
@@ -159,7 +161,17 @@ def run_disagreement(
             builder.add_metric(metric, K=K)
         builder.set_data_from_scenario(scenario)
         pipeline = builder.build()
-        pipeline.run()
+        # RecPack's run() iterates algorithm_entries behind its own bar, muted here: iterating
+        # ours instead draws one on the terminal.
+        entries = pipeline.algorithm_entries
+        pipeline.algorithm_entries = progress_bar(
+            entries, desc="models", show=progress and not verbose, file=terminal
+        )
+        try:
+            pipeline.run()
+        finally:
+            pipeline.algorithm_entries.close()
+            pipeline.algorithm_entries = entries
         table = pipeline.get_metrics()
 
     values = pd.DataFrame(

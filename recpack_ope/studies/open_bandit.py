@@ -42,7 +42,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .._plots import pyplot, save
 from ..inference.diagnostics import ReliabilityWarning
@@ -53,6 +52,7 @@ from ..logged.policies import PlackettLuceRanker
 from ..logged.ranking_ips import check_whole_rankings, independent_ips
 from ..logged.thompson_sampling import ThompsonSamplingRanker
 from ..propensity.discount import CustomDiscount
+from . import progress_bar
 
 __all__ = ["OpenBanditConfig", "OpenBanditResult", "run_open_bandit", "write_report"]
 
@@ -162,7 +162,7 @@ def run_open_bandit(
     """Run the study; see the module docstring."""
     start = time.perf_counter()
     rows, refused, logs = [], {}, {}
-    for campaign in tqdm(config.campaigns, desc="campaigns", disable=not progress):
+    for campaign in progress_bar(config.campaigns, desc="campaigns", show=progress):
         random = load_open_bandit("random", campaign, path=config.path)
         bts = load_open_bandit("bts", campaign, path=config.path)
         alpha, beta = load_bts_prior(campaign)

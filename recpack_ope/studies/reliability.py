@@ -65,7 +65,6 @@ from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
 from .._plots import pyplot, save
 from .._validation import check_fraction, check_positive_int
@@ -85,6 +84,7 @@ from ..simulation.world import (
     PopularityPolicy,
     SimulatedWorld,
 )
+from . import progress_bar
 
 __all__ = [
     "ReliabilityConfig",
@@ -990,8 +990,7 @@ def run_reliability(
         for seed in config.world_seeds
     ]
     runs, pairs, examples, comparisons = [], [], {}, []
-    # disable=None: tqdm stays silent when standard error is not a terminal.
-    bar = tqdm(total=len(tasks), desc="reliability worlds", disable=None if progress else True)
+    bar = progress_bar(total=len(tasks), desc="reliability worlds", show=progress)
     with contextlib.ExitStack() as stack:
         if config.jobs > 1:
             executor = stack.enter_context(
@@ -1114,7 +1113,14 @@ def paired_with_control(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReliabilityWarning)
         a, b = (
-            ips_dcg(clicks, r, discount=discount, propensity=propensity, impressions=impressions)
+            ips_dcg(
+                clicks,
+                r,
+                discount=discount,
+                propensity=propensity,
+                impressions=impressions,
+                clip=None,
+            )
             for r in rankings
         )
         return a.compare(b), a.compare(b, control_variate=True)

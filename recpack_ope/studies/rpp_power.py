@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 from scipy import stats
-from tqdm.auto import tqdm
 
 from .._plots import pyplot, save
 from ..inference.significance import DiscriminativePower, discriminative_power
@@ -34,6 +33,7 @@ from ..metrics.recall import recall
 from ..metrics.rpp import WEIGHTINGS, preference_matrix
 from ..propensity.discount import LogDiscount
 from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
+from . import progress_bar
 
 __all__ = [
     "RPPPowerConfig",
@@ -194,7 +194,7 @@ def run_rpp_power(
     start = time.perf_counter()
     train, y_true = _split(config)
     rankings = {}
-    for name, model in tqdm(model_pool(config.seed).items(), desc="models", disable=not progress):
+    for name, model in progress_bar(model_pool(config.seed).items(), desc="models", show=progress):
         scores = np.asarray(model.fit(train).predict(train), dtype=np.float64)
         scores[train.nonzero()] = -np.inf  # recommend only unseen items
         rankings[name] = TopK.from_scores(scores, config.depth)

@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .._plots import pyplot, save
 from ..logged.logged_dcg import logged_dcg
 from ..logged.policies import DeterministicRanker, PlackettLuceRanker
 from ..propensity.discount import LogDiscount
 from ..simulation.world import PopularityPolicy, SimulatedWorld
+from . import progress_bar
 
 __all__ = ["SensitivityConfig", "SensitivityResult", "run_sensitivity", "write_report"]
 
@@ -149,7 +149,8 @@ def run_sensitivity(
     p_values = {k: np.empty(shape) for k in _METRICS}
     differences = {k: np.empty(shape) for k in _METRICS}
     noise_index = {s: j for j, s in enumerate(config.target_noise)}
-    for i, (temperature, sigma) in enumerate(tqdm(settings, desc="settings", disable=not progress)):
+    bar = progress_bar(settings, desc="settings", show=progress)
+    for i, (temperature, sigma) in enumerate(bar):
         policy = PopularityPolicy(temperature)
         log = world.log(
             policy, feed_length=config.feed_length, discount=discount, seed=1000 + i

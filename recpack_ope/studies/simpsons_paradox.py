@@ -26,7 +26,7 @@ from ..adapters.cornac import (
 )
 from ..io.movielens import downloading, load_movielens_100k
 from ..metrics.simpsons_paradox import SimpsonsParadoxReport
-from . import quiet_frameworks
+from . import progress_bar, quiet_frameworks
 
 __all__ = ["PAPER", "Table2Config", "Table2Result", "load_triplets", "run_table2", "write_report"]
 
@@ -103,19 +103,23 @@ class Table2Result:
         return "\n".join(lines)
 
 
-def run_table2(config: Table2Config = Table2Config(), *, verbose: bool = False) -> Table2Result:
+def run_table2(
+    config: Table2Config = Table2Config(), *, progress: bool = True, verbose: bool = False
+) -> Table2Result:
     """Train BPR and WMF, evaluate both with :class:`PropensityStratifiedEvaluation`.
 
     Parameters
     ----------
     config : Table2Config
         The reproduction's settings.
+    progress : bool
+        Show a progress bar over the two models on a terminal (``verbose`` shows Cornac's).
     verbose : bool
         Let Cornac and TensorFlow talk: training progress, Cornac's per-model tables and
         TensorFlow's start-up lines (:func:`~recpack_ope.studies.quiet_frameworks`).
     """
     start = time.perf_counter()
-    with quiet_frameworks(verbose):
+    with quiet_frameworks(verbose) as terminal:
         method = PropensityStratifiedEvaluation(
             load_triplets(config.dataset, config.path),
             test_size=config.test_size,
@@ -128,9 +132,12 @@ def run_table2(config: Table2Config = Table2Config(), *, verbose: bool = False) 
             verbose=verbose,
         )
         results = []
-        for model in (
+        models = (
             BPR(k=config.factors, seed=config.seed, verbose=verbose, name=f"BPR{config.factors}"),
             WMF(k=config.factors, seed=config.seed, verbose=verbose, name=f"WMF{config.factors}"),
+        )
+        for model in progress_bar(
+            models, desc="models", show=progress and not verbose, file=terminal
         ):
             # evaluate prints each model's table, as in a cornac.Experiment: only when verbose
             shown = nullcontext() if verbose else redirect_stdout(io.StringIO())

@@ -17,7 +17,9 @@ RecPack 0.3.6 pins numpy 1 while current Cornac needs numpy 2, so the suite runs
 * ``lint``: ``ruff check`` and ``ruff format --check`` (ruff pinned, so a new release's
   rules cannot fail an unchanged tree).
 * ``docs``: builds the documentation site (MkDocs Material, API reference from the
-  docstrings) in strict mode, so a warning fails the run; the site lands in ``site/``.
+  docstrings) in strict mode, so a warning fails the run; the site lands in ``site/``. Then
+  ``tests/test_docs_site.py`` checks the built pages (the other sessions leave it out: it
+  needs the site).
 * ``demo``: the main job, ``recpack-ope demo`` (README's first command; not part of the
   default test run). Arguments after ``--`` go to the demo, e.g. ``-- --users 5000``.
 
@@ -70,7 +72,9 @@ def legacy(session: nox.Session) -> None:
     _movielens(session)
     _open_bandit(session)
     session.run("python", "-c", "import numpy, recpack, cornac; assert numpy.__version__ < '2'")
-    session.run("pytest", "--ignore=tests/spark", *session.posargs)
+    session.run(
+        "pytest", "--ignore=tests/spark", "--ignore=tests/test_docs_site.py", *session.posargs
+    )
 
 
 @nox.session
@@ -80,7 +84,11 @@ def modern(session: nox.Session) -> None:
     _open_bandit(session)
     session.run("python", "-c", "import numpy, cornac; assert numpy.__version__ >= '2'")
     session.run(
-        "pytest", "--ignore=tests/adapters/recpack", "--ignore=tests/spark", *session.posargs
+        "pytest",
+        "--ignore=tests/adapters/recpack",
+        "--ignore=tests/spark",
+        "--ignore=tests/test_docs_site.py",
+        *session.posargs,
     )
 
 
@@ -103,7 +111,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    _install(session, ".[docs]")
+    _install(session, ".[docs]", "pytest>=7")
     session.run(
         "mkdocs",
         "build",
@@ -113,6 +121,9 @@ def docs(session: nox.Session) -> None:
         *session.posargs,
         env={"NO_MKDOCS_2_WARNING": "1"},
     )
+    # The built pages: every formula typeset, no LaTeX or backtick pseudo-formula left over.
+    # --noconftest: the suite's fixtures need the test extra, these checks only the site.
+    session.run("pytest", "--noconftest", "tests/test_docs_site.py", env={"DOCS_SITE": "site"})
 
 
 @nox.session

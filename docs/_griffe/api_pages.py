@@ -10,6 +10,10 @@
   roles (``:func:`~recpack_ope.metrics.dcg.dcg``` → ``dcg`` in code font), the ``::`` that
   introduces a literal block, and simple tables (``=====  =====`` borders) as Markdown tables.
   MkDocs would otherwise print them verbatim.
+* Show each module's public names, functions first. mkdocs.yml keeps to ``__all__``
+  (``filters: public``) in its order; here each ``__all__`` is reordered (functions, classes, the
+  rest) and a name a package re-exports from its own submodule is shown once, at the top of the
+  package's page, not again in the submodule's section.
 """
 
 import re
@@ -21,6 +25,7 @@ ADAPTERS_DIR = Path(__file__).resolve().parents[2] / "adapters"
 SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|data|mod|exc|obj|const):`([^`]+)`")
 LITERAL_MARKER = re.compile(r"(\S)?( ?)::$", re.M)
 TABLE_BORDER = re.compile(r"^=+ +=+ *$")  # two-column tables, the only kind used
+KIND_RANK = {"function": 0, "class": 1}  # then attributes and modules
 
 
 def _displayed(match: re.Match) -> str:
@@ -67,8 +72,46 @@ def _plain_rest(obj: griffe.Object) -> None:
             _plain_rest(member)
 
 
+def _kind_rank(module: griffe.Module, name: str) -> int:
+    try:
+        return KIND_RANK.get(module.members[name].kind.value, len(KIND_RANK))
+    except (KeyError, griffe.AliasResolutionError, griffe.CyclicAliasError):
+        return len(KIND_RANK)
+
+
+def _exported(module: griffe.Module, name: str) -> griffe.Object | None:
+    """The object ``module`` exports as ``name``: the target of an alias, or the submodule's
+    same-named member when a re-exported name is also a submodule's (``metrics.dcg``)."""
+    member = module.members.get(name)
+    try:
+        if member is not None and member.is_alias:
+            return member.final_target
+    except (griffe.AliasResolutionError, griffe.CyclicAliasError):
+        return None
+    if member is not None and member.is_module and name in member.members:
+        return _exported(member, name) if member.members[name].is_alias else member[name]
+    return member
+
+
+def _public_first(module: griffe.Module) -> None:
+    for submodule in module.modules.values():
+        if not submodule.is_alias:
+            _public_first(submodule)
+    if not module.exports:
+        return
+    names = sorted((str(name) for name in module.exports), key=lambda n: _kind_rank(module, n))
+    module.exports = names
+    for name in names:
+        member, target = module.members.get(name), _exported(module, name)
+        if member is not None and member.is_alias:
+            member.public = True  # else it would follow its target, hidden below
+        if target is not None and target.parent is not None and target.parent.parent is module:
+            target.public = False
+
+
 class ApiPages(griffe.Extension):
-    """Attach ``adapters/`` to ``recpack_ope`` and render the docstrings' reST bits."""
+    """Attach ``adapters/`` to ``recpack_ope``, render the docstrings' reST bits and order the
+    public names."""
 
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs) -> None:
         if pkg.name != "recpack_ope":
@@ -78,3 +121,4 @@ class ApiPages(griffe.Extension):
             adapters = loader._load_module("adapters", ADAPTERS_DIR / "__init__.py", parent=pkg)
             pkg.set_member("adapters", adapters)
         _plain_rest(pkg)
+        _public_first(pkg)

@@ -31,6 +31,8 @@ from recpack.util import get_top_K_ranks
 
 from .._validation import check_positive_int
 from ..evaluation.inputs import EstimatorInputs
+from ..inference.leaderboard import Leaderboard
+from ..inference.leaderboard import leaderboard as core_leaderboard
 from ..inference.result import Comparison, EstimateResult, PairedEstimate
 from ..inference.summary import compare_systems, summary_rows
 from ..inference.systems import PreferenceMatrix
@@ -46,7 +48,7 @@ with warnings.catch_warnings():
     from recpack.pipelines import METRIC_REGISTRY, Pipeline
 
 __all__ = ["RecPackAdapter", "OPEMetricK", "RPPMetricK", "recpack_ranking", "metric_results"]
-__all__ += ["compare", "summary", "preferences"]
+__all__ += ["compare", "summary", "preferences", "leaderboard"]
 
 logger = logging.getLogger("recpack_ope")
 
@@ -232,8 +234,8 @@ class RecPackAdapter(EstimatorInputs):
         return classes
 
 
-def _metric_objects(pipeline: Pipeline, metric: str) -> dict:
-    """Algorithm identifier → metric object of one ``get_metrics()`` column of a run pipeline.
+def _accumulated(pipeline: Pipeline) -> dict:
+    """Algorithm identifier → column of ``get_metrics()`` → metric object of a run pipeline.
 
     RecPack keeps the metric objects, not only their values, in the private
     ``pipeline._metric_acc.acc`` alone; ``test_recpack.py`` fails when that changes.
@@ -245,10 +247,21 @@ def _metric_objects(pipeline: Pipeline, metric: str) -> dict:
     accumulated = pipeline._metric_acc.acc
     if not accumulated:
         raise ValueError("the pipeline has no results yet: call pipeline.run() first")
+    return accumulated
+
+
+def _metric_objects(pipeline: Pipeline, metric: str) -> dict:
+    """Algorithm identifier → metric object of one ``get_metrics()`` column of a run pipeline."""
+    accumulated = _accumulated(pipeline)
     available = sorted({m for metrics in accumulated.values() for m in metrics})
     if metric not in available:
         raise ValueError(f"metric {metric!r} is not in the pipeline; it has {available}")
     return {identifier: metrics[metric] for identifier, metrics in accumulated.items()}
+
+
+def _ours(metric) -> bool:
+    """Whether a RecPack metric object is one of recpack-ope's (keeps per-user terms)."""
+    return type(metric).__module__ == __name__
 
 
 def preferences(pipeline: Pipeline, metric: str = "RPPK_10") -> PreferenceMatrix:
@@ -268,12 +281,35 @@ def metric_results(pipeline: Pipeline, metric: str) -> dict[str, PairedEstimate]
     """Algorithm identifier → the core's result of one of our metrics in a run pipeline, by
     its column in ``get_metrics()`` (e.g. ``"IPSDCGK_100"``)."""
     found = _metric_objects(pipeline, metric)
-    if not all(type(m).__module__ == __name__ for m in found.values()):
+    if not all(_ours(m) for m in found.values()):
         raise ValueError(
             f"{metric!r} is not a recpack-ope metric, so it keeps no per-user terms for intervals "
             "and paired tests; add ours instead (PlainDCGK equals DCGK and PlainNDCGK equals NDCGK)"
         )
     return {identifier: m.result_ for identifier, m in found.items()}
+
+
+def leaderboard(pipeline: Pipeline, metrics=None, **options) -> Leaderboard:
+    """:func:`~recpack_ope.inference.leaderboard.leaderboard` of a run pipeline's algorithms on
+    ``metrics``, columns of ``get_metrics()`` computed by recpack-ope metrics (e.g.
+    ``["IPSDCGK_10", "PostNormalisedDCGK_10"]``; default every such column, in RecPack's
+    order); ``options`` are its ``level``, ``alpha`` and ``correction``. Usage:
+    ``print(leaderboard(pipeline).to("latex"))``."""
+    if metrics is None:
+        accumulated = _accumulated(pipeline)
+        columns = dict.fromkeys(m for by_metric in accumulated.values() for m in by_metric)
+        metrics = [m for m in columns if all(_ours(a[m]) for a in accumulated.values())]
+    if isinstance(metrics, str) or not all(isinstance(m, str) for m in metrics):
+        raise TypeError(f"metrics must be a list of metric names or None, got {metrics!r}")
+    if not metrics:
+        raise ValueError(
+            "the pipeline has no column of a recpack-ope metric; add ours (e.g. PlainDCGK, "
+            "IPSDCGK) with RecPackAdapter(...).register() before running it"
+        )
+    found = {metric: metric_results(pipeline, metric) for metric in metrics}
+    return core_leaderboard(
+        {a: {m: found[m][a] for m in metrics} for a in found[metrics[0]]}, **options
+    )
 
 
 def compare(
@@ -291,7 +327,10 @@ def summary(
     pipeline: Pipeline, metric: str, level: float = 0.95, alpha: float = 0.05
 ) -> pd.DataFrame:
     """One row per algorithm, best first: value, interval, standard error, users, the IPS
-    weights' diagnostics, the clip ``clip="auto"`` selected, and whether it is tied with the
+    weights' diagnostics (``ess``, ``ess_ratio``, …, ``reliable`` and ``flags``, the
+    reliability criteria that fired, as the file CLI's rows:
+    :func:`~recpack_ope.inference.summary.diagnostic_columns`), the clip ``clip="auto"``
+    selected, and whether it is tied with the
     best; for IPS-weighted metrics also the bounds when every propensity may be off by a
     factor of 2 either way (``sens_low``, ``sens_high``) and, for every algorithm but the best,
     Γ* of best − algorithm (``robust_gamma``: its sign, ``robust_gamma_95``: its significance

@@ -4,9 +4,9 @@ The framework-free core. Every formula lives here; ``recpack_ope.adapters`` only
 RecPack's and Cornac's data structures into these calls.
 
 The top level is a starting kit: the estimators, the examination curves, the propensity
-models, the result types, ``ReliabilityWarning`` and the MovieLens loader with its hold-out
-split. Everything else is imported from the subpackage that holds it (one subpackage per
-concern; arrows only point down the list):
+models, the result types, ``ReliabilityWarning``, ``leaderboard`` and the MovieLens loader with
+its hold-out split. Everything else is imported from the subpackage that holds it (one
+subpackage per concern; arrows only point down the list):
 
 * ``inference``  – result objects and intervals (``result``), paired and multiple tests
   (``significance``), several systems on the same users (``systems``), MC4/Borda
@@ -37,6 +37,7 @@ Every formula is written out in ``docs/definitions.md``.
 """
 
 from .inference.diagnostics import ReliabilityWarning
+from .inference.leaderboard import Leaderboard, leaderboard
 from .inference.result import Comparison, EstimateResult, LoggedEstimate
 from .io.movielens import load_movielens_100k
 from .io.split import holdout_split
@@ -86,6 +87,9 @@ __all__ = [
     "LoggedEstimate",
     "Comparison",
     "ReliabilityWarning",
+    # several models on several metrics: intervals, the best, paper-ready tables
+    "leaderboard",
+    "Leaderboard",
     # data to start with
     "load_movielens_100k",
     "holdout_split",

@@ -18,14 +18,22 @@ import contextlib
 import functools
 import importlib.metadata
 import sys
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from .evaluation.files import FILE_METRICS, PARAMETERS, ArgumentError, evaluate_files, offered
+from .evaluation.files import (
+    FILE_METRICS,
+    PARAMETERS,
+    REPORT_FORMATS,
+    ArgumentError,
+    evaluate_files,
+    offered,
+)
 from .evaluation.rpp_report import MEASURES, TESTS, rpp_report
 from .io.movielens import DownloadError
-from .registry import ESTIMATORS
+from .registry import DEFAULT, ESTIMATORS, default
 from .studies import quiet_frameworks
 from .studies.registry import STUDIES, Study, from_clone
 
@@ -125,6 +133,31 @@ _RANKING = [m for m in offered("feed-log").split(", ") if not m.startswith("logg
 _OPTIONS = {p: "--" + p.replace("_", "-") for p in PARAMETERS} | {"targets": "--target"}
 
 
+def _clip(text: str) -> float | str | None:
+    """``--clip``: a number > 0, ``none`` (unclipped), ``auto`` or ``default``."""
+    word = text.lower()
+    if word == "none":
+        return None
+    if word in ("auto", DEFAULT):
+        return word
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"takes a number > 0, 'none', 'auto' or {DEFAULT!r}, got {text!r}"
+        ) from None
+
+
+def _clip_defaults() -> str:
+    """The estimators' defaults of ``clip``, by kind of data, for ``--clip``'s help."""
+    held_out, feed_log = default("clip", "held_out"), default("clip", "feed_log")
+
+    def spelled(m: float | None) -> str:
+        return "do not clip" if m is None else f"clip at {m:g}"
+
+    return f"held-out IPS estimators {spelled(held_out)}, feed-log ones {spelled(feed_log)}"
+
+
 def _named_paths(given: list[str] | None, option: str) -> dict[str, str] | None:
     """``NAME=PATH`` arguments of a repeatable option → {name: path} (None if not given)."""
     named: dict[str, str] = {}
@@ -200,13 +233,13 @@ def _evaluate(args: argparse.Namespace) -> int:
         _fail(f"recpack-ope evaluate: {error}")
     except (OSError, ValueError) as error:
         raise SystemExit(f"recpack-ope evaluate: {error}") from None
-    print(result.table())
-    if result.comparisons:
-        print("\n" + result.comparison_table())
+    print(result.report(args.format), end="" if args.format == "csv" else "\n")
     if args.output is not None:
         written = result.write(args.output)
         kind = "JSON" if written[0].suffix.lower() == ".json" else "CSV"
-        print(f"\n{kind} in " + " and ".join(map(str, written)))
+        # The file's name goes to standard error when standard output is the report itself.
+        where = sys.stdout if args.format == "markdown" else sys.stderr
+        print(f"\n{kind} in " + " and ".join(map(str, written)), file=where)
     return 0
 
 
@@ -359,15 +392,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--clip",
-        type=float,
-        default=None,
+        type=_clip,
+        default=DEFAULT,
         metavar="M",
-        help="clip inverse propensities at m (default: unclipped)",
+        help="clip inverse propensities at M; 'none' for the unclipped estimators, 'auto' to "
+        f"select M from the data by SLOPE, {DEFAULT!r} for each estimator's own "
+        f"({_clip_defaults()})",
     )
     ev.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
     ev.add_argument(
         "--population",
-        default="observed",
+        default=default("population"),
         metavar="USERS",
         help="users held-out estimates average over: 'observed' (those with a positive reward) "
         "or 'all' (every user of --held-out, rows with reward 0 included, so that ips_dcg "
@@ -391,6 +426,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="Spark partitions users are spread over (default: spark.sql.shuffle.partitions, 16)",
+    )
+    ev.add_argument(
+        "--format",
+        choices=REPORT_FORMATS,
+        default="markdown",
+        help="what is printed: 'markdown' (the table with intervals, sensitivity bounds and "
+        "weight diagnostics, the comparisons and, with several models, a leaderboard: the best "
+        "model per metric and which models are significantly better than which), 'latex' (that "
+        "leaderboard as a booktabs table for a paper), 'json' (everything) or 'csv' (the table)",
     )
     ev.add_argument(
         "--output",
@@ -425,7 +469,15 @@ def main(argv: list[str] | None = None) -> int:
         Exit status: 0 on success (failures raise SystemExit with status 1 or 2).
     """
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return args.run(args)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command's own line (``recpack-ope: ReliabilityWarning: EASE: …``),
+    without the library's source file and line, which say nothing to a command-line user."""
+    print(f"recpack-ope: {category.__name__}: {message}", file=sys.stderr if file is None else file)
 
 
 if __name__ == "__main__":

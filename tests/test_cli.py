@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.metadata
+import io
 import json
 import logging
 import math
@@ -164,6 +165,54 @@ def test_three_users_by_hand(three_users, tmp_path, capsys):
     assert f"| A − B (DCG@2) | {1 - L:.4g} | [{lo:.4g}, {hi:.4g}] | {p:.4g} |" in out
 
 
+def test_formats_print_the_leaderboard_and_the_rows(three_users, tmp_path, capsys):
+    args = ["evaluate", *_three_user_args(three_users, "--metrics", "dcg,recall")]
+    dcg = {"A": np.mean([2, 1 + L]), "B": np.mean([1 + 2 * L, L])}  # as in the test above
+    assert main([*args, "--format", "latex"]) == 0
+    latex = capsys.readouterr().out
+    assert "\\toprule" in latex and "\\bottomrule" in latex
+    # A is best on both (DCG 1.8155 vs 1.4464, recall 0.8333 vs 0.75): bold, 3 significant
+    # digits, trailing zeros kept.
+    assert "a & A & \\textbf{1.82} & \\textbf{0.833} \\\\" in latex
+    assert "b & B & 1.45 & 0.750 \\\\" in latex
+
+    assert main([*args, "--format", "csv"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["model"], r["metric"]) for r in table] == [
+        ("A", "dcg"),
+        ("A", "recall"),
+        ("B", "dcg"),
+        ("B", "recall"),
+    ]
+    assert float(table[0]["value"]) == pytest.approx(dcg["A"], rel=1e-12)
+    assert float(table[3]["value"]) == pytest.approx(np.mean([1, 1 / 2]), rel=1e-12)
+
+    assert main([*args, "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    board = {(r["model"], r["metric"]): r for r in document["leaderboard"]["rows"]}
+    assert board["A", "DCG@2"]["best"] and board["A", "Recall@2"]["best"]
+    assert not board["B", "DCG@2"]["best"] and not board["B", "Recall@2"]["best"]
+    assert board["A", "DCG@2"]["value"] == pytest.approx(dcg["A"], rel=1e-12)
+
+    assert main(args) == 0  # markdown: the rows, then the two models side by side
+    markdown = capsys.readouterr().out
+    assert (
+        "| model | metric | value |" in markdown and "| # | model | DCG@2 | Recall@2 |" in markdown
+    )
+
+    with pytest.raises(SystemExit) as stop:
+        main([*args, "--format", "docx"])
+    assert stop.value.code == 2 and "--format" in capsys.readouterr().err
+
+
+def test_warnings_print_as_the_command_s_own_lines(three_users, tmp_path, capsys):
+    args = _three_user_args(three_users, "--metrics", "ips_dcg", "--propensity")
+    assert main(["evaluate", *args, three_users["propensity"]]) == 0
+    err = capsys.readouterr().err
+    assert "recpack-ope: ReliabilityWarning: A: IPS-DCG@2: unreliable" in err
+    assert ".py:" not in err  # no library source line
+
+
 def test_three_users_weighted_and_clipped_by_hand(three_users, tmp_path):
     # Weights min(3, 1/p): item 10 → 2, item 11 → 3 (clipped from 4), item 12 → 1; item 99's
     # propensity 0 is never used (no held-out row), as on Spark.
@@ -209,6 +258,44 @@ def test_three_users_weighted_and_clipped_by_hand(three_users, tmp_path):
     assert report["clip"] == 3 and report["level"] == 0.9 and report["comparisons"] == []
 
 
+def test_json_csv_and_table_carry_the_weight_diagnostics_by_hand(three_users, tmp_path, capsys):
+    # Weights min(3, 1/p) of the held-out interactions each model ranks in its top 2: A ranks
+    # user 1's item 11 (3), user 3's items 12 (1) and 10 (2); B user 1's 10 (2) and 11 (3)
+    # and user 3's 10 (2). Kish ESS (Σw)² / Σw²; with three interactions ESS < 50 fires.
+    weights = {"A": np.array([3.0, 1, 2]), "B": np.array([2.0, 3, 2])}
+    ess = {m: w.sum() ** 2 / (w**2).sum() for m, w in weights.items()}
+    weighted = ("--propensity", three_users["propensity"], "--clip", "3")
+    args = _three_user_args(three_users, *weighted, "--metrics", "dcg", "ips_dcg")
+    with pytest.warns(ReliabilityWarning) as record:
+        report = run(tmp_path, *args)
+    # Each warning names the model, then the metric.
+    assert sorted(str(w.message).split(": unreliable")[0] for w in record) == [
+        "A: IPS-DCG@2",
+        "B: IPS-DCG@2",
+    ]
+    got = rows(report)
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].endswith("| n_users | excluded | ESS | flags |")
+    with pytest.warns(ReliabilityWarning):
+        assert main(["evaluate", *args, "--output", str(tmp_path / "report.csv")]) == 0
+    with open(tmp_path / "report.csv", newline="") as handle:
+        written = {(r["model"], r["metric"]): r for r in csv.DictReader(handle)}
+    for model in "AB":
+        row = got[model, "ips_dcg"]
+        assert row["ess"] == pytest.approx(ess[model], rel=1e-12)
+        assert row["ess_ratio"] == pytest.approx(ess[model] / 3, rel=1e-12)
+        assert row["max_weight"] == 3 and row["n_clipped"] == 1
+        assert (row["reliable"], row["flags"]) == (False, "ess")
+        assert float(written[model, "ips_dcg"]["ess"]) == pytest.approx(ess[model], rel=1e-12)
+        assert written[model, "ips_dcg"]["flags"] == "ess"
+        assert written[model, "dcg"]["ess"] == written[model, "dcg"]["flags"] == ""
+        assert "ess" not in got[model, "dcg"] and "flags" not in got[model, "dcg"]
+        line = next(x for x in table if x.startswith(f"| {model} | IPS-DCG@2 |"))
+        assert line.endswith(f"| 2 | 1 | {ess[model]:.4g} | ⚠ ESS<50 |")
+        line = next(x for x in table if x.startswith(f"| {model} | DCG@2 |"))
+        assert line.endswith("| 2 | 1 | – | – |")
+
+
 @pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
 def test_three_users_over_all_users_by_hand(three_users, tmp_path, capsys):
     weighted = ("--propensity", three_users["propensity"], "--population", "all")
@@ -235,7 +322,8 @@ def test_three_users_over_all_users_by_hand(three_users, tmp_path, capsys):
         assert (row["ci_low"], row["ci_high"]) == pytest.approx(t_interval(ips[model]), rel=1e-12)
     lo, hi = t_interval(dcg["A"])
     out = capsys.readouterr().out.splitlines()
-    assert f"| A | DCG@2 | {np.mean(dcg['A']):.4g} | [{lo:.4g}, {hi:.4g}] | – | 3 | 0 |" in out
+    line = f"| A | DCG@2 | {np.mean(dcg['A']):.4g} | [{lo:.4g}, {hi:.4g}] | – | 3 | 0 | – | – |"
+    assert line in out
 
 
 @pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
@@ -269,9 +357,10 @@ def test_three_users_sensitivity_by_hand(three_users, tmp_path, capsys):
     assert 1 < significant < star
     assert lower_end(significant * (1 - 1e-5)) > 0 > lower_end(significant * (1 + 1e-5))
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "| model | metric | value | 95% CI | Γ=2 bounds | n_users | excluded |"
+    header = "| model | metric | value | 95% CI | Γ=2 bounds | n_users | excluded | ESS | flags |"
+    assert out[0] == header
     low, high = np.mean(ips["A"]) / 2, np.mean(ips["A"]) * 2
-    assert f"| [{low:.4g}, {high:.4g}] | 2 | 1 |" in out[3]
+    assert f"| [{low:.4g}, {high:.4g}] | 2 | 1 | " in out[3]
     assert "| comparison | difference | 95% CI | p | Γ* (sign) | Γ* (95%) |" in out
     compared = {line.split(" | ")[0]: line for line in out if line.startswith("| A − B")}
     assert compared["| A − B (DCG@2)"].endswith(" | – | – |")  # unweighted
@@ -1221,7 +1310,7 @@ def test_missing_cornac_is_named_with_the_extra_to_install(monkeypatch, capsys):
         main(["reproduce", "simpsons-paradox"])
     err = _hint(capsys, stop)
     assert "reproduce simpsons-paradox needs 'cornac'" in err
-    assert 'pip install ".[cornac]" tensorflow-cpu' in err and "not on PyPI" in err
+    assert 'pip install ".[simpsons]"' in err and "not on PyPI" in err
 
 
 def test_missing_pandas_for_trec_files_is_named_with_the_extra(monkeypatch, capsys, tmp_path):
@@ -1331,7 +1420,8 @@ def test_wmf_without_tensorflow_says_what_to_install(monkeypatch, capsys, small_
             ]
         )
     err = _hint(capsys, stop)
-    assert "reproduce simpsons-paradox needs 'tensorflow': pip install tensorflow-cpu" in err
+    assert "reproduce simpsons-paradox needs 'tensorflow'" in err
+    assert 'pip install ".[simpsons]"' in err and "not on PyPI" in err
 
 
 def _reproduce_in(cwd: Path, *args: str) -> subprocess.CompletedProcess:

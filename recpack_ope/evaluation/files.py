@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import json
+import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
@@ -27,14 +29,22 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import shown
+from ..inference.diagnostics import naming
+from ..inference.leaderboard import Leaderboard, leaderboard
 from ..inference.result import Comparison
 from ..inference.sensitivity import SHOWN_GAMMA
-from ..inference.summary import robustness_columns, sensitivity_columns
+from ..inference.summary import (
+    diagnostic_columns,
+    flag_cell,
+    robustness_columns,
+    sensitivity_columns,
+)
 from ..io.tables import LOG_PROBABILITIES, feed_log_tables, held_out_tables
 from ..logged.policies import DeterministicRanker
 from ..metrics.dcg import check_population
 from ..propensity.discount import LogDiscount
-from ..registry import ESTIMATORS
+from ..registry import DEFAULT, ESTIMATORS, default
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -42,6 +52,7 @@ __all__ = [
     "ArgumentError",
     "FileEvaluation",
     "FilePlan",
+    "REPORT_FORMATS",
     "check_log_columns",
     "evaluate_files",
     "no_ranking_message",
@@ -58,6 +69,9 @@ _PYTHON_ONLY = {"reward_model": "a reward model", "logging": "the logging policy
 #: Estimators computed when ``metrics`` is None, by input; propensities add ``ips_dcg`` and
 #: ``ips_pn_dcg`` to those of held-out data.
 DEFAULT_METRICS = {"held-out": ("dcg", "ndcg", "pn_dcg", "recall"), "feed-log": ("logged_dcg",)}
+
+#: What :meth:`FileEvaluation.report` (``recpack-ope evaluate --format``) writes.
+REPORT_FORMATS = ("markdown", "latex", "json", "csv")
 
 #: The arguments an :class:`ArgumentError` may name.
 PARAMETERS = (
@@ -140,8 +154,10 @@ class FilePlan:
         Estimators of :data:`recpack_ope.registry.ESTIMATORS`, in the order rows list them.
     k : int
         Cutoff of the discount ``1/log2(rank + 1)`` and of recall.
-    clip : float or None
-        Clipping of the inverse propensities.
+    clip : float, "auto" or None
+        Clipping of the inverse propensities: the estimators' default
+        (:func:`recpack_ope.registry.default`) when :data:`~recpack_ope.registry.DEFAULT`
+        was given.
     level : float
         Confidence level of the intervals.
     compare : tuple of two str, or None
@@ -157,7 +173,7 @@ class FilePlan:
     propensity: Path | None
     metrics: tuple[str, ...]
     k: int
-    clip: float | None
+    clip: float | str | None
     level: float
     compare: tuple[str, str] | None
     population: str = "observed"
@@ -208,10 +224,10 @@ def plan_files(
     targets: Mapping[str, str | os.PathLike] | None = None,
     metrics: Sequence[str] | None = None,
     k: int = 10,
-    clip: float | None = None,
+    clip: float | str | None = DEFAULT,
     level: float = 0.95,
     compare: Sequence[str] | None = None,
-    population: str = "observed",
+    population: str = default("population"),
 ) -> FilePlan:
     """Check the arguments of :func:`evaluate_files` without reading the files.
 
@@ -312,8 +328,21 @@ def plan_files(
         )
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ArgumentError("{k} must be a positive integer, got {got}", got=k)
-    if clip is not None and not clip > 0:
-        raise ArgumentError("{clip} must be a number > 0, got {got}", got=clip)
+    if isinstance(clip, str) and clip == DEFAULT:
+        clip = default("clip", kind.replace("-", "_"))
+    elif not (
+        clip is None
+        or clip == "auto"
+        or isinstance(clip, numbers.Real)
+        and not isinstance(clip, bool)
+        and 0 < clip < math.inf
+    ):
+        raise ArgumentError(
+            '{clip} must be a number > 0, None (unclipped), "auto" or {default!r} (each '
+            "estimator's default), got {got!r}",
+            default=DEFAULT,
+            got=clip,
+        )
     if not 0 < level < 1:
         raise ArgumentError("{level} must lie in (0, 1), got {got}", got=level)
     if compare is not None:
@@ -362,10 +391,10 @@ def evaluate_files(
     targets: Mapping[str, str | os.PathLike] | None = None,
     metrics: Sequence[str] | None = None,
     k: int = 10,
-    clip: float | None = None,
+    clip: float | str | None = DEFAULT,
     level: float = 0.95,
     compare: Sequence[str] | None = None,
-    population: str = "observed",
+    population: str = default("population"),
 ) -> FileEvaluation:
     """Evaluate models from parquet or CSV files with the registry's estimators, in memory.
 
@@ -405,8 +434,12 @@ def evaluate_files(
         given).
     k : int
         Cutoff of the discount and of recall.
-    clip : float, optional
-        Clip inverse propensities at ``clip``; default unclipped.
+    clip : float, "auto", None or "default"
+        Clip inverse propensities at ``clip``; None for the unclipped estimators, ``"auto"``
+        to select the clipping by SLOPE. The default, :data:`~recpack_ope.registry.DEFAULT`,
+        is each estimator's own (:attr:`~recpack_ope.registry.Estimator.defaults`): held-out
+        IPS estimators clip at :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`,
+        feed-log ones do not (their logging probabilities are logged, not fitted).
     level : float
         Confidence level of the intervals and comparisons.
     compare : (str, str), optional
@@ -494,19 +527,19 @@ def evaluate_files(
         for name, scores in tables.scores.items():
             _refuse_contexts_without_ranking(tables, scores, plan.label(name))
         try:
-            estimates = {
-                name: {
-                    m: ESTIMATORS[m].function(
-                        tables.log,
-                        DeterministicRanker(scores),
-                        discount=plan.discount,
-                        clip=plan.clip,
-                        **ESTIMATORS[m].options,
-                    )
-                    for m in plan.metrics
-                }
-                for name, scores in tables.scores.items()
-            }
+            estimates = {}
+            for name, scores in tables.scores.items():
+                with naming(name):
+                    estimates[name] = {
+                        m: ESTIMATORS[m].function(
+                            tables.log,
+                            DeterministicRanker(scores),
+                            discount=plan.discount,
+                            clip=plan.clip,
+                            **ESTIMATORS[m].options,
+                        )
+                        for m in plan.metrics
+                    }
         except ValueError as error:  # the core refused the log: name the file
             raise ValueError(f"{label}: {error}") from None
     else:
@@ -517,10 +550,12 @@ def evaluate_files(
             "clip": plan.clip,
             "population": plan.population,
         }
-        estimates = {
-            name: {m: ESTIMATORS[m](tables.y_true, scores, **options) for m in plan.metrics}
-            for name, scores in tables.scores.items()
-        }
+        estimates = {}
+        for name, scores in tables.scores.items():
+            with naming(name):
+                estimates[name] = {
+                    m: ESTIMATORS[m](tables.y_true, scores, **options) for m in plan.metrics
+                }
     return plan.result(estimates, "local")
 
 
@@ -639,7 +674,9 @@ def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> l
     ``level``), ``standard_error``, ``n_users``, ``n_excluded_users``, and for an estimate with
     a weighting ``sens_low`` and ``sens_high``, its bounds when every propensity may be off by
     a factor up to :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` either way
-    (:func:`~recpack_ope.inference.summary.sensitivity_columns`); the rows of
+    (:func:`~recpack_ope.inference.summary.sensitivity_columns`), and for an estimate with
+    weight diagnostics their columns (``ess``, ``ess_ratio``, …, ``reliable``, ``flags``:
+    :func:`~recpack_ope.inference.summary.diagnostic_columns`); the rows of
     :meth:`FileEvaluation.rows` and :meth:`recpack_ope.spark.HeldOutEvaluation.table`."""
     rows = []
     for model, by_metric in estimates.items():
@@ -657,6 +694,7 @@ def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> l
                     "n_users": est.n_users,
                     "n_excluded_users": est.n_excluded_users,
                     **sensitivity_columns(est),
+                    **diagnostic_columns(est),
                 }
             )
     return rows
@@ -669,8 +707,8 @@ def _interval(low: float, high: float) -> str:
 
 def _markdown(header: list[str], align: list[str], lines: list[list[str]]) -> str:
     """A Markdown table: ``align`` holds ``---`` or ``---:`` per column."""
-    shown = ["| " + " | ".join(row) + " |" for row in (header, *lines)]
-    return "\n".join([shown[0], "|" + "|".join(align) + "|", *shown[1:]])
+    text = ["| " + " | ".join(row) + " |" for row in (header, *lines)]
+    return "\n".join([text[0], "|" + "|".join(align) + "|", *text[1:]])
 
 
 @dataclass(frozen=True, eq=False)
@@ -688,8 +726,8 @@ class FileEvaluation:
         sessions).
     k : int
         Cutoff of the discount and of recall.
-    clip : float or None
-        Clipping of the inverse propensities.
+    clip : float, "auto" or None
+        Clipping of the inverse propensities (the estimators' default resolved).
     level : float
         Confidence level of the intervals and comparisons.
     compare : (str, str) or None
@@ -703,7 +741,7 @@ class FileEvaluation:
     estimates: Mapping[str, Mapping[str, Any]]
     input: str
     k: int
-    clip: float | None
+    clip: float | str | None
     level: float = 0.95
     compare: tuple[str, str] | None = None
     engine: str = "local"
@@ -713,7 +751,8 @@ class FileEvaluation:
         """One row per model and estimator: ``model``, ``metric``, ``name``, ``value``,
         ``ci_low``, ``ci_high``, ``standard_error``, ``n_users``, ``n_excluded_users``, and
         ``sens_low``, ``sens_high`` for the IPS-weighted estimates that carry their weighting
-        (:func:`estimate_rows`; on Spark ``ips_dcg`` and ``snips_dcg``)."""
+        (on Spark ``ips_dcg`` and ``snips_dcg``), and the weight diagnostics ``ess``, …,
+        ``reliable``, ``flags`` of every weighted estimate (:func:`estimate_rows`)."""
         return estimate_rows(self.estimates, self.level)
 
     @functools.cached_property
@@ -762,14 +801,18 @@ class FileEvaluation:
     def table(self) -> str:
         """The rows as a Markdown table: value, interval, the bounds at Γ =
         :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` (when an estimate has them; –
-        for the others), users (sessions) and excluded; 4 significant digits."""
+        for the others), users (sessions), excluded and, when an estimate is weighted, the
+        Kish ESS of its weights and its flags ("ok", or "⚠" and the reliability criteria that
+        fired: :func:`~recpack_ope.inference.summary.flag_cell`); 4 significant digits."""
         rows = self.rows()
         bounds = any("sens_low" in r for r in rows)
+        weighted = any("flags" in r for r in rows)
         what = "users" if self.input == "held-out" else "sessions"
-        shown = [f"Γ={SHOWN_GAMMA:g} bounds"] if bounds else []
-        header = ["model", "metric", "value", f"{self.level * 100:g}% CI", *shown]
-        header += [f"n_{what}", "excluded"]
-        align = ["---", "---", "---:", "---"] + ["---"] * len(shown) + ["---:", "---:"]
+        gamma = [f"Γ={SHOWN_GAMMA:g} bounds"] if bounds else []
+        header = ["model", "metric", "value", f"{self.level * 100:g}% CI", *gamma]
+        header += [f"n_{what}", "excluded", *(["ESS", "flags"] if weighted else [])]
+        align = ["---", "---", "---:", "---"] + ["---"] * len(gamma) + ["---:", "---:"]
+        align += ["---:", "---"] if weighted else []
         lines = []
         for r in rows:
             line = [
@@ -780,7 +823,10 @@ class FileEvaluation:
             ]
             if bounds:
                 line.append(_interval(r["sens_low"], r["sens_high"]) if "sens_low" in r else "–")
-            lines.append([*line, str(r["n_users"]), str(r["n_excluded_users"])])
+            line += [str(r["n_users"]), str(r["n_excluded_users"])]
+            if weighted:
+                line += [f"{r['ess']:.4g}" if "ess" in r else "–", flag_cell(r)]
+            lines.append(line)
         return _markdown(header, align, lines)
 
     def comparison_table(self) -> str:
@@ -810,8 +856,19 @@ class FileEvaluation:
         ]
         return _markdown(header, align, lines)
 
+    @functools.cached_property
+    def leaderboard(self) -> Leaderboard:
+        """The models side by side, one column per estimator (named as the rows' ``name``):
+        values, intervals, the best model, the models tied with it and the corrected pairwise
+        tests (:func:`~recpack_ope.inference.leaderboard.leaderboard` at :attr:`level`)."""
+        return leaderboard(
+            {model: {e.name: e for e in by.values()} for model, by in self.estimates.items()},
+            level=self.level,
+        )
+
     def to_dict(self) -> dict:
-        """The settings, :meth:`rows` and :meth:`comparison_rows`, as JSON writes them."""
+        """The settings, :meth:`rows`, :meth:`comparison_rows` and the :attr:`leaderboard`'s
+        JSON document, as JSON writes them."""
         return {
             "engine": self.engine,
             "input": self.input,
@@ -821,7 +878,38 @@ class FileEvaluation:
             "population": self.population,
             "rows": self.rows(),
             "comparisons": self.comparison_rows(),
+            "leaderboard": json.loads(self.leaderboard.to_json()),
         }
+
+    def report(self, format: str = "markdown") -> str:
+        """What ``recpack-ope evaluate --format`` prints.
+
+        Parameters
+        ----------
+        format : {"markdown", "latex", "json", "csv"}
+            ``"markdown"``: :meth:`table`, the :meth:`comparison_table` when there are
+            comparisons and, with several models, the :attr:`leaderboard`; ``"latex"``: the
+            leaderboard as a booktabs table for a paper; ``"json"``: :meth:`to_dict`;
+            ``"csv"``: :meth:`rows`.
+
+        Returns
+        -------
+        str
+        """
+        if not isinstance(format, str) or format not in REPORT_FORMATS:
+            raise ValueError(f"format must be one of {REPORT_FORMATS}, got {shown(format)}")
+        if format == "latex":
+            return self.leaderboard.to_latex()
+        if format == "json":
+            return json.dumps(self.to_dict(), indent=1)
+        if format == "csv":
+            return _csv(self.rows())
+        parts = [self.table()]
+        if self.comparisons:
+            parts.append(self.comparison_table())
+        if len(self.estimates) > 1:
+            parts.append(self.leaderboard.to_markdown())
+        return "\n\n".join(parts)
 
     def write(self, path: str | os.PathLike) -> tuple[Path, ...]:
         """Write ``path``: JSON (``.json``, :meth:`to_dict`; Γ* that never flips is written
@@ -847,10 +935,15 @@ class FileEvaluation:
             written.append((path.with_name(f"{path.stem}-comparisons.csv"), self.comparison_rows()))
         for target, table in written:
             with open(target, "w", newline="") as handle:
-                # Every column of any row, in order; empty cells where a row has none (the
-                # bounds and Γ* of unweighted estimates).
-                columns = list(dict.fromkeys(column for row in table for column in row))
-                writer = csv.DictWriter(handle, fieldnames=columns)
-                writer.writeheader()
-                writer.writerows(table)
+                handle.write(_csv(table))
         return tuple(target for target, _ in written)
+
+
+def _csv(rows: list[dict]) -> str:
+    """``rows`` as CSV: every column of any row, in order; an empty cell where a row has none
+    (the bounds and Γ* of unweighted estimates)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(dict.fromkeys(c for row in rows for c in row)))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()

@@ -10,6 +10,8 @@ propensities.
   Tukey HSD, discriminative power, systems tied with the best (Hsu's MCB)
 * ``aggregation``  – MC4, Borda and majority orderings of per-user system scores
 * ``agreement``    – agreement between two metrics over models, Steiger's test
+* ``leaderboard``  – ``Leaderboard``: models × metrics with intervals, the best, the models tied
+  with it, corrected pairwise tests; LaTeX, Markdown, HTML, JSON and CSV exports and plots
 * ``moments``      – ``Moments`` and ``SummaryEstimate``: estimates from merged sufficient
   statistics (what distributed engines return)
 * ``diagnostics``  – weight diagnostics of IPS estimates, the propensities' calibration
@@ -28,6 +30,7 @@ from .agreement import (
 )
 from .clipping import ClipSelection
 from .diagnostics import PropensityCalibration, ReliabilityWarning, WeightDiagnostics
+from .leaderboard import Leaderboard, leaderboard
 from .moments import Moments, SummaryEstimate
 from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
 from .significance import (
@@ -73,4 +76,6 @@ __all__ = [
     "SteigerResult",
     "steiger_test",
     "steiger_z",
+    "Leaderboard",
+    "leaderboard",
 ]

@@ -536,7 +536,7 @@ class TiedWithBest:
         ):
             p_text = "–" if name == self.best else f"{p:.3g}"
             mark = "=" if name in self.tied else ""
-            lines.append(f"| {rank} | {name} | {mean:.4f} | {diff:.4f} | {p_text} | {mark} |")
+            lines.append(f"| {rank} | {name} | {mean:.4g} | {diff:.4g} | {p_text} | {mark} |")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

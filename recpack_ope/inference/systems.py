@@ -216,7 +216,7 @@ class SystemScores:
         for rank, idx in enumerate(aggregation.order(self.per_user, method), 1):
             lo, hi = self.estimate(self.names[idx]).confidence_interval()
             line = (
-                f"| {rank} | {self.names[idx]} | {self.means[idx]:.4f} | [{lo:.4f}, {hi:.4f}] "
+                f"| {rank} | {self.names[idx]} | {self.means[idx]:.4g} | [{lo:.4g}, {hi:.4g}] "
                 f"| {points[idx]:.2f} |"
             )
             if tied is not None:

@@ -19,6 +19,7 @@ PUBLIC = {
         "RPPMetricK",
         "RecPackAdapter",
         "compare",
+        "leaderboard",
         "metric_results",
         "preferences",
         "recpack_ranking",

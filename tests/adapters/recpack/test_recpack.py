@@ -28,6 +28,7 @@ from recpack_ope.adapters.recpack import (
     OPEMetricK,
     RecPackAdapter,
     compare,
+    leaderboard,
     metric_results,
     preferences,
     recpack_ranking,
@@ -35,7 +36,7 @@ from recpack_ope.adapters.recpack import (
 )
 from scipy import stats
 
-from recpack_ope.inference.diagnostics import ESS_RATIO_THRESHOLD, ReliabilityWarning
+from recpack_ope.inference.diagnostics import ESS_MIN, ESS_RATIO_THRESHOLD, ReliabilityWarning
 from recpack_ope.io.recpack_datasets import load_interactions
 from recpack_ope.metrics import cache
 from recpack_ope.metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
@@ -352,6 +353,31 @@ def test_summary_lists_every_algorithm_with_its_interval(pipeline):
         assert lo < row["value"] < hi
 
 
+def test_leaderboard_holds_every_algorithm_on_each_of_our_columns(pipeline):
+    board = leaderboard(pipeline, ["PowerLawIPSDCGK_10", "PostNormalisedDCGK_10"], alpha=0.05)
+    assert board.metrics == ("PowerLawIPSDCGK_10", "PostNormalisedDCGK_10")
+    for column in board.metrics:
+        results = metric_results(pipeline, column)
+        standing = board[column]
+        assert set(standing.models) == set(results)
+        values = {a: r.value for a, r in results.items()}
+        assert standing.best == max(values, key=values.get)
+        # tied with the best: as summary() decides it on the same column
+        table = summary(pipeline, column)
+        assert set(standing.tied) == set(table.index[table["tied_with_best"]])
+        for algorithm, result in results.items():
+            assert standing.interval[standing.models.index(algorithm)] == pytest.approx(
+                result.confidence_interval()
+            )
+    # default: every column of ours, none of RecPack's own (DCGK keeps no per-user terms)
+    everything = leaderboard(pipeline).metrics
+    assert "PostNormalisedDCGK_10" in everything and "DCGK_10" not in everything
+    with pytest.raises(TypeError, match="metrics must be a list"):
+        leaderboard(pipeline, "PostNormalisedDCGK_10")
+    with pytest.raises(ValueError, match="not a recpack-ope metric"):
+        leaderboard(pipeline, ["DCGK_10"])
+
+
 def _validation_values(scenario, l2s, K):
     """Each EASE(l2) trained and scored outside the pipeline, evaluated by the core."""
     val_in, val_out = scenario.validation_data
@@ -578,6 +604,7 @@ def test_summary_shows_the_weight_diagnostics(pipeline, scenario):
         "sens_low",
         "sens_high",
         *diagnostics,
+        "flags",
         "p_vs_best",
         "tied_with_best",
         "robust_gamma",
@@ -601,6 +628,11 @@ def test_summary_shows_the_weight_diagnostics(pipeline, scenario):
         assert row["n_clipped"] == (raw > 500).sum()
         assert row["clipped_mass"] == pytest.approx((raw - w).sum() / raw.sum(), rel=1e-12, abs=0)
         assert row["reliable"] == (ess / n >= ESS_RATIO_THRESHOLD)
+        # The criteria that fired, as the file CLI's rows name them.
+        flags = row["flags"].split("; ") if row["flags"] else []
+        assert ("ess_ratio" in flags) == (ess / n < ESS_RATIO_THRESHOLD)
+        assert ("ess" in flags) == (ess < ESS_MIN)
+        assert (flags == []) == row["reliable"]
         # share of the estimate carried by the top 1 % of weights; the tied group at the
         # boundary enters pro rata (each interaction with the share of the top it fills)
         contributions = w * delta

@@ -1,11 +1,13 @@
 """recpack-ope for Cornac (the ``cornac`` extra): the registry's estimators as Cornac metrics,
-a propensity-stratified evaluation, RPP and ties with the best. Translation only: Cornac's item
-indices, candidates, scores and results. See docs/getting-started/cornac.md."""
+a propensity-stratified evaluation, the core's results (intervals, pnDCG) of a run experiment,
+RPP and ties with the best. Translation only: Cornac's item indices, candidates, scores and
+results. See docs/getting-started/cornac.md."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -21,19 +23,26 @@ from .. import _validation as check
 from ..evaluation import comparisons, held_out
 from ..evaluation.inputs import EstimatorInputs, framework_cutoff
 from ..evaluation.strata_report import ReportMetric, simpsons_paradox_of
+from ..inference.leaderboard import Leaderboard
+from ..inference.leaderboard import leaderboard as core_leaderboard
+from ..inference.result import EstimateResult, PairedEstimate
 from ..inference.significance import TiedWithBest
-from ..inference.systems import PreferenceMatrix, distinct_names
+from ..inference.significance import tied_with_best as core_tied_with_best
+from ..inference.systems import PreferenceMatrix, SystemScores, distinct_names
 from ..io.id_maps import propensity_on_indices
+from ..metrics.dcg import ideal_dcg
 from ..metrics.ranking import ProductScores, TopK, rank_in_batches
 from ..metrics.simpsons_paradox import SimpsonsParadoxReport
-from ..propensity.weights import RECOMMENDED_CLIP
-from ..registry import ESTIMATORS, Estimator
+from ..registry import ESTIMATORS, Estimator, default
 
 _OFFERED = [e for e in ESTIMATORS.values() if e.cornac_class]
 __all__ = [e.camel for e in _OFFERED] + ["CornacAdapter", "PropensityStratifiedEvaluation"]
 __all__ += ["StratifiedModelResult", "add_rpp", "item_counts", "rank_test_users"]
-__all__ += ["simpsons_paradox", "tied_with_best"]
+__all__ += ["leaderboard", "metric_results", "simpsons_paradox", "tied_with_best"]
 _HINT = "evaluate it with recpack_ope.adapters.cornac.PropensityStratifiedEvaluation"
+#: The rows of a PropensityStratifiedEvaluation that :func:`metric_results` reads, the
+#: experiment's own table showing the Stratified one.
+ROWS = ("Closed", "IPS", "DR", "Stratified")
 
 
 def item_counts(eval_method: BaseMethod, on: str = "all") -> np.ndarray:
@@ -53,7 +62,14 @@ class CornacAdapter(EstimatorInputs):
 
     fit_example, fit_argument = "CornacAdapter(...).fit(eval_method)", "counts"
 
-    def __init__(self, propensity=None, discount=None, clip=RECOMMENDED_CLIP, on="all", **inputs):
+    def __init__(
+        self,
+        propensity=None,
+        discount=None,
+        clip: float | str | None = default("clip"),
+        on="all",
+        **inputs,
+    ):
         self.on, self.given = check.check_choice(on, ("all", "train"), "on"), propensity
         self.by_raw_id = isinstance(propensity, (Mapping, pd.Series))
         super().__init__(None if self.by_raw_id else propensity, discount, clip, **inputs)
@@ -91,7 +107,9 @@ class OPEMetric(RankingMetric):
 
     estimator: Estimator
 
-    def __init__(self, k=-1, propensity=None, clip=RECOMMENDED_CLIP, discount=None):
+    def __init__(
+        self, k=-1, propensity=None, clip: float | str | None = default("clip"), discount=None
+    ):
         cutoff, cls = framework_cutoff(k), type(self).__name__
         if isinstance(propensity, (Mapping, pd.Series)):  # CornacAdapter(...).fit maps raw ids
             raise ValueError(f"{cls} needs propensity= on Cornac's item indices, not raw ids")
@@ -105,7 +123,15 @@ class OPEMetric(RankingMetric):
         """One user's value, as Cornac's ranking loop asks for it."""
         if np.size(gt_pos) and np.min(gt_pos) < 0:
             raise ValueError(f"gt_pos has item index {int(np.min(gt_pos))}; Cornac's are >= 0")
-        return self.inputs.one_user(self.estimator, gt_pos, pd_rank, self.cutoff, "Cornac", _HINT)
+        instead = _HINT
+        if self.estimator.name == "pn_dcg":  # the one ratio metric_results builds in any split
+            k = self.k
+            instead = (
+                f"to keep your split, give PlainDCG(k={k}) or Cornac's NDCG(k={k}) instead and "
+                f"read recpack_ope.adapters.cornac.metric_results(experiment, {self.name!r}) "
+                f"after experiment.run(), or {_HINT}"
+            )
+        return self.inputs.one_user(self.estimator, gt_pos, pd_rank, self.cutoff, "Cornac", instead)
 
 
 _CLASSES = {
@@ -275,16 +301,173 @@ def _run(experiment) -> tuple[list, tuple[str, ...]]:
     return list(experiment.result), distinct_names(r.model_name for r in experiment.result)
 
 
+def _stratified_row(result: StratifiedModelResult, metric: str) -> PairedEstimate:
+    """The row ``metric`` (``"<row> <column>"``, e.g. ``"Stratified NDCG@10"``) of one model's
+    stratified evaluation, named so; a plain column name is refused, since the experiment's
+    table shows the Stratified value under it."""
+    row, _, column = metric.partition(" ")
+    rows = {
+        "Closed": {c: r.holdout for c, r in result.estimates.items()},
+        "IPS": result.ips,
+        "DR": result.dr,
+        "Stratified": result.estimates,
+    }
+    if column not in rows.get(row, {}):
+        known = [f"{r} {c}" for r in ROWS for c in result.estimates if c in rows[r]]
+        raise ValueError(
+            f"metric {metric!r} names no row of a PropensityStratifiedEvaluation, whose every "
+            f"column has the rows {'/'.join(ROWS[:2])}(/DR)/Stratified (the experiment's table "
+            f"shows the Stratified values under the plain column name): give one of {known}"
+        )
+    return replace(rows[row][column], name=metric)
+
+
+def _post_normalised(method: BaseMethod, per_user: dict, metric: str) -> dict | None:
+    """pnDCG@k of every model from its per-user ``DCG@k`` (PlainDCG) or Cornac's ``NDCG@k``
+    (times the ideal DCG) and the ideal DCG of the test positives, as Cornac's NDCG defines it
+    (binary gains, ``1/log2(rank + 1)`` up to k): the registry's terms ``(dcg, idcg)`` and
+    exponents, combined by the core's EstimateResult. None if ``metric`` is not pnDCG."""
+    estimator = ESTIMATORS["pn_dcg"]
+    label, at, k = metric.partition("@")
+    if label != estimator.label or (at and not k.isdigit()):
+        return None
+    k = int(k) if at else -1
+    discount = LogDiscount(framework_cutoff(k, name=f"the cutoff of {metric!r}"))
+    dcg_name, ndcg_name = ESTIMATORS["dcg"].display(discount), NDCG(k=k).name
+    kept = [c for c in (dcg_name, ndcg_name) if all(v.get(c) for v in per_user.values())]
+    if not kept:
+        raise ValueError(
+            f"{metric} is built from each user's DCG, which the experiment did not keep: give "
+            f"PlainDCG(k={k}) or Cornac's NDCG(k={k}) in its metrics (known: "
+            f"{sorted(next(iter(per_user.values())))})"
+        )
+    held = _positives(method, method.test_set)
+    ideal = ideal_dcg((held > 0).astype(float), discount)
+    results, source = {}, kept[0]
+    for name, values in per_user.items():
+        users = np.array(sorted(values[source]), dtype=np.int64)
+        dcg_u = np.array([values[source][u] for u in users.tolist()], dtype=float)
+        dcg_u = dcg_u * ideal[users] if source == ndcg_name else dcg_u
+        terms = np.column_stack([dcg_u, ideal[users]])
+        excluded = method.total_users - users.size
+        results[name] = EstimateResult(metric, terms, estimator.exponents, users, excluded)
+    return results
+
+
+def _per_user_mean(method, name, values: Mapping, average: float, metric: str) -> EstimateResult:
+    """A column of Cornac's per-user results as the core's mean, checked against its average."""
+    users = np.array(sorted(values), dtype=np.int64)
+    terms = np.array([values[u] for u in users.tolist()], dtype=float)
+    if users.size and not np.isclose(terms.mean(), average, rtol=1e-9, atol=1e-12):
+        raise ValueError(
+            f"{metric} of {name} is {average:.6g} in the experiment's table but its per-user "
+            f"values average {terms.mean():.6g}: not a mean of per-user values"
+        )
+    return EstimateResult(metric, terms, (1,), users, method.total_users - users.size)
+
+
+def metric_results(experiment, metric: str) -> dict[str, PairedEstimate]:
+    """Model name → the core's estimate of ``metric`` in a run ``cornac.Experiment`` with one
+    train/test split, with its interval (``.confidence_interval()``), standard error and paired
+    tests (``.compare``).
+
+    * Any column of Cornac's per-user results (``result.metric_user_results``: ``NDCG@10``,
+      ``Recall@10``, ``IPS-DCG@10``, …) is the mean of its per-user values, as in Cornac's table.
+    * ``"pnDCG@k"`` (``"pnDCG"``: whole rankings), which Cornac's per-user loop cannot average
+      (Jeunen et al. KDD'24 §5: a ratio of means), is built in the user's own split from the
+      per-user ``DCG@k`` (:class:`PlainDCG`) or Cornac's ``NDCG@k`` and the test set's ideal DCG.
+    * After a :class:`PropensityStratifiedEvaluation`, ``metric`` names the row:
+      ``"Stratified NDCG@10"`` (the experiment's table), ``"Closed NDCG@10"`` (the holdout),
+      ``"IPS NDCG@10"`` or ``"DR DCG@10"``; a plain column name is refused.
+
+    Each estimate carries ``metric`` as its name; its ``user_ids`` are Cornac's user indices
+    (after a stratified evaluation, the rows of ``experiment.result[i].user_index``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import cornac
+    >>> from cornac.eval_methods import RatioSplit
+    >>> from cornac.metrics import NDCG
+    >>> from cornac.models import BPR
+    >>> data = [(f"u{u}", f"i{(u + i) % 9}", 5.0) for u in range(30) for i in range(5)]
+    >>> split = RatioSplit(data, test_size=0.3, seed=1, verbose=False)
+    >>> logs = tempfile.mkdtemp()  # Cornac saves its log and the models there
+    >>> bpr = BPR(k=2, max_iter=20, seed=1)
+    >>> experiment = cornac.Experiment(split, [bpr], [NDCG(k=3)], save_dir=logs)
+    >>> experiment.run()  # doctest: +ELLIPSIS
+    <BLANKLINE>
+    TEST:
+    ...
+    >>> pn = metric_results(experiment, "pnDCG@3")["BPR"]
+    >>> pn.name, pn.n_users, round(pn.value, 4), [round(x, 4) for x in pn.confidence_interval()]
+    ('pnDCG@3', 27, 0.5103, [0.3683, 0.6522])
+    """
+    results, names = _run(experiment)
+    if not isinstance(metric, str):
+        raise TypeError(
+            f"metric must be a column name such as 'NDCG@10', got {check.shown(metric)}"
+        )
+    if any(not hasattr(r, "metric_user_results") for r in results):  # CVResult: fold averages
+        raise ValueError(
+            "metric_results, tied_with_best and leaderboard need per-user results of one "
+            "train/test split, not cross-validation's fold averages"
+        )
+    if all(isinstance(r, StratifiedModelResult) for r in results):
+        return {n: _stratified_row(r, metric) for n, r in zip(names, results, strict=True)}
+    per_user = {n: r.metric_user_results or {} for n, r in zip(names, results, strict=True)}
+    method = experiment.eval_method
+    pn_dcg = _post_normalised(method, per_user, metric)
+    if pn_dcg is not None:
+        return pn_dcg
+    for name, values in per_user.items():
+        if not values.get(metric):
+            raise ValueError(
+                f"no per-user results for metric {metric!r} of {name}; known: {sorted(values)}"
+                " (and pnDCG@k, from DCG@k or NDCG@k)"
+            )
+    return {
+        name: _per_user_mean(
+            method, name, per_user[name][metric], r.metric_avg_results[metric], metric
+        )
+        for name, r in zip(names, results, strict=True)
+    }
+
+
 def tied_with_best(
     experiment, metric: str, alpha=0.05, correction=None, test="mcb"
 ) -> TiedWithBest:
-    """Models of a run ``cornac.Experiment`` statistically tied with the best on ``metric``, over
-    Cornac's per-user results. Usage: ``tied_with_best(experiment, "NDCG@10").tied``."""
+    """Models of a run ``cornac.Experiment`` statistically tied with the best on ``metric``
+    (:func:`metric_results`: a column, ``"pnDCG@k"``, or after a stratified evaluation a named
+    row such as ``"Stratified NDCG@10"``), over the users every model was evaluated on
+    (:func:`~recpack_ope.inference.significance.tied_with_best`; ``measure`` of the result is
+    ``metric``). Usage: ``tied_with_best(experiment, "NDCG@10").tied``."""
+    scores = SystemScores.from_estimates(metric_results(experiment, metric), name=metric)
+    return core_tied_with_best(scores, alpha=alpha, correction=correction, test=test)
+
+
+def leaderboard(experiment, metrics=None, **options) -> Leaderboard:
+    """:func:`~recpack_ope.inference.leaderboard.leaderboard` of a run ``cornac.Experiment``
+    on ``metrics`` (names as for :func:`metric_results`; default: every column with per-user
+    results, or after a stratified evaluation every column's Stratified row); ``options`` are
+    its ``level``, ``alpha`` and ``correction``. Usage: ``leaderboard(experiment).to("latex")``.
+    """
     results, names = _run(experiment)
-    if any(not hasattr(r, "metric_user_results") for r in results):  # CVResult: fold averages
-        raise ValueError("tied_with_best needs per-user results of one train/test split (not CV)")
-    per_model = {n: r.metric_user_results for n, r in zip(names, results, strict=True)}
-    return comparisons.tied_with_best_of(per_model, metric, alpha, correction, test)
+    if metrics is None:
+        first = results[0]
+        if isinstance(first, StratifiedModelResult):
+            metrics = [f"Stratified {c}" for c in first.estimates]
+        else:
+            metrics = [
+                c for c, v in (getattr(first, "metric_user_results", None) or {}).items() if v
+            ]
+    if isinstance(metrics, str) or not all(isinstance(m, str) for m in metrics):
+        raise TypeError(
+            f"metrics must be a list of metric names or None, got {check.shown(metrics)}"
+        )
+    found = {metric: metric_results(experiment, metric) for metric in metrics}
+    board = {name: {metric: found[metric][name] for metric in metrics} for name in names}
+    return core_leaderboard(board, **options)
 
 
 def add_rpp(experiment, k=10, weighting="uniform", column=None) -> PreferenceMatrix:

@@ -113,8 +113,19 @@ class SimpsonsParadoxReport:
     def _better(self, direction: int) -> str:
         return {1: self.names[0], -1: self.names[1], 0: "neither model"}[direction]
 
+    def _compared(self, row: ParadoxRow, one: str, both: str) -> str:
+        """``one`` favours the better model when the row's paired test is significant at
+        :attr:`alpha`; otherwise ``both`` (of A and B) do not differ significantly: a
+        direction without significance is no finding."""
+        p = f"(p = {row.p_value:.3g})"
+        if row.p_value < self.alpha and row.direction:  # NaN (untestable) compares False
+            return f"{one} favours {self._better(row.direction)} {p}"
+        return f"{both} of {self.names[0]} and {self.names[1]} do not differ significantly {p}"
+
     def verdict(self) -> str:
-        """One sentence saying whether the paradox appears, with the numbers behind it."""
+        """One sentence saying whether the paradox appears, with the numbers behind it; the
+        holdout and stratified comparisons are worded by their significance at :attr:`alpha`
+        ("favours A (p = 0.003)" or "do not differ significantly (p = 0.859)")."""
         holdout, strat = self.row("Holdout"), self.row("Stratified")
         majority = (
             f"{self._better(self.majority_direction)} is better in strata holding "
@@ -123,10 +134,10 @@ class SimpsonsParadoxReport:
         if self.majority_direction == 0:
             majority = "no model is better in strata holding a majority of the feedback"
         head = "Simpson's paradox" if self.paradox else "No reversal"
+        holdout_is, strat_is = f"the holdout {self.metric}", "the stratified estimate"
         return (
-            f"{head}: the holdout {self.metric} favours {self._better(holdout.direction)} "
-            f"(p = {holdout.p_value:.3g}); {majority}; the stratified estimate favours "
-            f"{self._better(strat.direction)} (p = {strat.p_value:.3g})."
+            f"{head}: {self._compared(holdout, holdout_is, f'{holdout_is} values')}; "
+            f"{majority}; {self._compared(strat, strat_is, f'{strat_is}s')}."
         )
 
     def table(self) -> str:
@@ -141,7 +152,7 @@ class SimpsonsParadoxReport:
             cells = []
             for value, direction in ((r.value_a, 1), (r.value_b, -1)):
                 mark = "*" if star and r.direction == direction else ""
-                cells.append("–" if np.isnan(value) else f"{value:.4f}{mark}")
+                cells.append("–" if np.isnan(value) else f"{value:.4g}{mark}")
             size = f"{r.n_interactions:,}"
             if r.label not in ("Holdout", "IPS", "Stratified"):
                 size += f" ({r.share:.1%})"

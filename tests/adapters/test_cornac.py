@@ -316,7 +316,7 @@ def test_reproduce_without_cornac_says_what_to_install(monkeypatch, capsys):
         main(["reproduce", "simpsons-paradox"])
     assert stop.value.code == 2
     assert (
-        "needs 'cornac': in a clone of recpack-ope (it is not on PyPI), pip install \".[cornac]\""
+        "needs 'cornac': in a clone of recpack-ope (it is not on PyPI), pip install \".[simpsons]\""
         in capsys.readouterr().err
     )
 
@@ -1056,7 +1056,7 @@ def test_tied_with_best_refuses_cross_validation_by_name(small_triplets, workdir
     )
     experiment = _run(method, [MostPop(), BPR(k=3, seed=1, verbose=False)])
     with pytest.raises(
-        ValueError, match="tied_with_best needs per-user results of one train/test split"
+        ValueError, match="tied_with_best and leaderboard need per-user results of one train/"
     ):
         adapter.tied_with_best(experiment, "Recall@5")
     with pytest.raises(ValueError, match="add_rpp needs a single train/test split"):
@@ -1113,3 +1113,198 @@ def test_a_population_is_checked_and_all_users_are_refused_by_the_per_user_loop(
     with pytest.raises(ValueError, match="Cornac's ranking loop scores only the users with test"):
         adapter.CornacAdapter(propensity=[0.5, 1.0], population="all")
     assert adapter.CornacAdapter(population="observed").population == "observed"
+
+
+# --- the core's results of an ordinary experiment: pnDCG and intervals in the user's split ----
+
+
+def _bprs():
+    return [BPR(k=3, seed=1, verbose=False), BPR(k=4, seed=2, verbose=False, name="BPR4")]
+
+
+@pytest.fixture(scope="module")
+def ordinary(split, workdir):
+    """BPRs (no tied scores: Cornac's ranking and ours agree) on the small RatioSplit, with
+    per-user DCG@5 (ours), Cornac's NDCG@5 and Recall@5."""
+    metrics = [NDCG(k=5), adapter.PlainDCG(k=5), Recall(k=5)]
+    experiment = cornac.Experiment(split, _bprs(), metrics=metrics, verbose=False)
+    experiment.run()
+    return experiment
+
+
+def _core_pn_dcg(method, model, users, cutoff):
+    """recpack_ope.pn_dcg computed directly on the model's ranking of the test users."""
+    from recpack_ope import pn_dcg
+
+    ranking = adapter.rank_test_users(method, model, users, cutoff)
+    y_true = (adapter._positives(method, method.test_set)[users] > 0).astype(float)
+    return pn_dcg(y_true, ranking, discount=LogDiscount(cutoff))
+
+
+def test_pn_dcg_of_an_ordinary_experiment_is_the_cores_on_the_same_rankings(
+    ordinary, split, workdir
+):
+    results = adapter.metric_results(ordinary, "pnDCG@5")
+    assert list(results) == ["BPR", "BPR4"]
+    # Cornac's NDCG alone (whole rankings) is the other source: nDCG_u times the ideal DCG.
+    whole = cornac.Experiment(split, _bprs(), metrics=[NDCG()], verbose=False)
+    whole.run()
+    for source, metric, cutoff in ((ordinary, "pnDCG@5", 5), (whole, "pnDCG", None)):
+        ours = adapter.metric_results(source, metric)
+        for model in source.models:
+            users = ours[model.name].user_ids
+            assert users.tolist() == sorted(
+                source.result[0].metric_user_results["NDCG@5" if cutoff else "NDCG@-1"]
+            )
+            np.testing.assert_array_equal(
+                adapter.rank_test_users(split, model, users, cutoff or 5).items,
+                _cornac_top_k(split, model, users, cutoff or 5).items,
+            )
+            core = _core_pn_dcg(split, model, users, cutoff)
+            assert ours[model.name].name == metric
+            assert ours[model.name].value == pytest.approx(core.value, abs=1e-12)
+            assert ours[model.name].n_users == core.n_users == users.size
+    # The delta-method interval by hand: z_u = D_u/Ī − D̄·I_u/Ī², Student's t with n − 1 df.
+    pn = results["BPR"]
+    dcg_u = np.array([ordinary.result[0].metric_user_results["DCG@5"][u] for u in pn.user_ids])
+    held = adapter._positives(split, split.test_set)[pn.user_ids]
+    idcg_u = np.array(
+        [sum(1 / math.log2(j + 2) for j in range(min(int(n), 5))) for n in held.getnnz(axis=1)]
+    )
+    assert pn.value == pytest.approx(dcg_u.sum() / idcg_u.sum(), abs=1e-12)
+    z = dcg_u / idcg_u.mean() - dcg_u.mean() * idcg_u / idcg_u.mean() ** 2
+    half = stats.t.ppf(0.975, z.size - 1) * z.std(ddof=1) / math.sqrt(z.size)
+    low, high = pn.confidence_interval()
+    assert (low, high) == (
+        pytest.approx(pn.value - half, abs=1e-12),
+        pytest.approx(pn.value + half, abs=1e-12),
+    )
+
+
+@pytest.mark.parametrize("metric", ["Recall@5", "NDCG@5", "DCG@5"])
+def test_every_per_user_column_gets_scipys_t_interval(ordinary, metric):
+    results = adapter.metric_results(ordinary, metric)
+    for result, (name, ours) in zip(ordinary.result, results.items(), strict=True):
+        per_user = result.metric_user_results[metric]
+        values = np.array([per_user[u] for u in sorted(per_user)])
+        assert name == result.model_name and ours.name == metric
+        assert ours.value == pytest.approx(result.metric_avg_results[metric], abs=1e-12)
+        expected = stats.t.interval(0.95, values.size - 1, values.mean(), stats.sem(values))
+        np.testing.assert_allclose(ours.confidence_interval(), expected, atol=1e-12)
+        assert ours.n_excluded_users == ordinary.eval_method.total_users - values.size
+
+
+def test_metric_results_refusals_name_the_argument(ordinary, experiment, small_triplets, workdir):
+    with pytest.raises(TypeError, match="metric must be a column name such as 'NDCG@10', got 5"):
+        adapter.metric_results(ordinary, 5)
+    with pytest.raises(TypeError, match="experiment must be a cornac.Experiment, got list"):
+        adapter.metric_results([], "Recall@5")
+    with pytest.raises(ValueError, match=r"no per-user results for metric 'MAP' of BPR; known: \["):
+        adapter.metric_results(ordinary, "MAP")
+    with pytest.raises(
+        ValueError,
+        match=r"pnDCG@5 is built from each user's DCG, which the experiment did not keep: give "
+        r"PlainDCG\(k=5\) or Cornac's NDCG\(k=5\)",
+    ):
+        adapter.metric_results(experiment, "pnDCG@5")  # Recall@5 only
+    with pytest.raises(
+        ValueError,
+        match=r"the cutoff of 'pnDCG@0' must be a positive integer or -1 \(whole ranking\), got 0",
+    ):
+        adapter.metric_results(ordinary, "pnDCG@0")
+    method = CrossValidation(small_triplets, n_folds=2, rating_threshold=THRESHOLD, seed=1)
+    folds = _run(method, [MostPop(), BPR(k=3, seed=1, verbose=False)])
+    with pytest.raises(ValueError, match=r"not cross-validation's fold averages"):
+        adapter.metric_results(folds, "Recall@5")
+
+
+def test_post_normalised_dcg_in_cornacs_own_loop_says_to_use_metric_results(split, workdir):
+    # Cornac calls no metric code between Experiment() and the first model's training (it only
+    # checks the metrics' types), so the refusal comes at the first user, naming the way out.
+    experiment = cornac.Experiment(
+        split, [BPR(k=3, seed=1, verbose=False)], metrics=[adapter.PostNormalisedDCG(k=5)]
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"pnDCG@5 is not a mean of per-user values.*give PlainDCG\(k=5\) or Cornac's "
+        r"NDCG\(k=5\) instead and read recpack_ope.adapters.cornac.metric_results\(experiment, "
+        r"'pnDCG@5'\) after experiment.run\(\)",
+    ):
+        experiment.run()
+
+
+def test_a_stratified_experiment_is_read_by_named_rows(small_triplets, workdir):
+    method = _pse(small_triplets, keep_rankings=True)
+    metrics = [Recall(k=5), adapter.PlainDCG(k=5)]
+    experiment = cornac.Experiment(method, _bprs(), metrics=metrics, verbose=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        experiment.run()
+    # The table's "Recall@5" is the Stratified value: a plain name could mean either row.
+    for call in (adapter.metric_results, adapter.tied_with_best):
+        with pytest.raises(
+            ValueError,
+            match=r"metric 'Recall@5' names no row of a PropensityStratifiedEvaluation.*give one "
+            r"of \['Closed DCG@5', 'Closed Recall@5', 'IPS DCG@5', 'IPS Recall@5', "
+            r"'Stratified DCG@5', 'Stratified Recall@5'\]",
+        ):
+            call(experiment, "Recall@5")
+    stratified = adapter.metric_results(experiment, "Stratified Recall@5")
+    closed = adapter.metric_results(experiment, "Closed Recall@5")
+    for result in experiment.result:
+        name = result.model_name
+        assert stratified[name].name == "Stratified Recall@5"
+        assert stratified[name].value == result.metric_avg_results["Recall@5"]
+        assert closed[name].value == result.estimates["Recall@5"].holdout.value
+        assert stratified[name].value != closed[name].value
+    # Closed: Cornac's own loop per user, then scipy's paired t-test (MCB of two = paired t).
+    per_user = []
+    for model in experiment.models:
+        (value,), (users,) = ranking_eval(
+            model, [Recall(k=5)], method.train_set, method.test_set, rating_threshold=THRESHOLD
+        )
+        assert closed[model.name].value == pytest.approx(value, abs=1e-12)
+        per_user.append(np.array([users[u] for u in sorted(users)]))
+    ties = adapter.tied_with_best(experiment, "Closed Recall@5")
+    assert ties.measure == "Closed Recall@5"
+    other = 1 - ties.names.index(ties.best)
+    assert ties.p_value[other] == pytest.approx(stats.ttest_rel(*per_user).pvalue, rel=1e-9)
+    assert adapter.tied_with_best(experiment, "Stratified DCG@5").measure == "Stratified DCG@5"
+    with pytest.raises(ValueError, match="names no row"):
+        adapter.metric_results(experiment, "DR DCG@5")  # no reward model: no DR row
+
+
+def test_an_ordinary_experiments_ties_name_the_column(ordinary):
+    ties = adapter.tied_with_best(ordinary, "pnDCG@5")
+    assert ties.measure == "pnDCG@5" and ties.names[0] == ties.best
+    values = {n: r.value for n, r in adapter.metric_results(ordinary, "pnDCG@5").items()}
+    assert ties.best == max(values, key=values.get)
+
+
+def test_leaderboard_of_an_experiment_holds_its_columns_and_pn_dcg(ordinary, small_triplets):
+    board = adapter.leaderboard(ordinary, ["Recall@5", "pnDCG@5"], level=0.9)
+    assert board.models == ("BPR", "BPR4") and board.metrics == ("Recall@5", "pnDCG@5")
+    for metric in board.metrics:
+        expected = adapter.metric_results(ordinary, metric)
+        standing = board[metric]
+        np.testing.assert_allclose(standing.value, [r.value for r in expected.values()])
+        np.testing.assert_allclose(
+            standing.interval, [r.confidence_interval(0.9) for r in expected.values()]
+        )
+    assert adapter.leaderboard(ordinary).metrics == ("DCG@5", "NDCG@5", "Recall@5")
+    with pytest.raises(TypeError, match="metrics must be a list of metric names or None, got"):
+        adapter.leaderboard(ordinary, "Recall@5")
+
+
+def test_pn_dcg_of_a_stratified_split_is_the_cores(small_triplets, workdir):
+    from cornac.eval_methods import StratifiedSplit
+
+    method = StratifiedSplit(
+        small_triplets, fmt="UIR", test_size=0.3, rating_threshold=THRESHOLD, seed=1
+    )
+    model = BPR(k=3, seed=1, verbose=False)
+    experiment = cornac.Experiment(method, [model], metrics=[NDCG(k=5)], verbose=False)
+    experiment.run()
+    (ours,) = adapter.metric_results(experiment, "pnDCG@5").values()
+    core = _core_pn_dcg(method, model, ours.user_ids, 5)
+    assert ours.value == pytest.approx(core.value, abs=1e-12) and ours.n_users == core.n_users

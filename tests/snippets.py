@@ -1,10 +1,35 @@
 """The code blocks of README.md and docs/, and how the snippet tests run them.
 
 Every fenced block must name its language. ``python`` blocks are complete programs, run as
-pasted in a fresh interpreter; a ``text`` block right after one is its printed output, matched
-with doctest's rules (``...`` stands for any text, whitespace runs are equal). ``bash`` blocks
+pasted in a fresh interpreter, and every one is followed by the output it prints: a ``text``
+block right after it (only blank lines, or one paragraph that starts with "prints", between
+them), matched with doctest's rules (``...`` stands for any text, whitespace runs are equal;
+keep it for text that changes from run to run, such as timings and paths). ``bash`` blocks
 hold only commands the tests can check: ``pip install`` (of this clone's extras), ``nox``
 sessions and ``recpack-ope`` commands.
+
+Each python block runs in the environments it names, and in no other (excluded from the
+others' parametrisation, never skipped). An HTML comment, which neither MkDocs nor GitHub
+shows, names them::
+
+    <!-- snippets: legacy -->
+
+on the page's first line for every block of the page, or on its own line right before a
+block (only blank lines between) for that block, which overrides the page's. The names:
+
+* ``legacy``: numpy 1 with RecPack 0.3.6 and Cornac 2.2.2 (``tests/test_snippets.py`` in the
+  legacy nox session);
+* ``modern``: numpy 2 with the newest Cornac (``tests/test_snippets.py`` in the modern
+  session);
+* ``spark``: pyspark on a local Spark (``tests/spark/test_snippets_spark.py`` in the spark
+  session).
+
+A page whose output differs between numpy 1 and 2 or between Cornac versions names one of
+them rather than hiding the difference behind ``...``. Unnamed blocks that import RecPack run
+in ``legacy``, those that import pyspark or ``recpack_ope.spark`` in ``spark``, the others in
+``legacy`` and ``modern``. The same comment may also say ``writes-files``: the rare program
+that writes files or plots and shows no output block; it must still print a short line that
+says what it wrote.
 """
 
 from __future__ import annotations
@@ -17,7 +42,7 @@ import re
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +50,10 @@ DOCUMENTS = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 LANGUAGES = {"python", "bash", "text", "yaml", "toml"}
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[^\s`]*)[^\n]*$")
 RECPACK = re.compile(r"^\s*(from|import)\s+(recpack\b|recpack_ope\.adapters\.recpack\b)", re.M)
+SPARK = re.compile(r"^\s*(from|import)\s+(pyspark\b|recpack_ope\.spark\b)", re.M)
+MARKER = re.compile(r"^\s*<!--\s*snippets:(?P<words>[^>]*)-->\s*$")
+ENVIRONMENTS = ("legacy", "modern", "spark")
+WRITES_FILES = "writes-files"
 
 
 @dataclass(frozen=True)
@@ -36,21 +65,58 @@ class Block:
     lang: str
     text: str
     output: str | None = None
+    marker: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
+        where = self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path.name
+        return f"{where}:{self.line}"
 
     @property
-    def needs_recpack(self) -> bool:
-        return bool(RECPACK.search(self.text))
+    def environments(self) -> frozenset[str]:
+        """The environments the block runs in: those its marker names, else by its imports."""
+        named = frozenset(self.marker) & frozenset(ENVIRONMENTS)
+        if named:
+            return named
+        if RECPACK.search(self.text):
+            return frozenset({"legacy"})
+        if SPARK.search(self.text):
+            return frozenset({"spark"})
+        return frozenset({"legacy", "modern"})
+
+    @property
+    def writes_files(self) -> bool:
+        return WRITES_FILES in self.marker
+
+
+def _marker(path: Path, line: int, text: str) -> tuple[str, ...]:
+    """The words of a ``<!-- snippets: … -->`` comment, checked against the known ones."""
+    match = MARKER.match(text)
+    if not match:
+        return ()
+    words = tuple(match["words"].replace(",", " ").split())
+    unknown = set(words) - {*ENVIRONMENTS, WRITES_FILES}
+    if not words or unknown:
+        raise AssertionError(
+            f"{path.name}:{line}: a snippets comment names {sorted(unknown) or 'nothing'}; "
+            f"known: {[*ENVIRONMENTS, WRITES_FILES]}"
+        )
+    return words
+
+
+def _introduces_output(lines: list[str]) -> bool:
+    """Whether the lines between a python block and a text block make the text its output:
+    blank, or one paragraph that starts with "prints"."""
+    text = "\n".join(lines).strip()
+    return not text or (text.startswith("prints") and "\n\n" not in text)
 
 
 def _fenced(path: Path) -> list[Block]:
-    """The fenced blocks of one document; a text block that follows a python block with only
-    blank lines between them is also that block's output."""
+    """The fenced blocks of one document, each python block with its marker (its own, else the
+    page's) and its output (the text block that follows it, see the module's docstring)."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    blocks, i, closed = [], 0, -1
+    page = _marker(path, 1, lines[0]) if lines else ()
+    blocks, i, closed, used = [], 0, -1, {0}
     while i < len(lines):
         match = FENCE.match(lines[i])
         if not match:
@@ -64,17 +130,21 @@ def _fenced(path: Path) -> list[Block]:
         body = [
             line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : end]
         ]
-        block = Block(path, i + 1, match["lang"], "\n".join(body) + "\n")
-        follows = (
-            blocks
-            and blocks[-1].lang == "python"
-            and not any(line.strip() for line in lines[closed + 1 : i])
-        )
-        if block.lang == "text" and follows:
-            last = blocks[-1]
-            blocks[-1] = Block(last.path, last.line, last.lang, last.text, block.text)
+        before = [n for n in range(closed + 1, i) if lines[n].strip()]
+        own = _marker(path, before[-1] + 1, lines[before[-1]]) if before and before[-1] else ()
+        if own:
+            used.add(before[-1])
+        block = Block(path, i + 1, match["lang"], "\n".join(body) + "\n", marker=own or page)
+        last = blocks[-1] if blocks else None
+        if block.lang == "text" and last and last.lang == "python":
+            if _introduces_output(lines[closed + 1 : i]):
+                blocks[-1] = replace(last, output=block.text)
         blocks.append(block)
         i, closed = end + 1, end
+    stray = [n + 1 for n, line in enumerate(lines) if MARKER.match(line) and n not in used]
+    assert not stray, (
+        f"{path.name}:{stray}: a snippets comment belongs on the first line or right before a block"
+    )
     return blocks
 
 
@@ -83,8 +153,19 @@ def code_blocks() -> list[Block]:
     return [block for path in DOCUMENTS for block in _fenced(path)]
 
 
-def python_blocks(recpack: bool) -> list[Block]:
-    return [b for b in code_blocks() if b.lang == "python" and b.needs_recpack == recpack]
+def environment() -> str:
+    """The environment this interpreter is, for ``tests/test_snippets.py``: ``legacy`` with
+    numpy 1, else ``modern``."""
+    import numpy
+
+    return "legacy" if int(numpy.__version__.split(".")[0]) < 2 else "modern"
+
+
+def python_blocks(env: str) -> list[Block]:
+    """The python blocks that run in the environment ``env``."""
+    if env not in ENVIRONMENTS:
+        raise ValueError(f"env must be one of {ENVIRONMENTS}, not {env!r}")
+    return [b for b in code_blocks() if b.lang == "python" and env in b.environments]
 
 
 def run_python(block: Block, cwd: Path) -> str:
@@ -96,6 +177,8 @@ def run_python(block: Block, cwd: Path) -> str:
         [sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, f"{block.id} failed:\n{done.stderr[-3000:]}"
+    if block.writes_files:
+        assert done.stdout.strip(), f"{block.id} writes files: it must print what it wrote"
     if block.output is not None:
         checker = doctest.OutputChecker()
         flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

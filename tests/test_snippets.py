@@ -1,5 +1,6 @@
-"""Every code block of README.md and docs/ runs as pasted (blocks that import RecPack run in
-``tests/adapters/recpack/test_snippets_recpack.py``); see ``tests/snippets.py`` for the rules."""
+"""Every code block of README.md and docs/ runs as pasted and prints the output shown after it,
+in the environments it names (``legacy`` or ``modern`` here, ``spark`` in
+``tests/spark/test_snippets_spark.py``); see ``tests/snippets.py`` for the rules."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from snippets import (
     DOCUMENTS,
     LANGUAGES,
     ROOT,
+    _fenced,
     code_blocks,
     commands,
+    environment,
     extras,
     nox_sessions,
     python_blocks,
@@ -25,6 +28,8 @@ from snippets import (
 from recpack_ope.cli import build_parser
 
 BLOCKS = code_blocks()
+PYTHON = [b for b in BLOCKS if b.lang == "python"]
+ENV = environment()
 BASH = [b for b in BLOCKS if b.lang == "bash"]
 #: Commands the tests run as pasted (seconds each; rpp-power runs in its own test below); the
 #: others are checked by the CLI's parser here and run at small size by their study's own tests
@@ -49,9 +54,78 @@ def test_the_documents_hold_programs_and_commands():
     assert sum(b.lang == "bash" for b in BLOCKS) >= 14
 
 
-@pytest.mark.parametrize("block", python_blocks(recpack=False), ids=lambda b: b.id)
+def test_every_program_shows_its_output():
+    # A reader compares what they get with what the page shows; only a program that writes
+    # files and says so (`writes-files`) may show none.
+    bare = [b.id for b in PYTHON if b.output is None and not b.writes_files]
+    assert not bare, f"put a text block with the printed output right after: {bare}"
+
+
+def test_every_environment_checks_programs():
+    # RecPack programs run only in legacy: a harness that parametrises none of them there has
+    # stopped recognising them.
+    legacy = python_blocks("legacy")
+    assert any("from recpack." in b.text for b in legacy), "no RecPack program runs in legacy"
+    assert python_blocks("modern"), "no program runs in modern"
+    assert all(b.environments for b in PYTHON)
+
+
+@pytest.mark.parametrize("block", python_blocks(ENV), ids=lambda b: b.id)
 def test_python_block_runs_as_pasted(block, tmp_path):
     run_python(block, tmp_path)
+
+
+def _page(tmp_path, text: str):
+    path = tmp_path / "page.md"
+    path.write_text(text, encoding="utf-8")
+    return [b for b in _fenced(path) if b.lang == "python"]
+
+
+def test_markers_name_the_environments_of_a_page_and_of_a_block(tmp_path):
+    program = "```python\nprint(1)\n```\n"
+    blocks = _page(
+        tmp_path,
+        "<!-- snippets: legacy -->\n# Page\n\n"
+        + program
+        + "\nprints\n\n```text\n1\n```\n\n<!-- snippets: modern, spark -->\n\n"
+        + program
+        + "\n```text\n1\n```\n\n"
+        + "<!-- snippets: writes-files -->\n"
+        + program
+        + "\nText that is not an introduction.\n\n```text\n1\n```\n",
+    )
+    assert [b.environments for b in blocks] == [
+        {"legacy"},
+        {"modern", "spark"},
+        {"legacy", "modern"},  # its own marker names no environment: by its imports
+    ]
+    assert [b.output for b in blocks] == ["1\n", "1\n", None]
+    assert [b.writes_files for b in blocks] == [False, False, True]
+
+
+def test_markers_are_checked(tmp_path):
+    with pytest.raises(AssertionError, match=r"names \['numpy1'\]"):
+        _page(tmp_path, "<!-- snippets: numpy1 -->\n```python\nprint(1)\n```\n")
+    with pytest.raises(AssertionError, match=r"page.md:\[3\]: a snippets comment belongs"):
+        _page(tmp_path, "# Page\n\n<!-- snippets: legacy -->\nText.\n")
+    with pytest.raises(ValueError, match="env must be one of .* not 'numpy1'"):
+        python_blocks("numpy1")
+
+
+def test_a_program_that_writes_files_must_say_so(tmp_path):
+    (block,) = _page(tmp_path, "<!-- snippets: writes-files -->\n```python\nx = 1\n```\n")
+    with pytest.raises(AssertionError, match="must print what it wrote"):
+        run_python(block, tmp_path)
+
+
+def test_a_wrong_output_fails_and_dots_match_only_what_they_stand_for(tmp_path):
+    (shown,) = _page(
+        tmp_path, "```python\nprint('took', 3.2, 's')\n```\n\n```text\ntook ... s\n```\n"
+    )
+    assert run_python(shown, tmp_path) == "took 3.2 s\n"
+    (wrong,) = _page(tmp_path, "```python\nprint(0.7842)\n```\n\n```text\n0.7797\n```\n")
+    with pytest.raises(AssertionError, match="but the document shows"):
+        run_python(wrong, tmp_path)
 
 
 def _cli(words: list[str]) -> list[str] | None:

@@ -521,7 +521,10 @@ class WeightDiagnostics:
             max_weight=float(groups.weight[0]),
             top_share=share(float(filled @ groups.contribution), float(groups.contribution.sum())),
             n_clipped=int(groups.clipped.sum()),
-            clipped_mass=float((groups.raw.sum() - weighted.sum()) / groups.raw.sum()),
+            # Only clipped groups lose mass: summing the others would leave rounding, not 0.
+            clipped_mass=float(
+                np.where(groups.clipped > 0, groups.raw - weighted, 0.0).sum() / groups.raw.sum()
+            ),
             threshold=threshold,
             n_users=n_users,
             user_share=_carriers(groups.user_total, groups.user_count, USER_MASS) / n_users
@@ -563,9 +566,9 @@ class WeightDiagnostics:
             calibration,
         )
 
-    def explain(self) -> str:
+    def explain(self, unit: str = "users") -> str:
         """What fired, one clause per criterion of :attr:`reasons` with its value and
-        threshold; empty when none did.
+        threshold (the user share counted in ``unit``); empty when none did.
 
         Examples
         --------
@@ -573,9 +576,9 @@ class WeightDiagnostics:
         >>> d.explain()
         'ESS/n 0.06 < 0.1 (effective sample size 12 of 200 interactions); ESS 12 < 50'
         """
-        return "; ".join(self._clause(c) for c in self.reasons)
+        return "; ".join(self._clause(c, unit) for c in self.reasons)
 
-    def _clause(self, criterion: str) -> str:
+    def _clause(self, criterion: str, unit: str) -> str:
         """One criterion of :data:`CRITERIA` with its value and threshold."""
         if criterion == "ess_ratio":
             return (
@@ -587,16 +590,19 @@ class WeightDiagnostics:
         if criterion == "user_share":
             return (
                 f"user share {self.user_share:.3g} < {USER_SHARE_THRESHOLD:g} "
-                f"({round(self.user_share * self.n_users)} of {self.n_users} evaluated users "
+                f"({round(self.user_share * self.n_users)} of {self.n_users} evaluated {unit} "
                 f"carry {USER_MASS:.0%} of the estimate)"
             )
         return f"calibration: {self.calibration.summary()}"
 
-    def warn(self, name: str, stacklevel: int = 3, *, clippable: bool = True) -> None:
+    def warn(
+        self, name: str, stacklevel: int = 3, *, clippable: bool = True, unit: str = "users"
+    ) -> None:
         """Issue a :class:`ReliabilityWarning` for estimate ``name`` naming every criterion
         that fired (:meth:`explain`), if any did, after the subject of the enclosing
         :func:`naming`; its advice suggests clipping only for estimates that can clip their
-        weights (``clippable``).
+        weights (``clippable``); ``unit`` names what the estimate averages over (``"sessions"``
+        for feed logs).
 
         Examples
         --------
@@ -607,7 +613,9 @@ class WeightDiagnostics:
         """
         name = named(name)
         if not self.n_weights:
-            warnings.warn(f"{name}: {self.summary()}", ReliabilityWarning, stacklevel=stacklevel)
+            warnings.warn(
+                f"{name}: {self.summary(unit)}", ReliabilityWarning, stacklevel=stacklevel
+            )
         elif not self.reliable:
             advice = (
                 "The propensities do not match the impressions: refit them."
@@ -617,15 +625,15 @@ class WeightDiagnostics:
                 else "Check the propensities, or use an estimator whose weights can be clipped."
             )
             warnings.warn(
-                f"{name}: unreliable, {self.explain()}; the top 1 % of weights carry "
+                f"{name}: unreliable, {self.explain(unit)}; the top 1 % of weights carry "
                 f"{self.top_share:.0%} of the estimate. {advice}",
                 ReliabilityWarning,
                 stacklevel=stacklevel,
             )
 
-    def summary(self) -> str:
-        """One line: ESS (ratio), largest weight, top-1 % share, clipping, user share and the
-        calibration check."""
+    def summary(self, unit: str = "users") -> str:
+        """One line: ESS (ratio), largest weight, top-1 % share, clipping, user share (of
+        ``unit``) and the calibration check."""
         if not self.n_weights:
             text = "no evaluated interaction: the target ranks none of the held-out ones"
         else:
@@ -635,7 +643,7 @@ class WeightDiagnostics:
                 f"{self.n_clipped} clipped ({self.clipped_mass:.1%} of weight mass)"
             )
             if not math.isnan(self.user_share):
-                text += f", {self.user_share:.1%} of {self.n_users} users carry {USER_MASS:.0%}"
+                text += f", {self.user_share:.1%} of {self.n_users} {unit} carry {USER_MASS:.0%}"
         if self.calibration is not None:
             text += f"; calibration: {self.calibration.summary()}"
         return text

@@ -269,8 +269,12 @@ class PairedEstimate(ABC):
         )
 
     def _comparison_name(self, other: PairedEstimate, names) -> str:
-        """``"A − B"``, or with ``names`` the models' names, e.g. ``"EASE − pop (DCG@10)"``."""
+        """With ``names`` the models' names, e.g. ``"EASE − pop (DCG@10)"``; without, the two
+        estimators (``"DCG@10 − nDCG@10"``) or, for one estimator of two unnamed models,
+        ``"DCG@10 difference"``."""
         if names is None:
+            if self.name == other.name:
+                return f"{self.name} difference"
             return f"{self.name} − {other.name}"
         if not (
             isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)

@@ -175,7 +175,7 @@ def cascade_dr(
         result = select_clip(estimate, raw[evaluated])
     else:
         result = estimate(clip)
-    result.diagnostics.warn(result.name)
+    result.diagnostics.warn(result.name, unit="sessions")
     return result
 
 

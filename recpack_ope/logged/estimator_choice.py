@@ -306,7 +306,7 @@ def choose_estimator(
     chosen = ran[
         slope_index(np.array([r.value for r in ran]), np.array([r.standard_error for r in ran]))
     ]
-    chosen.estimate.diagnostics.warn(chosen.estimate.name, stacklevel=3)
+    chosen.estimate.diagnostics.warn(chosen.estimate.name, stacklevel=3, unit="sessions")
     return EstimatorChoice(tuple(rows), chosen.name)
 
 

@@ -352,5 +352,5 @@ class SessionControl:
 def _warned(result: LoggedEstimate) -> LoggedEstimate:
     """The result, after a reliability warning to the caller of :func:`logged_dcg` if due."""
     if result.diagnostics is not None:
-        result.diagnostics.warn(result.name, stacklevel=4)
+        result.diagnostics.warn(result.name, stacklevel=4, unit="sessions")
     return result

@@ -148,7 +148,7 @@ def pseudo_inverse(
             users=sessions[rewarded],
         ),
     )
-    result.diagnostics.warn(result.name, clippable=False)
+    result.diagnostics.warn(result.name, clippable=False, unit="sessions")
     return result
 
 

@@ -347,7 +347,7 @@ def _ranking_ips(
         result = select_clip(estimate, raw[evaluated])
     else:
         result = estimate(clip)
-    result.diagnostics.warn(result.name, stacklevel=4)
+    result.diagnostics.warn(result.name, stacklevel=4, unit="sessions")
     return result
 
 

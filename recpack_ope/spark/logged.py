@@ -373,7 +373,7 @@ def feed_log_estimate(
         n_excluded_users=partial.n_excluded,
         diagnostics=diagnostics,
     )
-    diagnostics.warn(estimate.name)
+    diagnostics.warn(estimate.name, unit="sessions")
     return estimate
 
 

@@ -480,3 +480,31 @@ def test_calibration_flags_a_wrong_scale_and_a_wrong_shape(calibration_runs):
     assert np.mean([c.ratio for c in shape]) == pytest.approx(1.0, abs=0.02)
     lowest, highest = (np.mean([c.bin_ratios[b] for c in shape]) for b in (0, -1))
     assert lowest < 0.9 and highest > 1.1
+
+
+def test_no_clipping_removes_exactly_no_mass():
+    # Seven weights 10/3 summed are not 7 · 10/3 in floating point (they differ by 1.5e-16
+    # relative): without clipping the removed mass is 0 by definition, and must be computed
+    # as exactly 0, not as that rounding ("-0.0%").
+    raw = np.full(7, 10 / 3)
+    assert raw.sum() != 7 * raw[0]
+    groups = WeightGroups.from_interactions(raw, raw, np.ones(7), np.arange(7))
+    d = WeightDiagnostics.from_groups(groups)
+    assert d.n_clipped == 0 and d.clipped_mass == 0.0
+    assert not math.copysign(1.0, d.clipped_mass) < 0  # not a negative zero
+    clipped = WeightDiagnostics.from_groups(
+        WeightGroups.from_interactions(
+            np.array([4.0, 1.0]), np.array([2.0, 1.0]), np.ones(2), [0, 1]
+        )
+    )
+    assert clipped.clipped_mass == pytest.approx((4 - 2) / 5, rel=1e-15)
+
+
+def test_warnings_count_the_units_an_estimate_averages_over():
+    # 6 of 150 units carry half the estimate: a user share of 0.04 < 0.1.
+    d = WeightDiagnostics(200, 120.0, 4.0, 0.3, 0, 0.0, n_users=150, user_share=0.04)
+    with pytest.warns(ReliabilityWarning, match=r"\(6 of 150 evaluated sessions carry 50%"):
+        d.warn("logged DCG@10", unit="sessions")
+    with pytest.warns(ReliabilityWarning, match=r"\(6 of 150 evaluated users carry 50%"):
+        d.warn("IPS-DCG@10")
+    assert "of 150 sessions carry" in d.summary("sessions")

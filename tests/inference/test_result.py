@@ -106,10 +106,11 @@ def test_compare_labels_name_the_two_models():
     users = np.arange(4)
     a = EstimateResult("DCG@10", np.array([[1.0], [2.0], [3.0], [4.0]]), (1,), users, 0)
     b = EstimateResult("DCG@10", np.array([[0.0], [2.0], [1.0], [1.0]]), (1,), users, 0)
-    assert a.compare(b).name == "DCG@10 − DCG@10"
+    assert a.compare(b).name == "DCG@10 difference"
     assert a.compare(b, names=("EASE", "kNN")).name == "EASE − kNN (DCG@10)"
     c = EstimateResult("nDCG@10", np.array([[0.0], [2.0], [1.0], [1.0]]), (1,), users, 0)
     assert a.compare(c, names=("EASE", "kNN")).name == "EASE DCG@10 − kNN nDCG@10"
+    assert a.compare(c).name == "DCG@10 − nDCG@10"
     for bad in (("EASE",), ["EASE", "kNN"], ("EASE", 3)):
         with pytest.raises(ValueError, match="names must be a tuple of two model names"):
             a.compare(b, names=bad)

@@ -204,6 +204,13 @@ def _evaluate(args: argparse.Namespace) -> int:
             "recpack-ope evaluate: --compare on a feed log needs --engine local (Spark's "
             "feed-log estimators evaluate one target per pass, so the two cannot be paired)"
         )
+    several = args.target is not None and len(args.target) > 1
+    if args.format == "latex" and several and args.feed_log is not None and args.engine == "spark":
+        _fail(
+            "recpack-ope evaluate: --format latex of several targets of a feed log needs "
+            "--engine local (its leaderboard pairs the targets, which Spark's feed-log "
+            "estimators evaluate one per pass)"
+        )
     if args.output is not None and Path(args.output).suffix.lower() not in (".json", ".csv"):
         _fail(f"recpack-ope evaluate: --output must end in .json or .csv, got {args.output!r}")
     arguments = {
@@ -470,14 +477,14 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
+        warnings.formatwarning = _format_warning
         return args.run(args)
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _format_warning(message, category, filename, lineno, line=None) -> str:
     """A warning as the command's own line (``recpack-ope: ReliabilityWarning: EASE: …``),
     without the library's source file and line, which say nothing to a command-line user."""
-    print(f"recpack-ope: {category.__name__}: {message}", file=sys.stderr if file is None else file)
+    return f"recpack-ope: {category.__name__}: {message}\n"
 
 
 if __name__ == "__main__":

@@ -205,12 +205,17 @@ def test_formats_print_the_leaderboard_and_the_rows(three_users, tmp_path, capsy
     assert stop.value.code == 2 and "--format" in capsys.readouterr().err
 
 
-def test_warnings_print_as_the_command_s_own_lines(three_users, tmp_path, capsys):
+def test_warnings_print_as_the_command_s_own_lines(three_users):
+    # A separate process: pytest records warnings itself instead of printing them.
     args = _three_user_args(three_users, "--metrics", "ips_dcg", "--propensity")
-    assert main(["evaluate", *args, three_users["propensity"]]) == 0
-    err = capsys.readouterr().err
-    assert "recpack-ope: ReliabilityWarning: A: IPS-DCG@2: unreliable" in err
-    assert ".py:" not in err  # no library source line
+    done = subprocess.run(
+        [sys.executable, "-m", "recpack_ope", "evaluate", *args, three_users["propensity"]],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "recpack-ope: ReliabilityWarning: A: IPS-DCG@2: unreliable" in done.stderr
+    assert ".py:" not in done.stderr  # no library source line
 
 
 def test_three_users_weighted_and_clipped_by_hand(three_users, tmp_path):
@@ -789,7 +794,9 @@ def test_ranking_estimators_on_a_feed_log_by_hand(feed_log, tmp_path, capsys):
         # T1 shows none of the logged items at its logged rank in its top 2 but item 12 of
         # s2, at rank 1 where the log has it at 2: every weight is 0.
         assert got["T1", metric]["value"] == 0.0
-    assert capsys.readouterr().out.count("IPS@2") == 6
+    table, board = capsys.readouterr().out.split("\n\n")[:2]
+    assert table.count("IPS@2") == 6  # 2 targets × 3 estimators, then the leaderboard
+    assert board.startswith("| # | model | standard IPS@2 | cascade IPS@2 | independent IPS@2 |")
 
 
 def test_ranking_estimators_refuse_what_the_core_refuses(feed_log, tmp_path, capsys):

@@ -856,11 +856,28 @@ class FileEvaluation:
         ]
         return _markdown(header, align, lines)
 
+    @property
+    def pairable(self) -> bool:
+        """Whether the models' estimates pair (:attr:`comparisons`, :attr:`leaderboard`): not
+        for several targets of a feed log on Spark, which evaluates one target per pass."""
+        return not (self.engine == "spark" and self.input == "feed-log" and len(self.estimates) > 1)
+
     @functools.cached_property
     def leaderboard(self) -> Leaderboard:
         """The models side by side, one column per estimator (named as the rows' ``name``):
         values, intervals, the best model, the models tied with it and the corrected pairwise
-        tests (:func:`~recpack_ope.inference.leaderboard.leaderboard` at :attr:`level`)."""
+        tests (:func:`~recpack_ope.inference.leaderboard.leaderboard` at :attr:`level`).
+
+        Raises
+        ------
+        ValueError
+            When the estimates do not pair (:attr:`pairable`).
+        """
+        if not self.pairable:
+            raise ValueError(
+                "a leaderboard of several targets of a feed log needs the local engine: Spark "
+                "evaluates one target per pass, so the targets' estimates cannot be paired"
+            )
         return leaderboard(
             {model: {e.name: e for e in by.values()} for model, by in self.estimates.items()},
             level=self.level,
@@ -868,7 +885,7 @@ class FileEvaluation:
 
     def to_dict(self) -> dict:
         """The settings, :meth:`rows`, :meth:`comparison_rows` and the :attr:`leaderboard`'s
-        JSON document, as JSON writes them."""
+        JSON document (None when the estimates do not pair), as JSON writes them."""
         return {
             "engine": self.engine,
             "input": self.input,
@@ -878,7 +895,7 @@ class FileEvaluation:
             "population": self.population,
             "rows": self.rows(),
             "comparisons": self.comparison_rows(),
-            "leaderboard": json.loads(self.leaderboard.to_json()),
+            "leaderboard": json.loads(self.leaderboard.to_json()) if self.pairable else None,
         }
 
     def report(self, format: str = "markdown") -> str:
@@ -888,7 +905,8 @@ class FileEvaluation:
         ----------
         format : {"markdown", "latex", "json", "csv"}
             ``"markdown"``: :meth:`table`, the :meth:`comparison_table` when there are
-            comparisons and, with several models, the :attr:`leaderboard`; ``"latex"``: the
+            comparisons and, with several models that pair (:attr:`pairable`), the
+            :attr:`leaderboard`; ``"latex"``: the
             leaderboard as a booktabs table for a paper; ``"json"``: :meth:`to_dict`;
             ``"csv"``: :meth:`rows`.
 
@@ -907,7 +925,7 @@ class FileEvaluation:
         parts = [self.table()]
         if self.comparisons:
             parts.append(self.comparison_table())
-        if len(self.estimates) > 1:
+        if len(self.estimates) > 1 and self.pairable:
             parts.append(self.leaderboard.to_markdown())
         return "\n\n".join(parts)
 

@@ -80,6 +80,24 @@ def same_reports(local: dict, spark: dict) -> None:
         if ours["metric"] in ("ips_dcg", "snips_dcg"):
             close(ours["robust_gamma"], theirs["robust_gamma"], 1e-6)
         assert "robust_gamma_95" not in ours and "robust_gamma_90" not in ours
+    # The leaderboard: same values, intervals, best and corrected pairwise tests (the tied set
+    # is Hsu's MCB in memory, the pairwise tests against the best on Spark's merged moments).
+    if spark["leaderboard"] is None:  # several targets of a feed log: Spark cannot pair them
+        assert spark["input"] == "feed-log" and len({r["model"] for r in spark["rows"]}) > 1
+        assert local["leaderboard"] is not None
+        return
+    boards = spark["leaderboard"], local["leaderboard"]
+    assert [(r["model"], r["metric"], r["best"]) for r in boards[0]["rows"]] == [
+        (r["model"], r["metric"], r["best"]) for r in boards[1]["rows"]
+    ]
+    for ours, theirs in zip(boards[0]["rows"], boards[1]["rows"], strict=True):
+        close(ours["value"], theirs["value"], 1e-12)
+        close(ours["ci_low"], theirs["ci_low"], 1e-9)
+        assert ours["better_than"] == theirs["better_than"]
+    for metric, by_model in boards[1]["p_values"].items():
+        for a, row in by_model.items():
+            for b, p in row.items():
+                close(boards[0]["p_values"][metric][a][b], p, 1e-9)
 
 
 @pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")

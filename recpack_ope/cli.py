@@ -349,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME=PATH",
         help="one model's recommendations for held-out users: columns user, item and score "
-        "(higher is better) or rank (1 = top); repeat per model (default: none)",
+        "(higher is better) or rank (1 = top; a user's n items ranked 1..n, each once); repeat "
+        "per model (default: none)",
     )
     ev.add_argument(
         "--propensity",

@@ -284,7 +284,10 @@ def _score_matrix(
     _refuse(frame, ~np.isfinite(values), f"column {column!r} must hold finite {column}s")
     rows = _positions(keys, frame.columns[key])
     cols = _positions(items, frame.columns["item"])
-    own = np.unique(frame.columns[key], return_inverse=True)[1].ravel()  # unknown keys too
+    own_keys, own = np.unique(frame.columns[key], return_inverse=True)  # unknown keys too
+    own = own.ravel()
+    if column == "rank":
+        _check_ranks(frame.label, key, own_keys, own, frame.columns["rank"])
     _refuse_repeats(frame, (own, cols), (key, "item"), f"({key}, item)")
     known = rows >= 0
     if unknown_keys == "refuse" and not known.all():
@@ -294,6 +297,35 @@ def _score_matrix(
             f"{frame.row(k)}: filter the recommendations to the held-out users"
         )
     return sp.csr_matrix((values[known], (rows[known], cols[known])), shape=(keys.size, items.size))
+
+
+def _check_ranks(label: str, key: str, keys: np.ndarray, own: np.ndarray, rank) -> None:
+    """Refuse a ranked table whose ranks of some key (user or context) are not 1..n, each
+    once: a rank is a position, and a gap or a repeat would otherwise be compacted or tied
+    silently. Names the smallest such key, as :func:`recpack_ope.spark._frames.ranked` does."""
+    rank = np.asarray(rank, dtype=np.float64)
+    n = np.bincount(own, minlength=keys.size)
+    low, high = np.full(keys.size, np.inf), np.full(keys.size, -np.inf)
+    np.minimum.at(low, own, rank)
+    np.maximum.at(high, own, rank)
+    whole = np.ones(keys.size, dtype=bool)
+    np.logical_and.at(whole, own, rank == np.floor(rank))
+    distinct = np.unique(np.stack([own, rank]), axis=1)[0]
+    n_distinct = np.bincount(distinct.astype(np.int64), minlength=keys.size)
+    bad = np.flatnonzero(~(whole & (low == 1) & (high == n) & (n_distinct == n)))
+    if bad.size:
+        k = int(bad[0])  # keys are sorted: the smallest
+        raise ValueError(ranks_message(label, key, keys[k].item(), n[k], low[k], high[k]))
+
+
+def ranks_message(label: str, key: str, value, n: int, low: float, high: float) -> str:
+    """The refusal of ranks that are not 1..n, the same on every engine."""
+    return (
+        f"{label} gives {key} {value!r} ranks from {low:g} to {high:g} for {n} "
+        f"item{'s' if n != 1 else ''}: a "
+        f"{key}'s n items need the ranks 1..n, each once (rank again after removing items, or "
+        "give scores)"
+    )
 
 
 def _models(given: Mapping, what: str) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..io.tables import ranks_message
 from . import _partitions
 
 # Spark's simpleString names of numeric types (tinyint, smallint, int, bigint, float, double,
@@ -52,11 +53,12 @@ def models(recommendations) -> dict:
     return {"model": recommendations}
 
 
-def ranked(frame, name: str):
-    """``(user, item, value)`` of a recommendations frame: its score, or minus its rank."""
+def ranked(frame, name: str, key: str = "user"):
+    """``(user, item, value)`` of a recommendations frame (its ``key`` column as ``user``): its
+    score, or minus its rank."""
     from pyspark.sql import functions as F
 
-    require(frame, name, ("user", "item"))
+    require(frame, name, (key, "item"))
     has = [c for c in ("score", "rank") if c in frame.columns]
     if len(has) != 1:
         raise ValueError(
@@ -64,8 +66,41 @@ def ranked(frame, name: str):
             f"(1 = top), got {frame.columns}"
         )
     require(frame, name, has, numeric=has)
+    if has == ["rank"]:
+        _check_ranks(frame, name, key)
     value = F.col("score") if has == ["score"] else -F.col("rank")
-    return frame.select("user", "item", value.cast("double").alias("value"))
+    return frame.select(F.col(key).alias("user"), "item", value.cast("double").alias("value"))
+
+
+def _check_ranks(frame, name: str, key: str) -> None:
+    """Ranks are positions: each ``key``'s n rows hold the ranks 1..n, each once (as in
+    memory, :func:`recpack_ope.io.tables.ranks_message`). Checked in Spark."""
+    from pyspark.sql import functions as F
+
+    rank = F.col("rank").cast("double")
+    # Nulls and non-finite ranks are refused where every value is checked.
+    finite = rank.isNotNull() & ~F.isnan(rank) & (F.abs(rank) != float("inf"))
+    per_key = (
+        frame.where(finite)
+        .groupBy(key)
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.countDistinct(rank).alias("distinct"),
+            F.min(rank).alias("low"),
+            F.max(rank).alias("high"),
+            F.min((rank == F.floor(rank)).cast("int")).alias("whole"),
+        )
+    )
+    bad = per_key.where(
+        (F.col("whole") == 0)
+        | (F.col("low") != 1)
+        | (F.col("high") != F.col("n"))
+        | (F.col("distinct") != F.col("n"))
+    )
+    first = _partitions.collect(bad.orderBy(key).limit(1))
+    if first:
+        row = first[0]
+        raise ValueError(ranks_message(name, key, row[key], row["n"], row["low"], row["high"]))
 
 
 def single_row_per(frame, name: str, key: str) -> None:

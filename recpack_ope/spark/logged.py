@@ -323,9 +323,7 @@ def feed_log_estimate(
     probabilities = tuple(c for c in LOG_PROBABILITIES if c in feed_log.columns)
     _frames.require(feed_log, "feed_log", probabilities, numeric=probabilities)
     entry.check_log_columns(feed_log.columns, "feed_log")
-    ranked = _frames.ranked(
-        target.withColumnRenamed("context", "user"), "target"
-    ).withColumnRenamed("user", "context")
+    ranked = _frames.ranked(target, "target", key="context").withColumnRenamed("user", "context")
     for column in ("context", "item"):
         _frames.same_type({"feed_log": feed_log, "target": target}, column)
     session_type = feed_log.schema["session"].dataType.simpleString()

@@ -623,3 +623,32 @@ def test_reliability_warnings_name_the_model_and_the_metric(held_out):
         evaluate_files(files["held_out"], models, files["propensity"], metrics=["ips_dcg"], k=4)
     named = sorted(str(w.message).split(": unreliable")[0] for w in record)
     assert named == ["A: IPS-DCG@4", "B: IPS-DCG@4"]
+
+
+@pytest.mark.parametrize(
+    ("ranks", "shown"),
+    [
+        ([1, 3, 1], "ranks from 1 to 3 for 2 items"),  # a gap: items removed after ranking
+        ([1, 1, 1], "ranks from 1 to 1 for 2 items"),  # two items at one rank
+        ([2, 1, 1], None),  # user 1's items the other way round: a ranking, evaluated
+        ([1.5, 2, 1], "ranks from 1.5 to 2 for 2 items"),
+        ([0, 1, 1], "ranks from 0 to 1 for 2 items"),
+    ],
+)
+def test_ranks_are_positions_1_to_n_or_the_file_is_refused(tmp_path, ranks, shown):
+    # A rank is where the item is shown: compacting a gap (5 → 1) or tie-breaking a repeated
+    # rank would evaluate a list nobody gave; user 1 holds two items, user 2 one.
+    held = write(
+        tmp_path / "held.csv", {"user": [1, 1, 2], "item": [10, 11, 10], "reward": [1, 1, 1]}
+    )
+    recs = write(tmp_path / "a.csv", {"user": [1, 1, 2], "item": [10, 11, 10], "rank": ranks})
+    if shown is None:  # item 11 first for user 1: DCG@2 of user 1 is 1/log2(3) + 1
+        result = evaluate_files(held_out=held, recommendations={"A": recs}, metrics=["dcg"], k=2)
+        assert result.estimates["A"]["dcg"].value == pytest.approx((1 + 1 / np.log2(3) + 1) / 2)
+        return
+    with pytest.raises(ValueError) as refused:
+        evaluate_files(held_out=held, recommendations={"A": recs}, metrics=["dcg"], k=2)
+    assert str(refused.value) == (
+        f"recommendations['A'] file {str(recs)!r} gives user 1 {shown}: a user's n items need "
+        "the ranks 1..n, each once (rank again after removing items, or give scores)"
+    )

@@ -274,3 +274,38 @@ def test_both_engines_name_the_model_and_the_metric_in_reliability_warnings(spar
         out = tmp_path / f"{engine}.json"
         with pytest.warns(ReliabilityWarning, match=r"^EASE: IPS-DCG@2: unreliable, ESS "):
             assert main(["evaluate", *args, "--engine", engine, "--output", str(out)]) == 0
+
+
+def test_both_engines_refuse_ranks_that_are_not_positions_alike(spark, tmp_path, write, capsys):
+    held = write(
+        tmp_path / "held.csv", {"user": [1, 1, 2], "item": [10, 11, 10], "reward": [1, 1, 1]}
+    )
+    tail = (
+        "gives user 1 ranks from 1 to 3 for 2 items: a user's n items need the ranks 1..n, each "
+        "once (rank again after removing items, or give scores)"
+    )
+    recs = write(tmp_path / "gap.csv", {"user": [1, 1, 2], "item": [10, 11, 10], "rank": [1, 3, 1]})
+    local, on_spark = _refusals(["--held-out", held, "--recommendations", f"A={recs}"], capsys)
+    assert local == (1, f"recpack-ope evaluate: recommendations['A'] file {recs!r} {tail}")
+    assert on_spark == (1, f"recpack-ope evaluate: recommendations['A'] {tail}")
+    # A target of a feed log: its contexts' ranks, likewise.
+    log = write(
+        tmp_path / "log.csv",
+        {
+            "session": [1, 1],
+            "context": [7, 7],
+            "item": [10, 11],
+            "rank": [1, 2],
+            "reward": [1, 0],
+            "propensity": [0.5, 0.5],
+        },
+    )
+    target = write(tmp_path / "t.csv", {"context": [7, 7], "item": [10, 11], "rank": [2, 2]})
+    refusals = _refusals(["--feed-log", log, "--target", f"new={target}"], capsys)
+    shown = (
+        "context 7 ranks from 2 to 2 for 2 items: a context's n items need the ranks 1..n, each "
+        "once (rank again after removing items, or give scores)"
+    )
+    assert [(code, message.split(" gives ", 1)[1]) for code, message in refusals] == [
+        (1, shown)
+    ] * 2

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from .._validation import shown
 from ..inference.diagnostics import naming
-from ..inference.leaderboard import Leaderboard, leaderboard
+from ..inference.leaderboard import Leaderboard, labelled, leaderboard
 from ..inference.result import Comparison
 from ..inference.sensitivity import SHOWN_GAMMA
 from ..inference.summary import (
@@ -338,8 +338,8 @@ def plan_files(
         and 0 < clip < math.inf
     ):
         raise ArgumentError(
-            '{clip} must be a number > 0, None (unclipped), "auto" or {default!r} (each '
-            "estimator's default), got {got!r}",
+            "{clip} must be a number > 0, None ('none' on the command line: unclipped), 'auto' "
+            "or {default!r} (each estimator's default), got {got!r}",
             default=DEFAULT,
             got=clip,
         )
@@ -355,6 +355,10 @@ def plan_files(
                 "{compare} names {got!r}, which is none of {known}",
                 got=unknown[0],
                 known=list(models),
+            )
+        if compare[0] == compare[1]:
+            raise ArgumentError(
+                "{compare} takes two different models, got {got!r} twice", got=compare[0]
             )
     data = Path(feed_log if on_log else held_out)
     files = [("feed_log" if on_log else "held_out", "", data)]
@@ -878,10 +882,7 @@ class FileEvaluation:
                 "a leaderboard of several targets of a feed log needs the local engine: Spark "
                 "evaluates one target per pass, so the targets' estimates cannot be paired"
             )
-        return leaderboard(
-            {model: {e.name: e for e in by.values()} for model, by in self.estimates.items()},
-            level=self.level,
-        )
+        return leaderboard(labelled(self.estimates), level=self.level)
 
     def to_dict(self) -> dict:
         """The settings, :meth:`rows`, :meth:`comparison_rows` and the :attr:`leaderboard`'s

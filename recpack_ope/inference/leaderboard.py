@@ -72,6 +72,8 @@ __all__ = [
 SIGNIFICANT_DIGITS = 3
 #: Formats of :meth:`Leaderboard.to` and :meth:`Leaderboard.export`.
 FORMATS = ("latex", "markdown", "html", "json", "csv")
+_TESTS = "two-sided paired t-tests"
+_SUPERSCRIPT = "A superscript lists the models (by letter) a model is significantly better than"
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -155,6 +157,10 @@ class MetricStanding:
     better : numpy.ndarray of bool, shape (M, M)
         ``better[s, t]``: s is significantly better than t (corrected p-value below ``alpha``
         and the higher value).
+    reliable : numpy.ndarray of bool, shape (M,)
+        False where the estimate's weight diagnostics flag it (the criteria of a
+        :class:`~recpack_ope.inference.diagnostics.ReliabilityWarning`); True for estimates
+        without weights.
     """
 
     metric: str
@@ -166,6 +172,7 @@ class MetricStanding:
     tied_by: str
     p_value: np.ndarray
     better: np.ndarray
+    reliable: np.ndarray
 
     def better_than(self, model: str) -> tuple[str, ...]:
         """The models ``model`` is significantly better than, in model order."""
@@ -272,6 +279,9 @@ def _standing(
         tied_by=tied_by,
         p_value=p_value,
         better=better,
+        reliable=np.array(
+            [getattr(getattr(e, "diagnostics", None), "reliable", True) for e in estimates.values()]
+        ),
     )
 
 
@@ -377,6 +387,7 @@ class Leaderboard:
                         "best": model == standing.best,
                         "tied_with_best": model in standing.tied,
                         "better_than": standing.better_than(model),
+                        "reliable": bool(standing.reliable[i]),
                     }
                 )
         return rows
@@ -388,9 +399,9 @@ class Leaderboard:
         -------
         pandas.DataFrame
             Columns ``model``, ``metric``, ``value``, ``ci_low``, ``ci_high`` (the interval at
-            :attr:`level`), ``best``, ``tied_with_best`` and ``better_than`` (the tuple of
-            models this one is significantly better than), models in order, each with its
-            metrics in order.
+            :attr:`level`), ``best``, ``tied_with_best``, ``better_than`` (the tuple of
+            models this one is significantly better than) and ``reliable``
+            (:attr:`MetricStanding.reliable`), models in order, each with its metrics in order.
         """
         try:
             import pandas as pd
@@ -400,9 +411,10 @@ class Leaderboard:
             ) from None
         return pd.DataFrame(self._records())
 
-    def _cells(self, digits: int, bold: str, mark: str, escape) -> list[list[str]]:
-        """Rows ``[letter, model, value per metric]``: the best in ``bold``, the letters of the
-        models a value is significantly better than in ``mark``."""
+    def _cells(self, digits: int, bold: str, mark: str, escape, dagger: str) -> list[list[str]]:
+        """Rows ``[letter, model, value per metric]``: the best in ``bold``, ``dagger`` after
+        an estimate its weights flag as unreliable, the letters of the models a value is
+        significantly better than in ``mark``."""
         letters = self.letters
         rows = []
         for i, model in enumerate(self.models):
@@ -411,6 +423,8 @@ class Leaderboard:
                 text = significant(float(standing.value[i]), digits)
                 if model == standing.best:
                     text = bold.format(text)
+                if not standing.reliable[i]:
+                    text += dagger
                 beaten = standing.better_than(model)
                 if beaten:
                     separator = "," if len(self.models) > 26 else ""
@@ -419,12 +433,22 @@ class Leaderboard:
             rows.append(row)
         return rows
 
-    def _tests_in_words(self) -> str:
+    def _legend(self, superscript: str, p: str, dagger: str) -> str:
+        """What the marks mean: bold, the superscripts (with several models; ``p`` formats the
+        significance level) and the daggers (when an estimate has one)."""
+        text = "Bold: the best model of each metric."
         pairs = len(self.models) * (len(self.models) - 1) // 2
-        return (
-            f"two-sided paired t-tests over users, {_LABEL[self.correction]}-corrected over each "
-            f"metric's {pairs} pair{'s' if pairs != 1 else ''}"
-        )
+        if pairs:
+            text += (
+                f" {superscript} ({_TESTS} over users, {_LABEL[self.correction]}-corrected over "
+                f"each metric's {pairs} pair{'s' if pairs != 1 else ''}, {p.format(self.alpha)})."
+            )
+        if any(not s.reliable.all() for s in self.standings):
+            text += (
+                f" {dagger}: the weights' diagnostics flag the estimate as unreliable (a few "
+                "interactions or users carry it)."
+            )
+        return text
 
     def to_markdown(self, digits: int = SIGNIFICANT_DIGITS) -> str:
         """A Markdown table, one row per model and one column per metric, and a line saying
@@ -444,12 +468,9 @@ class Leaderboard:
         """
         head = "| # | model | " + " | ".join(_markdown(m) for m in self.metrics) + " |"
         lines = [head, "|---|---|" + "---|" * len(self.metrics)]
-        for row in self._cells(digits, "**{}**", "^{}", _markdown):
+        for row in self._cells(digits, "**{}**", "^{}", _markdown, "†"):
             lines.append("| " + " | ".join(row) + " |")
-        legend = (
-            "Bold: the best model of each metric. ^xy: significantly better than models x and y "
-            f"({self._tests_in_words()}, p < {self.alpha:g})."
-        )
+        legend = self._legend("^xy: significantly better than models x and y", "p < {:g}", "†")
         return "\n".join(lines) + "\n\n" + legend
 
     def to_latex(self, digits: int = SIGNIFICANT_DIGITS, label: str = "tab:leaderboard") -> str:
@@ -471,11 +492,7 @@ class Leaderboard:
             significantly better than models b and c.
 
         """
-        caption = (
-            "Bold: the best model of each metric. A superscript lists the models (by letter) a "
-            f"model is significantly better than ({self._tests_in_words()}, "
-            f"$p < {self.alpha:g}$)."
-        )
+        caption = self._legend(_SUPERSCRIPT, "$p < {:g}$", r"\dag")
         lines = [
             r"\begin{table}[t]",
             r"\centering",
@@ -486,7 +503,8 @@ class Leaderboard:
             r"\# & Model & " + " & ".join(_latex(m) for m in self.metrics) + r" \\",
             r"\midrule",
         ]
-        for row in self._cells(digits, r"\textbf{{{}}}", r"\textsuperscript{{{}}}", _latex):
+        marks = (r"\textbf{{{}}}", r"\textsuperscript{{{}}}", _latex, r"\dag")
+        for row in self._cells(digits, *marks):
             lines.append(" & ".join(row) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
         return "\n".join(lines)
@@ -495,11 +513,7 @@ class Leaderboard:
         """An HTML table with a caption saying what the marks mean: the best of each metric in
         ``<b>``, the letters of the models a value is significantly better than in ``<sup>``.
         """
-        caption = (
-            "Bold: the best model of each metric. A superscript lists the models (by letter) a "
-            f"model is significantly better than ({self._tests_in_words()}, "
-            f"p &lt; {self.alpha:g})."
-        )
+        caption = html.escape(self._legend(_SUPERSCRIPT, "p < {:g}", "†"))
         head = "".join(f"<th>{html.escape(m)}</th>" for m in self.metrics)
         lines = [
             "<table>",
@@ -507,7 +521,7 @@ class Leaderboard:
             f"<thead><tr><th>#</th><th>model</th>{head}</tr></thead>",
             "<tbody>",
         ]
-        for row in self._cells(digits, "<b>{}</b>", "<sup>{}</sup>", html.escape):
+        for row in self._cells(digits, "<b>{}</b>", "<sup>{}</sup>", html.escape, "†"):
             lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>")
         lines += ["</tbody>", "</table>"]
         return "\n".join(lines)
@@ -686,6 +700,13 @@ class Leaderboard:
         ax.figure.colorbar(image, ax=ax, label="corrected p-value")
         ax.figure.tight_layout()
         return ax
+
+
+def labelled(estimates: Mapping[str, Mapping[str, PairedEstimate]]) -> dict:
+    """``estimates[model][key]`` keyed by each estimate's own name (``"IPS-DCG@10"``) instead
+    of ``key`` (the registry's ``"ips_dcg"``), for a leaderboard whose columns read as the
+    estimates print."""
+    return {model: {e.name: e for e in by_key.values()} for model, by_key in estimates.items()}
 
 
 def leaderboard(

@@ -37,6 +37,7 @@ from ..inference.diagnostics import (
     WeightGroups,
     naming,
 )
+from ..inference.leaderboard import Leaderboard, labelled, leaderboard
 from ..inference.moments import Moments, SummaryComparison, SummaryEstimate, WeightSums
 from ..inference.summary import robustness_columns
 from ..metrics.dcg import check_population
@@ -323,6 +324,13 @@ class HeldOutEvaluation:
             if model not in self.estimates:
                 raise KeyError(f"no model {model!r}; evaluated: {list(self.estimates)}")
         return self.estimates[a][metric].compare(self.estimates[b][metric], level, names=(a, b))
+
+    def leaderboard(self, **options) -> Leaderboard:
+        """The models side by side, one column per metric named as its estimates print
+        (``"IPS-DCG@10"``): :func:`~recpack_ope.inference.leaderboard.leaderboard` with
+        ``options`` (``level``, ``alpha``, ``correction``); tied with the best by the pairwise
+        tests against the best, as merged moments allow."""
+        return leaderboard(labelled(self.estimates), **options)
 
     def table(self, level: float = 0.95) -> list[dict]:
         """One row per model and metric: value, interval, standard error, users; for

@@ -511,7 +511,7 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
         ({"metrics": ["dcg", "dcg"]}, "metrics lists a metric twice: dcg dcg"),
         ({"k": 0}, "k must be a positive integer, got 0"),
         ({"k": 2.0}, "k must be a positive integer, got 2.0"),
-        ({"clip": -1}, "clip must be a number > 0, None .* got -1"),
+        ({"clip": -1}, "clip must be a number > 0, None \\('none' on the command line: .* got -1"),
         ({"level": 95}, r"level must lie in \(0, 1\), got 95"),
         ({"compare": ("A", "C")}, "compare names 'C', which is none of \\['A'\\]"),
         ({"population": "everyone"}, "population must be 'observed' or 'all', got 'everyone'"),
@@ -520,6 +520,7 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
             "population 'all' needs a value for every user, but recall divides each user's DCG",
         ),
         ({"compare": ("A",)}, "compare takes two model names"),
+        ({"compare": ("A", "A")}, "compare takes two different models, got 'A' twice"),
         ({"propensity": tmp_path / "none.csv"}, "propensity file '.*none.csv' does not exist"),
         (
             {"recommendations": {"A": files["A"], "Z": tmp_path / "z.csv"}},

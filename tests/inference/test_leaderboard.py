@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import math
+import warnings
 
 import matplotlib
 import numpy as np
@@ -21,7 +22,10 @@ from recpack_ope.inference import (
     leaderboard,
     tied_with_best,
 )
+from recpack_ope.inference.diagnostics import ReliabilityWarning
 from recpack_ope.inference.leaderboard import FORMATS, significant
+from recpack_ope.metrics import dcg, ips_dcg
+from recpack_ope.propensity import LogDiscount
 
 matplotlib.use("Agg")
 
@@ -231,7 +235,9 @@ def test_to_pandas_is_the_tidy_table(board):
         "best",
         "tied_with_best",
         "better_than",
+        "reliable",
     ]
+    assert frame["reliable"].all()  # plain means: no weights to flag
     assert list(zip(frame["model"], frame["metric"], strict=True)) == [
         (m, k) for m in MODELS for k in METRICS
     ]
@@ -383,3 +389,43 @@ def test_significance_heatmap_is_the_corrected_matrix_with_stars(board):
     # Four of the six off-diagonal cells (both orders of EASE–pop and kNN_50–pop).
     assert len(starred) == 4 and len(ax.texts) == 6
     assert "0.1" in [t.get_text() for t in ax.texts]
+
+
+def test_an_estimate_its_weights_flag_is_marked_in_every_export():
+    # 60 users click item 1; user 0 also item 0, of propensity 0.001. At cutoff 1, A shows
+    # user 0 item 0 (weight min(100, 1000) = 100) and the others item 1 (weight 1): Kish ESS
+    # 159² / (100² + 59) = 2.5 < 50, flagged. B shows everyone item 1: ESS 60 of 60, reliable.
+    y_true = np.zeros((60, 2))
+    y_true[:, 1], y_true[0, 0] = 1, 1
+    b_scores = np.tile([0.0, 1.0], (60, 1))
+    a_scores = b_scores.copy()
+    a_scores[0] = [1.0, 0.0]
+    p = np.array([0.001, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        results = {
+            name: {
+                "IPS-DCG@1": ips_dcg(y_true, s, discount=LogDiscount(1), propensity=p),
+                "DCG@1": dcg(y_true, s, discount=LogDiscount(1)),
+            }
+            for name, s in (("A", a_scores), ("B", b_scores))
+        }
+    a_ips = results["A"]["IPS-DCG@1"].diagnostics
+    assert a_ips.ess == pytest.approx(159**2 / (100**2 + 59), rel=1e-12) and not a_ips.reliable
+    assert results["B"]["IPS-DCG@1"].diagnostics.reliable
+    board = leaderboard(results)
+    assert board["IPS-DCG@1"].reliable.tolist() == [False, True]
+    assert board["DCG@1"].reliable.tolist() == [True, True]
+    # A's IPS-DCG: (100 + 59) / 60 = 2.65, the best, bold, then the dagger.
+    markdown = board.to_markdown()
+    assert "| a | A | **2.65**† | " in markdown
+    assert markdown.count("†") == 2  # the cell and the legend
+    assert "†: the weights' diagnostics flag the estimate as unreliable" in markdown
+    latex = board.to_latex()
+    assert r"\textbf{2.65}\dag" in latex and r"\dag: the weights' diagnostics" in latex
+    assert "<b>2.65</b>†" in board.to_html()
+    frame = board.to_pandas()
+    assert frame["reliable"].tolist() == [False, True, True, True]
+    # Without flagged estimates nothing says so, and one model has no tests to describe.
+    alone = leaderboard({"B": results["B"]}).to_markdown()
+    assert alone.endswith("\n\nBold: the best model of each metric.")

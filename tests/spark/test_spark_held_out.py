@@ -87,6 +87,19 @@ def test_every_held_out_estimator_and_comparison_equals_in_memory(world, clip, s
         close(ours.p_value, theirs.p_value, 1e-9)
         for a, b in zip(ours.confidence_interval, theirs.confidence_interval, strict=True):
             close(a, b, 1e-9)
+    # The leaderboard, its columns named as the estimates print: the in-memory one's values,
+    # best and corrected pairwise p-values.
+    board = result.leaderboard(level=0.9)
+    memory = ro.leaderboard(
+        {m: {references[m, k].name: references[m, k] for k in ON_SPARK} for m in world["scores"]},
+        level=0.9,
+    )
+    assert board.metrics == memory.metrics
+    assert any(m.startswith("IPS-DCG@5") for m in board.metrics)
+    for ours, theirs in zip(board.standings, memory.standings, strict=True):
+        assert ours.best == theirs.best
+        np.testing.assert_allclose(ours.value, theirs.value, rtol=1e-12)
+        np.testing.assert_allclose(ours.p_value, theirs.p_value, rtol=1e-9, atol=1e-12)
 
 
 def test_single_frame_and_per_user_frame(world, same, core):

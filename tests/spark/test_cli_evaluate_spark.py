@@ -122,7 +122,12 @@ def test_held_out_files_give_the_same_report_on_spark(spark, tmp_path, write):
         scores = rng.integers(0, 4, (n_users, n_items)).astype(float)  # ties
         listed = (rng.random(scores.shape) < 0.5) & (np.arange(n_users) % 17 != m)[:, None]
         u, i = np.nonzero(listed)
-        values = scores[u, i] if column == "score" else rng.permutation(u.size) + 1
+        if column == "score":
+            values = scores[u, i]
+        else:  # each user's listed items in a random order, ranked 1..n (u is sorted)
+            order = np.lexsort((rng.random(u.size), u))
+            values = np.empty(u.size, dtype=np.int64)
+            values[order] = np.arange(u.size) - np.searchsorted(u, u) + 1
         args += [
             "--recommendations",
             f"m{m}="

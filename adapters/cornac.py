@@ -23,8 +23,7 @@ from .. import _validation as check
 from ..evaluation import comparisons, held_out
 from ..evaluation.inputs import EstimatorInputs, framework_cutoff
 from ..evaluation.strata_report import ReportMetric, simpsons_paradox_of
-from ..inference.leaderboard import Leaderboard
-from ..inference.leaderboard import leaderboard as core_leaderboard
+from ..inference.leaderboard import Leaderboard, leaderboard_of
 from ..inference.result import EstimateResult, PairedEstimate
 from ..inference.significance import TiedWithBest
 from ..inference.significance import tied_with_best as core_tied_with_best
@@ -452,7 +451,7 @@ def leaderboard(experiment, metrics=None, **options) -> Leaderboard:
     results, or after a stratified evaluation every column's Stratified row); ``options`` are
     its ``level``, ``alpha`` and ``correction``. Usage: ``leaderboard(experiment).to("latex")``.
     """
-    results, names = _run(experiment)
+    results = _run(experiment)[0]
     if metrics is None:
         first = results[0]
         if isinstance(first, StratifiedModelResult):
@@ -461,13 +460,7 @@ def leaderboard(experiment, metrics=None, **options) -> Leaderboard:
             metrics = [
                 c for c, v in (getattr(first, "metric_user_results", None) or {}).items() if v
             ]
-    if isinstance(metrics, str) or not all(isinstance(m, str) for m in metrics):
-        raise TypeError(
-            f"metrics must be a list of metric names or None, got {check.shown(metrics)}"
-        )
-    found = {metric: metric_results(experiment, metric) for metric in metrics}
-    board = {name: {metric: found[metric][name] for metric in metrics} for name in names}
-    return core_leaderboard(board, **options)
+    return leaderboard_of(metrics, lambda metric: metric_results(experiment, metric), **options)
 
 
 def add_rpp(experiment, k=10, weighting="uniform", column=None) -> PreferenceMatrix:

@@ -31,8 +31,7 @@ from recpack.util import get_top_K_ranks
 
 from .._validation import check_positive_int
 from ..evaluation.inputs import EstimatorInputs
-from ..inference.leaderboard import Leaderboard
-from ..inference.leaderboard import leaderboard as core_leaderboard
+from ..inference.leaderboard import Leaderboard, leaderboard_of
 from ..inference.result import Comparison, EstimateResult, PairedEstimate
 from ..inference.summary import compare_systems, summary_rows
 from ..inference.systems import PreferenceMatrix
@@ -299,17 +298,12 @@ def leaderboard(pipeline: Pipeline, metrics=None, **options) -> Leaderboard:
         accumulated = _accumulated(pipeline)
         columns = dict.fromkeys(m for by_metric in accumulated.values() for m in by_metric)
         metrics = [m for m in columns if all(_ours(a[m]) for a in accumulated.values())]
-    if isinstance(metrics, str) or not all(isinstance(m, str) for m in metrics):
-        raise TypeError(f"metrics must be a list of metric names or None, got {metrics!r}")
-    if not metrics:
-        raise ValueError(
-            "the pipeline has no column of a recpack-ope metric; add ours (e.g. PlainDCGK, "
-            "IPSDCGK) with RecPackAdapter(...).register() before running it"
-        )
-    found = {metric: metric_results(pipeline, metric) for metric in metrics}
-    return core_leaderboard(
-        {a: {m: found[m][a] for m in metrics} for a in found[metrics[0]]}, **options
-    )
+        if not metrics:
+            raise ValueError(
+                "the pipeline has no column of a recpack-ope metric; add ours (e.g. PlainDCGK, "
+                "IPSDCGK) with RecPackAdapter(...).register() before running it"
+            )
+    return leaderboard_of(metrics, lambda metric: metric_results(pipeline, metric), **options)
 
 
 def compare(

@@ -43,7 +43,7 @@ import html
 import io
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -707,6 +707,19 @@ def labelled(estimates: Mapping[str, Mapping[str, PairedEstimate]]) -> dict:
     of ``key`` (the registry's ``"ips_dcg"``), for a leaderboard whose columns read as the
     estimates print."""
     return {model: {e.name: e for e in by_key.values()} for model, by_key in estimates.items()}
+
+
+def leaderboard_of(
+    metrics, results_of: Callable[[str], Mapping[str, PairedEstimate]], **options
+) -> Leaderboard:
+    """:func:`leaderboard` of the ``metrics`` a framework's run holds, ``results_of(metric)``
+    giving model → estimate (the adapters' ``metric_results``); ``options`` are
+    :func:`leaderboard`'s. ``metrics`` must be a list of names."""
+    if isinstance(metrics, str) or not all(isinstance(m, str) for m in metrics):
+        raise TypeError(f"metrics must be a list of metric names or None, got {shown(metrics)}")
+    found = {metric: results_of(metric) for metric in metrics}
+    models = next(iter(found.values()), {})
+    return leaderboard({m: {k: found[k][m] for k in metrics} for m in models}, **options)
 
 
 def leaderboard(

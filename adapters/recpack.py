@@ -168,7 +168,8 @@ class RecPackAdapter(EstimatorInputs):
         :func:`~recpack_ope.io.id_maps.propensity_on_indices`); a model is fitted by :meth:`fit`.
     **inputs
         ``discount``, ``clip``, ``n_strata``, ``binning``, ``reward_model``, ``impressions``:
-        as for :class:`~recpack_ope.evaluation.inputs.EstimatorInputs`, in RecPack's indices.
+        as for :class:`~recpack_ope.evaluation.inputs.EstimatorInputs`, in RecPack's indices;
+        any other name is refused with a TypeError listing the valid ones.
 
     Examples
     --------
@@ -178,6 +179,7 @@ class RecPackAdapter(EstimatorInputs):
     """
 
     def __init__(self, propensity=None, *, item_id_mapping: pd.DataFrame | None = None, **inputs):
+        self.check_options(inputs)
         # Checked now, so that a bad propensity is named before any training.
         mapped = propensity_on_indices(propensity, item_id_mapping, InteractionMatrix.ITEM_IX)
         super().__init__(mapped, **inputs)

@@ -36,24 +36,31 @@ subpackage per concern; arrows only point down the list):
 Every formula is written out in ``docs/definitions.md``.
 """
 
-from .inference.diagnostics import ReliabilityWarning
-from .inference.leaderboard import Leaderboard, leaderboard
-from .inference.result import Comparison, EstimateResult, LoggedEstimate
-from .io.movielens import load_movielens_100k
-from .io.split import holdout_split
-from .logged.logged_dcg import logged_dcg
-from .metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
-from .metrics.doubly_robust import dr_dcg
-from .metrics.recall import ips_recall, recall
-from .metrics.rpp import rpp
-from .metrics.stratified import stratified
-from .propensity.discount import (
-    CustomDiscount,
-    ExponentialDiscount,
-    LogDiscount,
-    ReciprocalDiscount,
-)
-from .propensity.models import FixedPropensity, PopularityPropensity, PowerLawPropensity
+from typing import TYPE_CHECKING
+
+from ._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy): a light start-up
+    from .inference.diagnostics import ReliabilityWarning
+    from .inference.leaderboard import Leaderboard, leaderboard
+    from .inference.result import Comparison, EstimateResult, LoggedEstimate
+    from .io.movielens import load_movielens_100k
+    from .io.split import holdout_split
+    from .logged.logged_dcg import logged_dcg
+    from .metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
+    from .metrics.doubly_robust import dr_dcg
+    from .metrics.recall import ips_recall, recall
+    from .metrics.rpp import rpp
+    from .metrics.stratified import stratified
+    from .propensity.discount import (
+        CustomDiscount,
+        ExponentialDiscount,
+        LogDiscount,
+        ReciprocalDiscount,
+    )
+    from .propensity.models import FixedPropensity, PopularityPropensity, PowerLawPropensity
+
+export_lazily(__name__)
 
 __version__ = "0.1.0"
 

@@ -11,6 +11,14 @@ import numpy as np
 import scipy.sparse as sp
 
 
+class NonNumericError(TypeError, ValueError):
+    """Values that are not numbers (text, dates, arbitrary objects) where numbers are needed.
+
+    A TypeError, since the values have the wrong type, and a ValueError like every other
+    refused input, so callers that report refused inputs (``except ValueError``) catch it too.
+    """
+
+
 def as_csr(matrix, name: str, *, duplicates: str = "sum") -> sp.csr_matrix:
     """Canonical float64 CSR copy of a users×items matrix (dense, sparse or a pandas DataFrame).
 
@@ -69,17 +77,52 @@ def entry_position(matrix: sp.csr_matrix, k: int) -> tuple[int, int]:
 
 
 def check_rewards(
-    y_true: sp.csr_matrix, name: str = "y_true", what: str = "rewards must be finite and >= 0"
+    y_true: sp.csr_matrix,
+    name: str = "y_true",
+    what: str = "rewards must be finite and >= 0",
+    *,
+    upper: float | None = None,
 ) -> None:
-    """Rewards must be finite and non-negative (Jeunen et al. Eq. 10 needs ``c ≥ 0``); the
-    message names the matrix (``name``) and the rule (``what``)."""
-    bad = np.flatnonzero(~np.isfinite(y_true.data) | (y_true.data < 0))
+    """Rewards must be finite and non-negative (Jeunen et al. Eq. 10 needs ``c ≥ 0``) and, with
+    ``upper``, at most ``upper``; the message names the matrix (``name``), the first offending
+    value with its (user, item) and the rule (``what``)."""
+    bad = ~np.isfinite(y_true.data) | (y_true.data < 0)
+    if upper is not None:
+        bad |= y_true.data > upper
+    bad = np.flatnonzero(bad)
     if bad.size:
         u, i = entry_position(y_true, bad[0])
         raise ValueError(
             f"{name} has {'reward' if name == 'y_true' else 'value'} {float(y_true.data[bad[0]])} "
             f"at (user {u}, item {i}); {what}"
         )
+
+
+def check_impressions(impressions, shape: tuple[int, int] | None = None) -> sp.csr_matrix:
+    """``impressions`` as a canonical float64 CSR matrix, checked: ``e_ui`` is the probability
+    that the user examined item i where the logging policy showed it, so every value is finite
+    and in [0, 1] (a bool "shown" record counts as 0/1). ``shape`` is that of ``y_true``.
+
+    Examples
+    --------
+    >>> check_impressions([[1.0, 0.5], [0, 0]]).nnz
+    2
+    >>> check_impressions([[2, 0]])
+    Traceback (most recent call last):
+    ...
+    ValueError: impressions has value 2.0 at (user 0, item 0); impressions are examination \
+probabilities: finite and in [0, 1]
+    """
+    shown = as_csr(impressions, "impressions")
+    if shape is not None and shown.shape != tuple(shape):
+        raise ValueError(f"impressions has shape {shown.shape} but y_true has {tuple(shape)}")
+    check_rewards(
+        shown,
+        "impressions",
+        "impressions are examination probabilities: finite and in [0, 1]",
+        upper=1.0,
+    )
+    return shown
 
 
 def check_propensities(values: np.ndarray, describe: Callable[[int], str]) -> None:
@@ -276,7 +319,7 @@ def _check_real_dtype(values: np.ndarray, name: str) -> None:
         detail = f"; stored value {bad[0]} is {values.ravel()[bad[0]]}" if bad.size else ""
         raise ValueError(f"{name} has complex dtype {values.dtype}{detail}: give real numbers")
     if values.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must hold real numbers, got dtype {values.dtype}")
+        raise NonNumericError(f"{name} must hold real numbers, got dtype {values.dtype}")
 
 
 def _stored_position(matrix, k: int) -> str:
@@ -365,9 +408,24 @@ def real_array(values, name: str, *, axes: tuple[str, ...] | None = None) -> np.
     must be the user and item indices 0..n−1 in any order (they are sorted into place);
     other labels, or a repeated label, are refused rather than used by position. Missing
     values (NaN, None, ``pd.NA``) in a DataFrame or Series are refused with their labels.
-    Complex, non-numeric and unconvertible object values are refused with their position
-    (``axes`` name the dimensions, e.g. ``("user", "item")``). Integer and bool arrays keep
-    their dtype; object arrays of numbers become float64.
+    Complex values are refused with their position (``axes`` name the dimensions, e.g.
+    ``("user", "item")``, a ValueError); non-numeric dtypes (text, dates) with the dtype, and
+    text or other non-numbers in an object array with their position, by a
+    :class:`NonNumericError` (a TypeError and a ValueError). Text is never parsed: ``"0.9"``
+    is refused, not read as 0.9. Integer and bool arrays keep their dtype (bools count as
+    0 and 1: a click matrix of bools, or bool scores ranking True above False); object arrays
+    of numbers become float64.
+
+    Examples
+    --------
+    >>> real_array([[True, False]], "y_true").dtype
+    dtype('bool')
+    >>> real_array(np.array([["0.9", "0.1"]], dtype=object), "y_score", axes=("user", "item"))
+    Traceback (most recent call last):
+    ...
+    recpack_ope._validation.NonNumericError: y_score has non-numeric value '0.9' (text) at \
+(user 0, item 0); y_score has dtype object and must hold numbers: convert the text to numbers \
+first
     """
     if _is_pandas(values, "columns"):
         missing = np.asarray(values.isna())
@@ -391,7 +449,10 @@ def real_array(values, name: str, *, axes: tuple[str, ...] | None = None) -> np.
             )
         arr = values.to_numpy()
     else:
-        arr = np.asarray(values)
+        try:
+            arr = np.asarray(values)
+        except ValueError as error:  # e.g. rows of different lengths
+            raise ValueError(f"{name} is not a rectangular array: {error}") from None
     if arr.dtype.kind == "c":
         bad = np.flatnonzero(arr.imag.ravel() != 0)
         k = int(bad[0]) if bad.size else 0
@@ -403,6 +464,19 @@ def real_array(values, name: str, *, axes: tuple[str, ...] | None = None) -> np.
     if arr.dtype.kind in "biuf":
         return arr
     if arr.dtype.kind == "O":
+        for k, v in enumerate(arr.ravel()):
+            if v is None and arr.ndim:  # astype would make it NaN; a bare None is no array
+                raise ValueError(
+                    f"{name} has a missing value (None) at "
+                    f"{_describe(np.unravel_index(k, arr.shape), axes)}; fill or drop it"
+                )
+            # float("0.9") would succeed: text is refused, not parsed.
+            if isinstance(v, (str, bytes)):
+                raise NonNumericError(
+                    f"{name} has non-numeric value {v!r} (text) at "
+                    f"{_describe(np.unravel_index(k, arr.shape), axes)}; {name} has dtype "
+                    "object and must hold numbers: convert the text to numbers first"
+                )
         try:
             return arr.astype(np.float64)
         except (TypeError, ValueError):
@@ -411,11 +485,11 @@ def real_array(values, name: str, *, axes: tuple[str, ...] | None = None) -> np.
             try:
                 float(v)
             except (TypeError, ValueError):
-                raise ValueError(
+                raise NonNumericError(
                     f"{name} has non-numeric value {v!r} at "
-                    f"{_describe(np.unravel_index(k, arr.shape), axes)}"
+                    f"{_describe(np.unravel_index(k, arr.shape), axes)} (dtype object)"
                 ) from None
-    raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    raise NonNumericError(f"{name} must hold real numbers, got dtype {arr.dtype}")
 
 
 def check_bool(value, name: str) -> bool:

@@ -399,8 +399,8 @@ def terminal() -> Terminal:
 
 
 def record_bars(monkeypatch, module) -> list:
-    """The bars ``module`` (a study) makes with ``progress_bar`` from now on, kept to compare
-    their totals with the study's work items."""
+    """The bars ``module`` (a study, or a library module that shows progress) makes with
+    ``progress_bar`` from now on, kept to compare their totals with its work items."""
     from recpack_ope.studies import progress_bar
 
     bars = []

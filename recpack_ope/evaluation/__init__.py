@@ -13,10 +13,17 @@ It sits above :mod:`recpack_ope.registry` and below the engines, adapters and st
   runs compared by RPP, dcgRPP and invRPP (``recpack-ope rpp``)
 """
 
-from .files import FileEvaluation, evaluate_files
-from .inputs import EstimatorInputs
-from .rpp_report import RPPReport, rpp_report
-from .strata_report import ESS_ROW, ReportMetric, StrataReport, strata_report
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .files import FileEvaluation, evaluate_files
+    from .inputs import EstimatorInputs
+    from .rpp_report import RPPReport, rpp_report
+    from .strata_report import ESS_ROW, ReportMetric, StrataReport, strata_report
+
+export_lazily(__name__)
 
 __all__ = [
     "ESS_ROW",

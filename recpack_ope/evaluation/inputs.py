@@ -9,13 +9,14 @@ held-out estimator of :data:`recpack_ope.registry.ESTIMATORS` from them.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import as_csr, check_clip, check_positive_int, check_rewards, shown
+from .._validation import check_clip, check_impressions, check_positive_int, shown
 from ..inference.diagnostics import ReliabilityWarning
 from ..inference.result import EstimateResult
 from ..metrics.cache import RankingCache
@@ -23,7 +24,6 @@ from ..metrics.dcg import _estimate, check_population
 from ..metrics.ranking import TopK
 from ..metrics.stratified import BINNINGS
 from ..propensity.discount import Discount, LogDiscount
-from ..propensity.models import FixedPropensity
 from ..registry import ESTIMATORS, Estimator, default
 from ..reward.validation import check_reward_model
 
@@ -79,7 +79,8 @@ class EstimatorInputs:
     reward_model : object with ``predict(users, items)``, optional
         Click probabilities of examined items, for ``dr_dcg``; needs ``propensity``.
     impressions : scipy.sparse matrix, optional
-        Where the logging policy showed items (users × items); needs ``propensity``. Given,
+        Where the logging policy showed items (users × items), the examination probability
+        there, in [0, 1] (checked now); needs ``propensity``. Given,
         ``ips_dcg`` and ``dr_dcg`` average over the served users and carry the control
         variate of ``compare(..., control_variate=True)``.
     population : {"observed", "all"}
@@ -125,6 +126,9 @@ class EstimatorInputs:
         if not isinstance(self.discount, Discount):
             raise TypeError(f"discount must be a Discount model, got {type(discount).__name__}")
         if propensity is not None and not hasattr(propensity, "fit"):
+            # imported on use: start-up time (docs/performance.md)
+            from ..propensity.models import FixedPropensity
+
             propensity = FixedPropensity(propensity).fit()
         self.propensity = propensity
         check_clip(clip, allow_auto=True)
@@ -144,13 +148,44 @@ class EstimatorInputs:
         if reward_model is not None:
             check_reward_model(reward_model)  # the data's shape is checked at evaluation
         if impressions is not None:
-            check_rewards(
-                as_csr(impressions, "impressions"),
-                "impressions",
-                "impressions are expected examinations",
-            )
+            check_impressions(impressions)
         self.reward_model, self.impressions = reward_model, impressions
         self._check_items()
+
+    def check_options(self, options: dict) -> None:
+        """Refuse keyword ``options`` that neither this class (an adapter) nor
+        :class:`EstimatorInputs` takes: a TypeError naming the class the user called, the
+        option, the closest valid one (a typo such as ``clipp``) and every valid one. An
+        adapter that passes ``**options`` on to :class:`EstimatorInputs` calls it first.
+
+        Examples
+        --------
+        >>> class Adapter(EstimatorInputs):
+        ...     def __init__(self, propensity=None, **options):
+        ...         self.check_options(options)
+        ...         super().__init__(propensity, **options)
+        >>> Adapter(clipp=3)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: Adapter got an unknown option 'clipp' (did you mean 'clip'?); its options are ...
+        """
+        valid = {
+            name
+            for cls in (type(self), EstimatorInputs)
+            for name, parameter in inspect.signature(cls.__init__).parameters.items()
+            if name != "self"
+            and parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)
+        }
+        for option in options:
+            if option not in valid:
+                import difflib  # on the error path only: start-up stays lean
+
+                close = difflib.get_close_matches(option, sorted(valid), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise TypeError(
+                    f"{type(self).__name__} got an unknown option {option!r}{hint}; its options "
+                    f"are {', '.join(sorted(valid))}"
+                )
 
     def _check_items(self, X=None) -> None:
         """The training data ``X``, propensities, impressions and reward model (those known)

@@ -19,31 +19,38 @@ propensities.
 * ``clipping``     – ``clip="auto"``: SLOPE selection of the clipping threshold, ``ClipSelection``
 """
 
-from .aggregation import borda, majority, mc4, order
-from .agreement import (
-    MetricAgreement,
-    SteigerResult,
-    agreement,
-    disagreement_probability,
-    steiger_test,
-    steiger_z,
-)
-from .clipping import ClipSelection
-from .diagnostics import PropensityCalibration, ReliabilityWarning, WeightDiagnostics
-from .leaderboard import Leaderboard, leaderboard
-from .moments import Moments, SummaryEstimate
-from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
-from .significance import (
-    DiscriminativePower,
-    PairwiseTests,
-    TiedWithBest,
-    adjust_p_values,
-    discriminative_power,
-    paired_t_tests,
-    randomised_tukey_hsd,
-    tied_with_best,
-)
-from .systems import PreferenceMatrix, SystemScores
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .aggregation import borda, majority, mc4, order
+    from .agreement import (
+        MetricAgreement,
+        SteigerResult,
+        agreement,
+        disagreement_probability,
+        steiger_test,
+        steiger_z,
+    )
+    from .clipping import ClipSelection
+    from .diagnostics import PropensityCalibration, ReliabilityWarning, WeightDiagnostics
+    from .leaderboard import Leaderboard, leaderboard
+    from .moments import Moments, SummaryEstimate
+    from .result import Comparison, EstimateResult, LoggedEstimate, PairedEstimate
+    from .significance import (
+        DiscriminativePower,
+        PairwiseTests,
+        TiedWithBest,
+        adjust_p_values,
+        discriminative_power,
+        paired_t_tests,
+        randomised_tukey_hsd,
+        tied_with_best,
+    )
+    from .systems import PreferenceMatrix, SystemScores
+
+export_lazily(__name__)
 
 __all__ = [
     "EstimateResult",

@@ -21,7 +21,6 @@ by run name; here ties abstain and the stationary distribution is solved exactly
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from .._chunks import CHUNK_ELEMENTS
 from .._validation import check_fraction, real_array
@@ -47,6 +46,9 @@ def _scores(per_user) -> np.ndarray:
 
 def borda(per_user) -> np.ndarray:
     """Mean Borda points of each system (systems beaten + ½ per tie, in [0, M − 1])."""
+    # imported on use: start-up time (docs/performance.md)
+    from scipy import stats
+
     return (stats.rankdata(_scores(per_user), axis=1) - 1).mean(axis=0)
 
 

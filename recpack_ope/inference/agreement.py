@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from .._validation import real_array, shown
 
@@ -28,10 +27,8 @@ __all__ = [
     "steiger_test",
 ]
 
-_CORRELATIONS = {
-    "pearson": lambda a, b: stats.pearsonr(a, b)[0],
-    "kendall": lambda a, b: stats.kendalltau(a, b)[0],
-}
+#: Steiger's test's correlations: method → the scipy.stats function computing it.
+_CORRELATIONS = {"pearson": "pearsonr", "kendall": "kendalltau"}
 
 
 def _aligned(a, b, names: tuple[str, str]):
@@ -129,6 +126,9 @@ def agreement(a, b) -> MetricAgreement:
         constant over the models (they are undefined); the disagreement probability is
         defined for any values. Two pandas Series are paired by their model labels.
     """
+    # imported on use: start-up time (docs/performance.md)
+    from scipy import stats
+
     x, y = _paired_vectors(a, b, min_size=3)
     r, r_p = stats.pearsonr(x, y)
     tau, tau_p = stats.kendalltau(x, y)
@@ -194,6 +194,9 @@ def steiger_z(
     psi = r_yz * (1 - 2 * rbar2) - 0.5 * rbar2 * (1 - 2 * rbar2 - r_yz**2)
     c = psi / (1 - rbar2) ** 2
     z = (np.arctanh(r_xy) - np.arctanh(r_xz)) * np.sqrt(n - 3) / np.sqrt(2 - 2 * c)
+    # imported on use: start-up time (docs/performance.md)
+    from scipy import stats
+
     if alternative == "two-sided":
         p = 2 * stats.norm.sf(abs(z))
     elif alternative == "greater":
@@ -232,8 +235,11 @@ def steiger_test(
         raise ValueError(f"method must be one of {sorted(_CORRELATIONS)}, got {method!r}")
     t, a = _paired_vectors(truth, y, min_size=4, names=("truth", "y"))
     _, b = _paired_vectors(truth, z, min_size=4, names=("truth", "z"))
-    corr = _CORRELATIONS[method]
-    r_ty, r_tz, r_yz = corr(t, a), corr(t, b), corr(a, b)
+    # imported on use: start-up time (docs/performance.md)
+    from scipy import stats
+
+    correlation = getattr(stats, _CORRELATIONS[method])
+    r_ty, r_tz, r_yz = (correlation(*pair)[0] for pair in ((t, a), (t, b), (a, b)))
     for label, r in (("truth and y", r_ty), ("truth and z", r_tz), ("y and z", r_yz)):
         # A perfect correlation computed in floating point can miss ±1 by one rounding; its
         # Fisher transform is infinite either way, so Steiger's Z is undefined.

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["ClipSelection", "clip_candidates", "slope_index", "select_clip"]
+__all__ = ["ClipSelection", "clip_candidates", "slope_index", "select_clip", "clipped_estimate"]
 
 AUTO = "auto"
 
@@ -38,7 +38,28 @@ def clip_candidates(raw: np.ndarray) -> np.ndarray:
 
     Only thresholds below the largest inverse propensity are kept: larger ones change no
     weight and would repeat the unclipped estimate.
+
+    Raises
+    ------
+    ValueError
+        For an inverse propensity that is NaN or infinite (a propensity below about 5.6e-309,
+        whose ``1/p`` overflows float64): SLOPE starts from the unclipped estimate, which such
+        a weight makes infinite.
+
+    Examples
+    --------
+    >>> clip_candidates(np.array([1.0, 2.5, 6.0])).tolist()
+    [inf, 4.0, 2.0, 1.0]
     """
+    raw = np.asarray(raw, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(raw))
+    if bad.size:
+        raise ValueError(
+            f'clip="auto": inverse propensity {raw[bad[0]]} (of {bad.size} such weights) is not '
+            "finite, as 1/p is for a propensity below about 5.6e-309: SLOPE starts from the "
+            "unclipped estimate, which it makes infinite; check the propensities (floor them) or "
+            "pass a finite clip="
+        )
     largest = float(np.max(raw, initial=1.0))
     finite = 2.0 ** np.arange(0, max(math.ceil(math.log2(largest)), 0))
     return np.concatenate([[np.inf], finite[finite < largest][::-1]])
@@ -206,6 +227,63 @@ def select_clip(estimate: Callable[[float | None], object], raw: np.ndarray):
         name=f"{results[0].name} (auto m={_label(selection.clip)})",
         clip_selection=selection,
     )
+
+
+def clipped_estimate(
+    estimate: Callable[[float | None], object],
+    clip: float | str | None,
+    raw: np.ndarray,
+    *,
+    needs: str,
+    unit: str,
+    stacklevel: int,
+):
+    """The estimate at ``clip`` (a threshold, None, or ``"auto"`` for :func:`select_clip` over
+    the inverse propensities ``raw`` of the evaluated rows), after a reliability warning to
+    the estimator's caller if its weight diagnostics call for one.
+
+    Parameters
+    ----------
+    estimate : callable
+        ``estimate(m)`` → an estimate with weights clipped at ``m`` (None: no clipping).
+    clip : float, "auto" or None
+        The validated clipping.
+    raw : numpy.ndarray
+        Inverse propensities of the evaluated rows, which set SLOPE's candidates.
+    needs : str
+        What ``"auto"`` needs and ``raw`` lacks when it is empty, for the error.
+    unit : str
+        What the estimate averages over, for the warning (``"sessions"``).
+    stacklevel : int
+        Frames from this helper's caller to the user's call (1: the caller is called by the
+        user).
+
+    Examples
+    --------
+    >>> from recpack_ope.inference.result import EstimateResult
+    >>> def estimate(m):
+    ...     return EstimateResult(f"mean (m={m})", np.array([1.0, 2.0]), (1,), np.arange(2), 0)
+    >>> clipped_estimate(estimate, 4.0, np.array([8.0]), needs="", unit="", stacklevel=1).name
+    'mean (m=4.0)'
+    """
+    auto = isinstance(clip, str) and clip == AUTO
+    infinite = np.flatnonzero(~np.isfinite(raw))
+    if infinite.size and (auto or clip is None):
+        raise ValueError(
+            f"an inverse propensity of the evaluated rows is {raw[infinite[0]]}, as 1/p is for a "
+            "propensity below about 5.6e-309: the unclipped estimate"
+            + (', clip="auto"\'s first candidate,' if auto else "")
+            + " is infinite; floor the propensities or pass a finite clip="
+        )
+    if auto:
+        if not raw.size:
+            raise ValueError(f'clip="auto" needs {needs}')
+        result = select_clip(estimate, raw)
+    else:
+        result = estimate(clip)
+    if result.diagnostics is not None:
+        result.diagnostics.warn(result.name, stacklevel=stacklevel + 3, unit=unit)
+    return result
 
 
 def _label(clip: float | None) -> str:

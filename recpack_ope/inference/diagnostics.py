@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_fraction, real_array
+from .._validation import check_fraction, real_array, shown
 from . import _student
 
 __all__ = [
@@ -145,9 +145,32 @@ def named(name: str) -> str:
     return name if subject is None else f"{subject}: {name}"
 
 
-def share(part: float, total: float) -> float:
-    """``part / total``, NaN when the estimate's contributions sum to 0."""
-    return part / total if total else math.nan
+def share(part: float, total: float, empty: float = math.nan) -> float:
+    """``part / total``; ``empty`` (NaN unless given) when ``total`` is 0, e.g. when the
+    estimate's contributions sum to 0."""
+    return part / total if total else empty
+
+
+def _clipped_mass(raw: np.ndarray, kept: np.ndarray, clipped: np.ndarray) -> float:
+    """``Σ (v − w) / Σ v`` over groups of raw mass ``raw`` and kept mass ``kept``: exactly 0
+    without raw mass (every weight 0), and 1, its limit, when an infinite raw weight (1/p
+    overflowing) was clipped to a finite one."""
+    total = float(raw.sum())
+    if math.isinf(total):
+        return 1.0
+    # Only clipped groups lose mass: summing the others would leave rounding, not 0.
+    return share(float(np.where(clipped > 0, raw - kept, 0.0).sum()), total, empty=0.0)
+
+
+def _kish(weight: np.ndarray, count: np.ndarray) -> float:
+    """Kish ``(Σ_j w_j)² / Σ_j w_j²`` of ``count`` interactions per distinct weight, on the
+    weights divided by the largest so that weights near the float limit do not overflow the
+    squares; 0 when every weight is 0 (no interaction carries weight)."""
+    top = float(weight.max(initial=0.0))
+    if top == 0:
+        return 0.0
+    scaled = weight / top
+    return float((count @ scaled) ** 2 / (count @ scaled**2))
 
 
 def check_ess_threshold(threshold: float) -> float:
@@ -360,12 +383,49 @@ class WeightGroups:
     user_total: np.ndarray
     user_count: np.ndarray
 
+    def __post_init__(self) -> None:
+        for fields in (_WEIGHT_FIELDS, _USER_FIELDS):
+            shapes = {np.shape(getattr(self, f)) for f in fields}
+            if len(shapes) != 1 or len(next(iter(shapes))) != 1:
+                raise ValueError(
+                    f"WeightGroups {', '.join(fields)} must be 1-D arrays of one length, got "
+                    f"shapes {[np.shape(getattr(self, f)) for f in fields]}"
+                )
+        for f in _WEIGHT_FIELDS + _USER_FIELDS:
+            _check_nonnegative(getattr(self, f), f"WeightGroups {f}", infinite=f == "raw")
+
     @classmethod
     def from_interactions(
         cls, raw: np.ndarray, weights: np.ndarray, contributions: np.ndarray, users: np.ndarray
     ) -> WeightGroups:
         """Group aligned per-interaction arrays by weight, and the interactions' users (any
-        labels) by their total contribution."""
+        labels) by their total contribution.
+
+        Raises
+        ------
+        ValueError
+            Unless ``raw``, ``weights`` and ``contributions`` are 1-D, of one length, finite
+            and >= 0, with every weight at most its raw inverse propensity (clipping only
+            lowers weights); the message names the argument, position and value.
+        """
+        arrays = {"raw": raw, "weights": weights, "contributions": contributions}
+        for name, values in arrays.items():
+            values = real_array(values, name).astype(np.float64, copy=False)
+            if values.ndim != 1 or values.shape != np.shape(raw):
+                raise ValueError(
+                    f"raw, weights and contributions must be 1-D with one value per evaluated "
+                    f"interaction, got shapes {[np.shape(v) for v in arrays.values()]}"
+                )
+            _check_nonnegative(values, name, infinite=name == "raw")
+            arrays[name] = values
+        raw, weights, contributions = arrays.values()
+        above = np.flatnonzero(weights > raw)
+        if above.size:
+            k = above[0]
+            raise ValueError(
+                f"weights[{k}] is {shown(weights[k])}, above its raw inverse propensity raw[{k}] = "
+                f"{shown(raw[k])}: a kept weight is min(m, 1/p), never more than 1/p"
+            )
         users = np.asarray(users)
         if users.shape != np.shape(contributions):
             raise ValueError(
@@ -402,6 +462,23 @@ class WeightGroups:
         weight = _grouped(self.weight, [getattr(self, f) for f in _WEIGHT_FIELDS[1:]])
         users = _grouped(self.user_total, [self.user_count])
         return WeightGroups(*weight, *users)
+
+
+def _check_nonnegative(values: np.ndarray, name: str, *, infinite: bool = False) -> None:
+    """Refuse a NaN, negative or (unless ``infinite``) infinite entry of ``values``, naming
+    ``name`` and where. Raw inverse propensities may be infinite: 1/p overflows for a
+    propensity below about 5.6e-309, whose clipped weight is still finite."""
+    values = np.asarray(values)
+    bad = ~(values >= 0)  # NaN too
+    if not infinite:
+        bad |= ~np.isfinite(values)
+    bad = np.flatnonzero(bad)
+    if bad.size:
+        k = bad[0]
+        raise ValueError(
+            f"{name}[{k}] is {shown(values[k])}: weights and contributions are finite and >= 0, "
+            "raw inverse propensities >= 0"
+        )
 
 
 def _grouped(key: np.ndarray, sums: list[np.ndarray]) -> list[np.ndarray]:
@@ -471,6 +548,27 @@ class WeightDiagnostics:
     calibration: PropensityCalibration | None = None
     groups: WeightGroups | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        for name in ("n_weights", "n_clipped", "n_users"):
+            count = getattr(self, name)
+            if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+                raise ValueError(f"WeightDiagnostics {name} must be an integer >= 0, got {count!r}")
+        # ESS lies in [0, n] (Cauchy–Schwarz), up to rounding; the clipped mass is a share.
+        for name, high in (("ess", self.n_weights * (1 + 1e-9)), ("max_weight", math.inf)):
+            value = getattr(self, name)
+            if not 0 <= value <= high:
+                raise ValueError(
+                    f"WeightDiagnostics {name} must be in [0, {high:g}], got {value!r}"
+                )
+        for name, nan in (("clipped_mass", False), ("top_share", True), ("user_share", True)):
+            value = getattr(self, name)
+            if not (0 <= value <= 1 or (nan and math.isnan(value))):
+                raise ValueError(
+                    f"WeightDiagnostics {name} is a share, in [0, 1]"
+                    + (" or NaN" if nan else "")
+                    + f", got {value!r}"
+                )
+
     @property
     def ess_ratio(self) -> float:
         """``ESS / n`` in (0, 1]: 1 when all weights are equal; 0 without interactions."""
@@ -517,14 +615,11 @@ class WeightDiagnostics:
         total = float(groups.user_total @ groups.user_count)
         return cls(
             n_weights=n,
-            ess=float(weighted.sum() ** 2 / (weighted * groups.weight).sum()),
+            ess=_kish(groups.weight, groups.count),
             max_weight=float(groups.weight[0]),
             top_share=share(float(filled @ groups.contribution), float(groups.contribution.sum())),
             n_clipped=int(groups.clipped.sum()),
-            # Only clipped groups lose mass: summing the others would leave rounding, not 0.
-            clipped_mass=float(
-                np.where(groups.clipped > 0, groups.raw - weighted, 0.0).sum() / groups.raw.sum()
-            ),
+            clipped_mass=_clipped_mass(groups.raw, weighted, groups.clipped),
             threshold=threshold,
             n_users=n_users,
             user_share=_carriers(groups.user_total, groups.user_count, USER_MASS) / n_users

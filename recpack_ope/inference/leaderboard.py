@@ -39,7 +39,6 @@ each metric is in bold. Values are shown with :data:`SIGNIFICANT_DIGITS` signifi
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import math
@@ -513,6 +512,9 @@ class Leaderboard:
         """An HTML table with a caption saying what the marks mean: the best of each metric in
         ``<b>``, the letters of the models a value is significantly better than in ``<sup>``.
         """
+        # imported on use: start-up time (docs/performance.md)
+        import html
+
         caption = html.escape(self._legend(_SUPERSCRIPT, "p < {:g}", "†"))
         head = "".join(f"<th>{html.escape(m)}</th>" for m in self.metrics)
         lines = [

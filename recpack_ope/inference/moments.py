@@ -43,8 +43,16 @@ from functools import cached_property
 
 import numpy as np
 
+from .._validation import check_positive_int, real_array, shown
 from .diagnostics import WeightDiagnostics
-from .result import Comparison, EstimateResult, PairedEstimate, _sensitivity, _weighting
+from .result import (
+    Comparison,
+    EstimateResult,
+    PairedEstimate,
+    _sensitivity,
+    _unpaired,
+    _weighting,
+)
 from .sensitivity import Linear, SensitivityBounds, Weighting
 
 __all__ = ["Moments", "SummaryEstimate", "SummaryComparison", "WeightSums", "product_gradient"]
@@ -81,12 +89,49 @@ class Moments:
     mean: np.ndarray
     comoment: np.ndarray
 
+    def __post_init__(self) -> None:
+        n = self.n
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"Moments n must be an integer >= 0 (users), got {shown(n)}")
+        mean = real_array(self.mean, "Moments mean").astype(np.float64, copy=False)
+        comoment = real_array(self.comoment, "Moments comoment").astype(np.float64, copy=False)
+        if mean.ndim != 1 or comoment.shape != (mean.size, mean.size):
+            raise ValueError(
+                f"Moments mean must be 1-D (d,) and comoment (d, d), got shapes {mean.shape} "
+                f"and {comoment.shape}"
+            )
+        for name, values in (("mean", mean), ("comoment", comoment)):
+            bad = np.flatnonzero(~np.isfinite(values))
+            if bad.size:
+                at = np.unravel_index(bad[0], values.shape)
+                raise ValueError(
+                    f"Moments {name} is {values[at]} at {tuple(int(i) for i in at)}: moments "
+                    "of per-user terms are finite (a NaN or infinite term has no mean)"
+                )
+        object.__setattr__(self, "n", int(n))
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "comoment", comoment)
+
     @classmethod
     def from_terms(cls, terms: np.ndarray) -> Moments:
-        """Moments of the rows of ``terms`` (users × d)."""
-        terms = np.asarray(terms, dtype=np.float64)
+        """Moments of the rows of ``terms`` (users × d), which must be finite.
+
+        Examples
+        --------
+        >>> m = Moments.from_terms([[1.0, 2.0], [3.0, 2.0]])
+        >>> m.n, m.mean.tolist(), m.comoment.tolist()
+        (2, [2.0, 2.0], [[2.0, 0.0], [0.0, 0.0]])
+        """
+        terms = real_array(terms, "terms").astype(np.float64, copy=False)
         if terms.ndim != 2:
             raise ValueError(f"terms must be a users × terms matrix, got shape {terms.shape}")
+        bad = np.argwhere(~np.isfinite(terms))
+        if bad.size:
+            u, k = bad[0]
+            raise ValueError(
+                f"terms are not finite: {terms[u, k]} in row {u}, column {k}; moments need "
+                "finite per-user terms"
+            )
         if terms.shape[0] == 0:
             return cls.empty(terms.shape[1])
         mean = terms.mean(axis=0)
@@ -104,7 +149,15 @@ class Moments:
         return int(self.mean.size)
 
     def merge(self, other: Moments) -> Moments:
-        """Moments of the union of two disjoint sets of users (Chan et al.'s pairwise update)."""
+        """Moments of the union of two disjoint sets of users (Chan et al.'s pairwise update).
+
+        Raises
+        ------
+        TypeError, ValueError
+            Unless ``other`` is a :class:`Moments` of as many terms.
+        """
+        if not isinstance(other, Moments):
+            raise TypeError(f"other must be Moments, got {type(other).__name__}")
         if other.dim != self.dim:
             raise ValueError(f"cannot merge moments of {self.dim} and {other.dim} terms")
         if other.n == 0:
@@ -119,7 +172,28 @@ class Moments:
 
     @classmethod
     def combine(cls, parts, d: int) -> Moments:
-        """Merge any number of moments of ``d`` terms, pairwise so rounding stays balanced."""
+        """Merge any number of moments of ``d`` terms, pairwise so rounding stays balanced.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For a part that is not :class:`Moments` or whose number of terms is not ``d``
+            (empty parts included).
+
+        Examples
+        --------
+        >>> parts = [Moments.from_terms([[1.0]]), Moments.from_terms([[3.0]]), Moments.empty(1)]
+        >>> merged = Moments.combine(parts, 1)
+        >>> merged.n, merged.mean.tolist(), merged.comoment.tolist()
+        (2, [2.0], [[2.0]])
+        """
+        d = check_positive_int(d, "d")
+        parts = list(parts)
+        for k, part in enumerate(parts):
+            if not isinstance(part, Moments):
+                raise TypeError(f"parts[{k}] must be Moments, got {type(part).__name__}")
+            if part.dim != d:
+                raise ValueError(f"parts[{k}] has {part.dim} terms, but d = {d} were declared")
         parts = [p for p in parts if p.n]
         if not parts:
             return cls.empty(d)
@@ -406,7 +480,8 @@ class SummaryEstimate(PairedEstimate):
 
     @property
     def value(self) -> float:
-        """The estimate."""
+        """The estimate; refused over no users (:class:`PairedEstimate`)."""
+        self._check_users()
         return float(self.estimate)
 
     @property
@@ -447,6 +522,8 @@ class SummaryEstimate(PairedEstimate):
         """Paired comparison ``self − other`` over the same users (see
         :meth:`PairedEstimate.compare`); both estimates must come from the same pass.
         Control variates need per-user controls, which summaries do not carry."""
+        if isinstance(other, PairedEstimate) and not isinstance(other, SummaryEstimate):
+            raise ValueError(_unpaired(other, self))
         if (
             not isinstance(other, SummaryEstimate)
             or other.moments is not self.moments

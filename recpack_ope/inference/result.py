@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy import stats
 
 from .._validation import check_fraction, real_array, shown
 from . import _student
@@ -69,6 +68,16 @@ def _warn_if_biased_control(control: np.ndarray, name: str) -> None:
             ReliabilityWarning,
             stacklevel=4,
         )
+
+
+def _unpaired(estimate, summary) -> str:
+    """Why a per-user estimate and a summary from merged moments cannot be compared."""
+    return (
+        f"cannot pair {estimate.name} with {summary.name}: {summary.name} is known only through "
+        "merged moments (e.g. from Spark), whose per-user values stayed with the engine, and a "
+        "paired test needs every user's values of both estimates; evaluate both in one pass of "
+        "the same engine (both in memory, or both in one Spark call)"
+    )
 
 
 def _weighting(estimate: PairedEstimate) -> Weighting:
@@ -124,10 +133,24 @@ class PairedEstimate(ABC):
     Subclasses provide ``name``, ``user_ids``, :attr:`value` and :attr:`influence` (mean 0 over
     ``user_ids``); the standard error, interval and paired test follow from those alone, so
     any two estimates over the same users can be compared, whatever their form.
+
+    An estimate over no users has no value: a mean over no users is undefined, so
+    :attr:`value` raises a ValueError naming the estimate rather than report 0 or NaN (and
+    the standard error, interval and tests, which need at least 2 users, raise too).
     """
 
     name: str
     user_ids: np.ndarray
+
+    def _check_users(self) -> None:
+        """Refuse the value of an estimate over no users (the class docstring's rule)."""
+        if self.n_users == 0:
+            excluded = getattr(self, "n_excluded_users", 0)
+            raise ValueError(
+                f"{self.name} has no evaluated user ({excluded} excluded for lack of held-out "
+                "interactions or reward): a mean over no users is undefined, so the estimate "
+                "has no value"
+            )
 
     @property
     @abstractmethod
@@ -215,6 +238,8 @@ class PairedEstimate(ABC):
                 f"other must be an estimate (EstimateResult, StratifiedResult, …) to pair with "
                 f"{self.name}, got {type(other).__name__}"
             )
+        if getattr(other, "user_ids", None) is None:
+            raise ValueError(_unpaired(self, other))
         if not np.array_equal(self.user_ids, other.user_ids):
             raise ValueError(
                 f"cannot pair {self.name} ({self.n_users} users) with {other.name} "
@@ -256,7 +281,10 @@ class PairedEstimate(ABC):
             reduction = 1.0 - float(residual @ residual) / plain if plain > 0 else 0.0
         if residual.size < 2:
             raise ValueError("a paired comparison needs at least 2 users")
-        se = float(np.sqrt(residual @ residual / (residual.size - 1) / residual.size))
+        # On the residuals scaled by a power of two: squares of values near 1e308 overflow.
+        scale = _student.power_of_two_scale(residual)
+        scaled = residual / scale
+        se = float(np.sqrt(scaled @ scaled / (residual.size - 1) / residual.size)) * scale
         return Comparison.from_difference(
             name,
             diff,
@@ -384,7 +412,8 @@ class EstimateResult(PairedEstimate):
 
     def _gradient(self) -> np.ndarray:
         """``∂value/∂m_k`` at the observed means, finite even when a numerator mean is 0."""
-        means = self.terms.mean(axis=0)
+        self._check_users()
+        means = _student.mean(self.terms, axis=0)
         exps = np.asarray(self.exponents)
         grad = np.empty(means.size)
         for k in range(means.size):
@@ -394,8 +423,10 @@ class EstimateResult(PairedEstimate):
 
     @property
     def value(self) -> float:
-        """The estimate ``Π_k mean(x_k) ** e_k``."""
-        return float(np.prod(self.terms.mean(axis=0) ** np.asarray(self.exponents)))
+        """The estimate ``Π_k mean(x_k) ** e_k``; refused over no users
+        (:class:`PairedEstimate`)."""
+        self._check_users()
+        return float(np.prod(_student.mean(self.terms, axis=0) ** np.asarray(self.exponents)))
 
     @property
     def per_user(self) -> np.ndarray:
@@ -407,7 +438,8 @@ class EstimateResult(PairedEstimate):
     @property
     def influence(self) -> np.ndarray:
         """Per-user influence values ``z_u`` of the delta method (mean 0)."""
-        return (self.terms - self.terms.mean(axis=0)) @ self._gradient()
+        gradient = self._gradient()  # refuses no users before their means are taken
+        return (self.terms - _student.mean(self.terms, axis=0)) @ gradient
 
     def sensitivity(self, gamma: float, level: float | None = None) -> SensitivityBounds:
         """The smallest and largest value of this estimate when every propensity may be off by
@@ -452,6 +484,8 @@ class EstimateResult(PairedEstimate):
 
     def _headline(self) -> str:
         """Value, interval and the users behind them."""
+        if self.n_users == 0:
+            return f"{self.name}: no evaluated user ({self.n_excluded_users} excluded), no value"
         if self.n_users < 2:
             return f"{self.name} = {self.value:.6g} ({self.n_users} user)"
         lo, hi = self.confidence_interval()
@@ -554,7 +588,9 @@ class Comparison:
         """One-sided p-value of H0 "difference ≤ 0" against "difference > 0" (the test of an
         improvement, Jeunen et al. §6.2), Student-t with ``n_users − 1`` degrees of freedom."""
         if self.standard_error > 0:
-            return float(stats.t.sf(self.difference / self.standard_error, self.n_users - 1))
+            return float(
+                _student.t_survival(self.difference / self.standard_error, self.n_users - 1)
+            )
         return 0.0 if self.difference > 0 else 1.0
 
     def sensitivity(self, gamma: float, level: float | None = None) -> SensitivityBounds:

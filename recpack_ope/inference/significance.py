@@ -70,14 +70,13 @@ T. Sakai, "Statistical reform in information retrieval?", SIGIR Forum 48(1), 201
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from .._chunks import CHUNK_ELEMENTS
 from .._validation import check_fraction, check_positive_int, check_seed, real_array
-from ._student import t_test_p_value
+from ._student import power_of_two_scale, t_quantile, t_test_p_value
 from .systems import PreferenceMatrix, SystemScores
 
 __all__ = [
@@ -233,6 +232,39 @@ def _finite(sample) -> None:
         )
 
 
+def _scaled(sample):
+    """``sample`` with its values divided by a power of two that brings them into (−2, 2),
+    and that scale: means, differences and variances of scores near the float limit (1e308)
+    would overflow, while t statistics and p-values do not depend on the scale."""
+    scale = power_of_two_scale(sample.per_user)
+    if scale == 1.0:
+        return sample, scale
+    return replace(sample, per_user=sample.per_user / scale), scale
+
+
+def _unscaled(difference: np.ndarray, scale: float, pair) -> np.ndarray:
+    """Differences of means computed on a :func:`_scaled` sample, back in the scores' units;
+    refused where they exceed the float range. ``pair(k)`` names the two systems of flat
+    position k."""
+    with np.errstate(over="ignore"):
+        out = difference * scale
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        first, second = pair(int(bad[0]))
+        raise ValueError(
+            f"the mean difference of systems {first!r} and {second!r} is "
+            f"{float(difference.flat[bad[0]])!r} × 2^{int(np.log2(scale))}, beyond float64: "
+            "rescale the scores (their p-values do not depend on the scale)"
+        )
+    return out
+
+
+def _pair_names(sample):
+    """The two systems of flat position k of an M × M matrix of ``sample``."""
+    m = len(sample.names)
+    return lambda k: (sample.names[k // m], sample.names[k % m])
+
+
 def _observed(sample) -> np.ndarray:
     if _kind(sample) == "preference":
         return sample.mean
@@ -263,6 +295,7 @@ def paired_t_tests(sample, correction: str = "bonferroni") -> PairwiseTests:
         raise ValueError(f"correction must be one of {CORRECTIONS}, got {correction!r}")
     _kind(sample)
     _finite(sample)
+    sample, scale = _scaled(sample)
     diff = _observed(sample)
     n = sample.per_user.shape[0]
     if n < 2:
@@ -281,7 +314,7 @@ def paired_t_tests(sample, correction: str = "bonferroni") -> PairwiseTests:
     p.T[upper] = p[upper]
     return PairwiseTests(
         names=sample.names,
-        difference=diff,
+        difference=_unscaled(diff, scale, _pair_names(sample)),
         p_value=p,
         test="t" if correction == "none" else correction,
         measure=sample.name,
@@ -311,6 +344,7 @@ def randomised_tukey_hsd(sample, n_resamples: int = 1000, seed: int | None = 0) 
     seed = check_seed(seed)
     kind = _kind(sample)
     _finite(sample)
+    sample, scale = _scaled(sample)
     observed = np.abs(_observed(sample))
     values = sample.per_user
     n_users, m = values.shape[0], len(sample.names)
@@ -346,7 +380,7 @@ def randomised_tukey_hsd(sample, n_resamples: int = 1000, seed: int | None = 0) 
     np.fill_diagonal(p, 1.0)
     return PairwiseTests(
         names=sample.names,
-        difference=_observed(sample),
+        difference=_unscaled(_observed(sample), scale, _pair_names(sample)),
         p_value=p,
         test="tukey",
         measure=sample.name,
@@ -601,7 +635,7 @@ def _mcb(
     if m == 2:
         # One pair: the largest |t| is Student's |t_ν| and MCB is the two-sided paired t-test.
         p = np.where(worst > 0, t_test_p_value(np.maximum(worst, 0), 1.0, n_users), 1.0)
-        c = float(stats.t.ppf(1 - alpha / 2, nu))
+        c = float(t_quantile(1 - alpha / 2, nu))
         words += f"the paired t-test's |t|, Student's t with {nu} df (exact)"
     else:
         maxima = _max_abs_t_draws(values, pair_sd, n_draws, rng)
@@ -727,14 +761,14 @@ def tied_with_best(
         )
     else:
         correction = "none"
-    values = sample.per_user
-    n_users, m = values.shape
+    n_users, m = sample.per_user.shape
     if m < 2:
         raise ValueError(f"sample must hold at least 2 systems, got {m}: {list(sample.names)}")
     if n_users < 2:
         raise ValueError(f"sample must hold at least 2 users, got {n_users}")
     _finite(sample)
-    means = sample.means
+    scaled, scale = _scaled(sample)
+    values, means = scaled.per_user, scaled.means
     order = np.argsort(-means, kind="stable")
     best = int(order[0])
     difference = means[best] - means[order]
@@ -765,14 +799,14 @@ def tied_with_best(
         names=names,
         best=names[0],
         tied=tied,
-        mean=means[order],
-        difference=difference,
+        mean=sample.means[order],
+        difference=_unscaled(difference, scale, lambda k: (names[0], names[k])),
         p_value=p_value,
         alpha=alpha,
         correction=correction,
         test=test,
         measure=sample.name,
         procedure=procedure,
-        interval=interval,
+        interval=None if interval is None else interval * scale,
         critical_value=critical_value,
     )

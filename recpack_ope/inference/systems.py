@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._validation import real_array
-from . import aggregation
+from . import _student, aggregation
 from .result import EstimateResult, PairedEstimate
 
 if TYPE_CHECKING:
@@ -167,8 +167,9 @@ class SystemScores:
 
     @property
     def means(self) -> np.ndarray:
-        """Mean score of each system over users."""
-        return self.per_user.mean(axis=0)
+        """Mean score of each system over users (scores near the float limit do not overflow
+        the sum)."""
+        return _student.mean(self.per_user, axis=0)
 
     def index(self, name: str) -> int:
         """Column of a system, with a message naming the known systems."""

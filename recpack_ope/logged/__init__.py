@@ -16,20 +16,31 @@
 * ``pairwise_disagreement`` – classic and counterfactual pairwise disagreement (Gilotte 2019)
 """
 
-from .adaptive_ips import BehaviorSelection, adaptive_ips, select_behavior
-from .banner_marginals import banner_rank_marginals, sampled_banner_rank_marginals
-from .cascade_dr import cascade_dr
-from .doubly_robust import logged_dr_dcg
-from .estimator_choice import EstimatorChoice, EstimatorRow, choose_estimator
-from .feed_log import FeedLog
-from .logged_dcg import logged_dcg
-from .pairwise_disagreement import Disagreement, counterfactual_disagreement, pairwise_disagreement
-from .plackett_luce import exposure, rank_marginals, sample_rankings
-from .policies import DeterministicRanker, Exposure, LoggedRanking, PlackettLuceRanker
-from .position_bias import PositionBiasEM, ShuffledPositionBias
-from .pseudo_inverse import pseudo_inverse
-from .ranking_ips import cascade_ips, independent_ips, standard_ips
-from .thompson_sampling import ThompsonSamplingRanker
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .adaptive_ips import BehaviorSelection, adaptive_ips, select_behavior
+    from .banner_marginals import banner_rank_marginals, sampled_banner_rank_marginals
+    from .cascade_dr import cascade_dr
+    from .doubly_robust import logged_dr_dcg
+    from .estimator_choice import EstimatorChoice, EstimatorRow, choose_estimator
+    from .feed_log import FeedLog
+    from .logged_dcg import logged_dcg
+    from .pairwise_disagreement import (
+        Disagreement,
+        counterfactual_disagreement,
+        pairwise_disagreement,
+    )
+    from .plackett_luce import exposure, rank_marginals, sample_rankings
+    from .policies import DeterministicRanker, Exposure, LoggedRanking, PlackettLuceRanker
+    from .position_bias import PositionBiasEM, ShuffledPositionBias
+    from .pseudo_inverse import pseudo_inverse
+    from .ranking_ips import cascade_ips, independent_ips, standard_ips
+    from .thompson_sampling import ThompsonSamplingRanker
+
+export_lazily(__name__)
 
 __all__ = [
     "FeedLog",

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_clip
-from ..inference.clipping import select_clip
+from ..inference.clipping import clipped_estimate
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD, WeightDiagnostics, check_ess_threshold
 from ..inference.result import LoggedEstimate
 from ..inference.sensitivity import Linear, Weighting
@@ -166,17 +166,15 @@ def cascade_dr(
             ),
         )
 
-    if auto:
-        if not evaluated.any():
-            raise ValueError(
-                'clip="auto" needs rows with a weighted term to select the clipping from; the '
-                "target gives no logged prefix a positive probability, or every term is 0"
-            )
-        result = select_clip(estimate, raw[evaluated])
-    else:
-        result = estimate(clip)
-    result.diagnostics.warn(result.name, unit="sessions")
-    return result
+    return clipped_estimate(
+        estimate,
+        "auto" if auto else clip,
+        raw[evaluated],
+        needs="rows with a weighted term to select the clipping from; the target gives no "
+        "logged prefix a positive probability, or every term is 0",
+        unit="sessions",
+        stacklevel=1,
+    )
 
 
 def _predict(model, log: FeedLog, rows: np.ndarray, items: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_clip
-from ..inference.clipping import select_clip
+from ..inference.clipping import clipped_estimate
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     WeightDiagnostics,
@@ -93,7 +93,8 @@ def logged_dr_dcg(
     ess_threshold = check_ess_threshold(ess_threshold)
     check_reward_model(reward_model, (log.n_contexts, log.n_items))
     eps0, logging_discount = logging_exposure(log, discount, logging, logging_discount)
-    with np.errstate(divide="ignore"):
+    # 1/ε0 of a subnormal ε0 overflows to inf: a finite clip caps it, unclipped it is refused.
+    with np.errstate(divide="ignore", over="ignore"):
         raw = np.where(eps0 > 0, 1.0 / eps0, 0.0)
     control = SessionControl.build(log, target, discount, logging_discount, reward_model)
     eps = control.exposure.values
@@ -138,6 +139,11 @@ def logged_dr_dcg(
             ),
         )
 
-    result = select_clip(estimate, raw[evaluated]) if auto else estimate(clip)
-    result.diagnostics.warn(result.name)
-    return result
+    return clipped_estimate(
+        estimate,
+        "auto" if auto else clip,
+        raw[evaluated],
+        needs="rows with a reward or an expected click that the target exposes",
+        unit="sessions",
+        stacklevel=1,
+    )

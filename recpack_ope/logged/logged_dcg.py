@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_bool, check_clip
-from ..inference.clipping import select_clip
+from ..inference.clipping import clipped_estimate
 from ..inference.diagnostics import (
     ESS_RATIO_THRESHOLD,
     WeightDiagnostics,
@@ -54,6 +54,19 @@ def _exposure(policy, log: FeedLog, discount: Discount, role: str, rows: np.ndar
         if policy.values.shape != (log.n_rows,):
             raise ValueError(
                 f"{role} exposure has shape {policy.values.shape}; the log has {log.n_rows} rows"
+            )
+        # ε = Σ_r P(rank = r) δ(r) (Eq. 8) is at most the curve's largest value over the ranks
+        # an item can take; rounding of exact marginals may pass it by a few ulps.
+        ranks = log.n_items if discount.cutoff is None else min(discount.cutoff, log.n_items)
+        top = float(discount.weights(max(ranks, 1)).max())
+        above = np.flatnonzero(policy.values > top * (1 + 1e-9))
+        if above.size:
+            k = above[0]
+            raise ValueError(
+                f"{role} exposure of row {k} is {policy.values[k]}, above {top:g}, the largest "
+                f"view probability of the discount {discount!r} over {ranks} ranks: an exposure "
+                "is the probability that the item is viewed (Eq. 8); was it computed for another "
+                "discount or log?"
             )
         return policy.take(rows)
     if not hasattr(policy, "exposure"):
@@ -183,7 +196,8 @@ def logged_dcg(
     control_variate = check_bool(control_variate, "control_variate")
     ess_threshold = check_ess_threshold(ess_threshold)
     eps0, logging_discount = logging_exposure(log, discount, logging, logging_discount)
-    with np.errstate(divide="ignore"):
+    # 1/ε0 of a subnormal ε0 overflows to inf: a finite clip caps it, unclipped it is refused.
+    with np.errstate(divide="ignore", over="ignore"):
         raw = np.where(eps0 > 0, 1.0 / eps0, 0.0)
     # Only rows with a reward contribute (Eq. 10): the target ranks just those, once for all m.
     active = np.flatnonzero(log.reward * raw > 0)
@@ -287,13 +301,14 @@ def logged_dcg(
             weighting=weighting,
         )
 
-    if not auto:
-        return _warned(estimate(clip))
-    if not active.size:
-        raise ValueError(
-            'clip="auto" needs rewarded rows to select the clipping from; the log has none'
-        )
-    return _warned(select_clip(estimate, raw[active]))
+    return clipped_estimate(
+        estimate,
+        "auto" if auto else clip,
+        raw[active],
+        needs="rewarded rows to select the clipping from; the log has none",
+        unit="sessions",
+        stacklevel=1,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -347,10 +362,3 @@ class SessionControl:
             minlength=self.n_sessions,
         )
         return shown - self.total
-
-
-def _warned(result: LoggedEstimate) -> LoggedEstimate:
-    """The result, after a reliability warning to the caller of :func:`logged_dcg` if due."""
-    if result.diagnostics is not None:
-        result.diagnostics.warn(result.name, stacklevel=4, unit="sessions")
-    return result

@@ -34,9 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .._chunks import rows_per_chunk
+from .._progress import progress_bar
 from .._validation import check_bool, check_positive_int, check_seed
 from ..inference.result import LoggedEstimate
 from .banner_marginals import MAX_EXACT, exact_marginals, sampled_banner_rank_marginals
@@ -147,10 +147,8 @@ class Disagreement:
         rng = np.random.default_rng(seed)
         session = log.session[clicked]
         pair_sizes = sizes[session]
-        for n in tqdm(
-            np.unique(pair_sizes),
-            desc="rank marginals by banner size",
-            disable=None if progress else True,
+        for n in progress_bar(
+            np.unique(pair_sizes), desc="rank marginals by banner size", show=progress
         ):
             in_size = np.flatnonzero(pair_sizes == n)
             group = np.unique(session[in_size])  # banners of size n with pairs

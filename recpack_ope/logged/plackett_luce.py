@@ -247,12 +247,24 @@ def _check_cost(n_bytes: float, work: float, n_items: int, n_ranks: int) -> None
     yet estimated)."""
     if n_bytes > _MAX_BYTES or work > _MAX_WORK:
         steps = f" and {work:.1e} steps" if work else ""
-        raise ValueError(
+        cost = (
             f"exact rank marginals of {n_items} items over {n_ranks} ranks would need about "
             f"{n_bytes / 2**30:.1f} GiB{steps} (limits {_MAX_BYTES / 2**30:.0f} GiB and "
-            f"{_MAX_WORK:.0e} steps, about a minute): ask for fewer ranks (an exposure needs only "
-            "the ranks up to its discount's cutoff, the feed length) or sample rankings"
+            f"{_MAX_WORK:.0e} steps, about a minute)"
         )
+        raise _TooCostly(
+            f"{cost}: ask for fewer ranks (an exposure needs only the ranks up to its discount's "
+            "cutoff, the feed length) or sample rankings",
+            cost,
+        )
+
+
+class _TooCostly(ValueError):
+    """Exact rank marginals refused for their cost; ``cost`` says what they would need."""
+
+    def __init__(self, message: str, cost: str):
+        super().__init__(message)
+        self.cost = cost
 
 
 def _marginals(w: np.ndarray, n: int) -> np.ndarray:

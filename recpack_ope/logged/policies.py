@@ -26,7 +26,9 @@ whole-ranking probabilities); every policy here gives both, exactly. Cascade-DR
 
 from __future__ import annotations
 
+import copy
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +48,18 @@ from ..metrics.ranking import ScoreSource, TopK
 from ..propensity.discount import Discount
 from ..reward.validation import predict_rewards
 from .feed_log import FeedLog, find_keys
-from .plackett_luce import _TINY, _conditional_exposure, rank_marginals, sample_rankings
+from .plackett_luce import (
+    _TINY,
+    _conditional_exposure,
+    _TooCostly,
+    rank_marginals,
+    sample_rankings,
+)
+
+# Draws per context of the sampler that method="auto" falls back to: a few dozen put the
+# Rao–Blackwellised error far below a log's sampling error (PlackettLuceRanker's docstring),
+# and its memory grows with them (about 0.2 GiB for 64 draws of 1,000 items over 1,000 ranks).
+_FALLBACK_DRAWS = 64
 
 __all__ = [
     "Exposure",
@@ -357,7 +370,8 @@ class PlackettLuceRanker:
         ``"exact"`` computes rank marginals to ~1e-12 (cost ~0.05 s for 100 candidates and
         10 ranks, ~0.5 s for 1,000 and 50, per distinct context); ``"monte_carlo"`` draws
         ``n_samples`` rankings per context and reports each value's standard error.
-        ``"auto"``: exact for 1-D scores or at most ``max_exact_contexts`` contexts.
+        ``"auto"``: exact for 1-D scores or at most ``max_exact_contexts`` contexts, unless
+        that is too costly (Warns).
     n_samples : int
         Rankings drawn per context by Monte Carlo, >= 2 (for the standard error). The
         standard error is estimated from the draws: a variation that none of them shows (a
@@ -386,8 +400,15 @@ class PlackettLuceRanker:
     ValueError
         For a temperature that is not finite and > 0, an unknown method, ``n_samples < 2``
         or an invalid seed; when ranking, for complex scores, integer scores beyond ±2**53
-        (float64 would merge them), or an exact computation too costly (its cost named: give
-        the discount a cutoff or use ``"monte_carlo"``).
+        (float64 would merge them), or, with ``method="exact"``, an exact computation too
+        costly (its cost named: give the discount a cutoff or use ``"monte_carlo"``).
+
+    Warns
+    -----
+    UserWarning
+        When ``method="auto"`` meets an exact computation too costly and samples instead (the
+        Rao–Blackwellised Monte Carlo, at most 64 draws per context): the warning names the
+        cost and the draws, and the estimators report the sampling error.
     """
 
     def __init__(
@@ -517,26 +538,61 @@ class PlackettLuceRanker:
             yield chunk, items, weights, sizes, lowest
 
     def exposure(self, log: FeedLog, discount: Discount, rows=None) -> Exposure:
-        """Expected exposure (Eq. 8) of the logged rows (all, or ``rows``), exact or Monte Carlo."""
+        """Expected exposure (Eq. 8) of the logged rows (all, or ``rows``), exact or Monte Carlo.
+
+        With ``method="auto"``, exact marginals too costly to compute (a discount without
+        cutoff over a large catalogue: the cost is named) fall back to the Rao–Blackwellised
+        Monte Carlo with at most 64 draws per context, with a warning; its standard errors
+        travel with the exposure, and estimators report them (``approximation_error``).
+        """
         rows = _check(log, discount, rows)
         n_contexts = 1 if self._one_policy else np.unique(log.context[rows]).size
         if self.rao_blackwell and not self._exact(n_contexts):
-            # Each distinct (context, item) once; one context for 1-D scores.
-            contexts = (
-                np.zeros(rows.size, dtype=np.int64) if self._one_policy else log.context[rows]
-            )
-            keys, inverse = np.unique(
-                contexts * np.int64(log.n_items) + log.item[rows], return_inverse=True
-            )
-            contexts, items = keys // log.n_items, keys % log.n_items
-            blocks = self._weight_blocks(log, np.unique(contexts), self._per_row(discount, log))
-            values, se = self._conditional(
-                log, discount, contexts, items, blocks, np.random.default_rng(self.seed)
-            )
-            return Exposure(
-                np.clip(values, 0.0, 1.0)[inverse.ravel()], se[inverse.ravel()], self._groups(rows)
-            )
-        exact, rng = self._exact(n_contexts), np.random.default_rng(self.seed)
+            return self._rao_blackwell_exposure(log, discount, rows)
+        exact = self._exact(n_contexts)
+        if exact and self.method == "auto":
+            try:
+                return self._exposure(log, discount, rows, exact)
+            except _TooCostly as refusal:
+                return self._fallback(refusal)._rao_blackwell_exposure(log, discount, rows)
+        return self._exposure(log, discount, rows, exact)
+
+    def _fallback(self, refusal: _TooCostly) -> PlackettLuceRanker:
+        """The Rao–Blackwellised sampler that ``method="auto"`` uses where exact marginals
+        were refused (at most :data:`_FALLBACK_DRAWS` draws per context), after a warning
+        saying why and how large it is."""
+        sampler = copy.copy(self)
+        sampler.n_samples = min(self.n_samples, _FALLBACK_DRAWS)
+        warnings.warn(
+            f"PlackettLuceRanker(method='auto'): {refusal.cost}, so the exposures are sampled "
+            f"instead, by the Rao–Blackwellised Monte Carlo with {sampler.n_samples} rankings "
+            f"per context (seed {self.seed!r}): unbiased, its error is reported "
+            "(approximation_error); give the discount a cutoff for exact values, or pass "
+            "method='monte_carlo', rao_blackwell=True to choose the sampling and its n_samples",
+            UserWarning,
+            stacklevel=3,
+        )
+        return sampler
+
+    def _rao_blackwell_exposure(self, log: FeedLog, discount: Discount, rows: np.ndarray):
+        """Rao–Blackwellised exposure of ``rows`` with its standard errors."""
+        # Each distinct (context, item) once; one context for 1-D scores.
+        contexts = np.zeros(rows.size, dtype=np.int64) if self._one_policy else log.context[rows]
+        keys, inverse = np.unique(
+            contexts * np.int64(log.n_items) + log.item[rows], return_inverse=True
+        )
+        contexts, items = keys // log.n_items, keys % log.n_items
+        blocks = self._weight_blocks(log, np.unique(contexts), self._per_row(discount, log))
+        values, se = self._conditional(
+            log, discount, contexts, items, blocks, np.random.default_rng(self.seed)
+        )
+        return Exposure(
+            np.clip(values, 0.0, 1.0)[inverse.ravel()], se[inverse.ravel()], self._groups(rows)
+        )
+
+    def _exposure(self, log: FeedLog, discount: Discount, rows: np.ndarray, exact: bool):
+        """Exposure of ``rows`` from each context's candidates: exact, or plain Monte Carlo."""
+        rng = np.random.default_rng(self.seed)
         values = np.zeros(rows.size)
         se = None if exact else np.zeros(rows.size)
         for at, items, weights in self._candidates(log, rows):
@@ -556,36 +612,58 @@ class PlackettLuceRanker:
         ------
         (contexts, items, exposure)
             The contexts (codes of the log) the entry holds for, the candidate items and
-            their exposure ``ε(x, a)`` (exact or Monte Carlo, as :meth:`exposure` decides).
+            their exposure ``ε(x, a)`` (exact or Monte Carlo, as :meth:`exposure` decides,
+            falling back to the Rao–Blackwellised Monte Carlo as it does).
             One entry for all contexts when the scores are 1-D.
         """
         _check(log, discount, None)
         contexts = np.unique(log.context)
-        first = _first_rows(log, contexts)
-        if self.rao_blackwell and not self._exact(1 if self._one_policy else contexts.size):
-            rng = np.random.default_rng(self.seed)
-            for block in self._weight_blocks(log, contexts, self._per_row(discount, log)):
-                chunk, cols, weights = block[:3]
-                b, j = np.nonzero(weights > -np.inf)
-                items = j if cols is None else cols[b, j]
-                which = np.zeros(b.size, dtype=np.int64) if chunk is None else chunk[b]
-                eps, _ = self._conditional(log, discount, which, items, [block], rng)
-                eps = np.clip(eps, 0.0, 1.0)
-                if chunk is None:
-                    yield contexts, items, eps
-                    continue
-                bounds = np.searchsorted(b, np.arange(chunk.size + 1))
-                for k, c in enumerate(chunk):
-                    yield (
-                        np.array([c]),
-                        items[bounds[k] : bounds[k + 1]],
-                        eps[bounds[k] : bounds[k + 1]],
-                    )
+        exact = self._exact(1 if self._one_policy else contexts.size)
+        if self.rao_blackwell and not exact:
+            yield from self._rao_blackwell_candidates(log, discount, contexts)
             return
-        exact, rng = (
-            self._exact(1 if self._one_policy else contexts.size),
-            np.random.default_rng(self.seed),
-        )
+        if exact and self.method == "auto":
+            # At most max_exact_contexts entries: computed before any is yielded, so that a
+            # refusal of one can still switch all of them to sampling.
+            try:
+                entries = list(self._candidate_entries(log, discount, contexts, exact))
+            except _TooCostly as refusal:
+                yield from self._fallback(refusal)._rao_blackwell_candidates(
+                    log, discount, contexts
+                )
+                return
+            yield from entries
+            return
+        yield from self._candidate_entries(log, discount, contexts, exact)
+
+    def _rao_blackwell_candidates(self, log: FeedLog, discount: Discount, contexts: np.ndarray):
+        """:meth:`candidate_exposures` by the Rao–Blackwellised Monte Carlo."""
+        rng = np.random.default_rng(self.seed)
+        for block in self._weight_blocks(log, contexts, self._per_row(discount, log)):
+            chunk, cols, weights = block[:3]
+            b, j = np.nonzero(weights > -np.inf)
+            items = j if cols is None else cols[b, j]
+            which = np.zeros(b.size, dtype=np.int64) if chunk is None else chunk[b]
+            eps, _ = self._conditional(log, discount, which, items, [block], rng)
+            eps = np.clip(eps, 0.0, 1.0)
+            if chunk is None:
+                yield contexts, items, eps
+                continue
+            bounds = np.searchsorted(b, np.arange(chunk.size + 1))
+            for k, c in enumerate(chunk):
+                yield (
+                    np.array([c]),
+                    items[bounds[k] : bounds[k + 1]],
+                    eps[bounds[k] : bounds[k + 1]],
+                )
+
+    def _candidate_entries(
+        self, log: FeedLog, discount: Discount, contexts: np.ndarray, exact: bool
+    ):
+        """:meth:`candidate_exposures` from each context's candidates: exact, or plain Monte
+        Carlo."""
+        first = _first_rows(log, contexts)
+        rng = np.random.default_rng(self.seed)
         for at, items, weights in self._candidates(log, first):
             eps, _ = self._candidate_exposure(weights, discount, exact, rng)
             yield (

@@ -42,7 +42,7 @@ import warnings
 import numpy as np
 
 from .._validation import check_clip
-from ..inference.clipping import select_clip
+from ..inference.clipping import clipped_estimate
 from ..inference.diagnostics import ESS_RATIO_THRESHOLD, WeightDiagnostics, check_ess_threshold
 from ..inference.result import LoggedEstimate
 from ..inference.sensitivity import Linear, Weighting
@@ -339,16 +339,14 @@ def _ranking_ips(
             ),
         )
 
-    if auto:
-        if not evaluated.any():
-            raise ValueError(
-                'clip="auto" needs rewarded rows to select the clipping from; the log has none'
-            )
-        result = select_clip(estimate, raw[evaluated])
-    else:
-        result = estimate(clip)
-    result.diagnostics.warn(result.name, stacklevel=4, unit="sessions")
-    return result
+    return clipped_estimate(
+        estimate,
+        "auto" if auto else clip,
+        raw[evaluated],
+        needs="rewarded rows to select the clipping from; the log has none",
+        unit="sessions",
+        stacklevel=2,
+    )
 
 
 _WHAT = {"position": "item", "prefix": "ranking prefix", "ranking": "whole ranking"}

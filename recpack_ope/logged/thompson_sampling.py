@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.polynomial import chebyshev
-from scipy import special, stats
 
 from .._validation import check_positive_int, real_array
 from ..propensity.discount import Discount
@@ -121,6 +120,9 @@ class ThompsonSamplingRanker:
 
     def _prepare(self):
         """The integration grid and every item's density and log distribution on it."""
+        # imported on use: start-up time (docs/performance.md)
+        from scipy import special, stats
+
         if self._grid is None:
             x, weights, upper = _chebyshev_rules(self.nodes)
             ends = stats.beta.ppf(_LEVELS[None, :], self.alpha[:, None], self.beta[:, None])

@@ -10,13 +10,20 @@
 * ``rpp``              – recall-paired preference, pairwise matrix, win rates (Diaz & Ferraro)
 """
 
-from .dcg import dcg, ideal_dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
-from .doubly_robust import dr_dcg
-from .ranking import TopK
-from .recall import ips_recall, recall
-from .rpp import RecallLevels, preference_matrix, rpp, win_rates
-from .simpsons_paradox import SimpsonsParadoxReport, simpsons_paradox
-from .stratified import StratifiedResult, Stratum, stratified
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .dcg import dcg, ideal_dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snips_dcg
+    from .doubly_robust import dr_dcg
+    from .ranking import TopK
+    from .recall import ips_recall, recall
+    from .rpp import RecallLevels, preference_matrix, rpp, win_rates
+    from .simpsons_paradox import SimpsonsParadoxReport, simpsons_paradox
+    from .stratified import StratifiedResult, Stratum, stratified
+
+export_lazily(__name__)
 
 __all__ = [
     "dcg",

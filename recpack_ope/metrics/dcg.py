@@ -40,6 +40,7 @@ from .._validation import (
     check_bool,
     check_choice,
     check_clip,
+    check_impressions,
     check_positive_int,
     check_rewards,
 )
@@ -158,7 +159,8 @@ def dcg(
     Parameters
     ----------
     y_true : scipy.sparse matrix, array_like or pandas.DataFrame, shape (n_users, n_items)
-        Held-out rewards ``c_ui ≥ 0``, binary or graded. Explicit zeros are not interactions.
+        Held-out rewards ``c_ui ≥ 0``, binary (bools count as 0 and 1) or graded; text is
+        refused with a TypeError, never parsed. Explicit zeros are not interactions.
         An entry stored more than once (a COO matrix built from a log with repeated clicks)
         counts with the sum of its values, as in scipy. A DataFrame is aligned by its labels,
         which must be the user (index) and item (column) indices.
@@ -260,7 +262,9 @@ def ips_dcg(
         Where the logging policy showed items, shape of ``y_true``: ``e_ui`` = the probability
         that the user examined item i at the position it was shown (``δ0(logged rank)``; 1 for
         a plain "shown" record when ``p_ui`` is the probability of being shown), 0 or unstored
-        where it was not shown. Its expectation under the logging policy is ``p_ui``
+        where it was not shown; a probability, so in [0, 1] (a count of impressions, NaN or
+        a value above 1 is refused, named with its (user, item)). Its expectation under the
+        logging policy is ``p_ui``
         (docs/definitions.md, "Impressions and control variates"). With impressions the
         estimate averages over the *served* users (an impression or a held-out reward), not
         only those with rewards, and the result carries the control variate that
@@ -641,10 +645,7 @@ def prepare_held_out(
                 "impressions need propensity=: the control variate compares what was shown "
                 "with its expected exposure p_ui"
             )
-        shown = as_csr(impressions, "impressions")
-        if shown.shape != rewards.shape:
-            raise ValueError(f"impressions has shape {shown.shape} but y_true has {rewards.shape}")
-        check_rewards(shown, "impressions", "impressions are expected examinations")
+        shown = check_impressions(impressions, rewards.shape)
         shown.eliminate_zeros()
         pattern, impression = _union(rewards, shown)
     counts = np.diff(pattern.indptr)

@@ -122,7 +122,10 @@ def dr_dcg(
     ValueError
         Without propensities, for a reward model whose values leave [0, 1] or whose shape does
         not match ``y_true``, and for the inputs :func:`~.dcg.dcg` refuses (``population``
-        not one of :data:`~.dcg.POPULATIONS`).
+        not one of :data:`~.dcg.POPULATIONS`), impressions outside [0, 1] among them.
+    TypeError
+        For a reward model without ``predict``, and for text or other non-numeric inputs or
+        predictions (:class:`~recpack_ope._validation.NonNumericError`, also a ValueError).
     """
     ess_threshold = check_ess_threshold(ess_threshold)
     auto = check_clip(clip, allow_auto=True) == "auto"
@@ -135,7 +138,7 @@ def dr_dcg(
             "weighted by 1/p (use dcg for the unweighted estimator, ips_dcg without a reward "
             "model)"
         )
-    check_reward_model(reward_model, np.shape(y_true))
+    check_reward_model(reward_model)  # before any ranking; its shape once y_true is checked
     clipped = auto or np.isfinite(check_clip(clip))
     ranked: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -152,6 +155,7 @@ def dr_dcg(
         on_ranked=on_ranked,
         population=population,
     )
+    check_reward_model(reward_model, data.pattern.shape, "y_true")
     users = data.users
     positions, items, delta = (np.concatenate(parts) for parts in zip(*ranked, strict=True))
     # Direct method: Σ_r δ(r) ρ̂ over the ranked items, per user.

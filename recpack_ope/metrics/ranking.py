@@ -6,7 +6,10 @@ Conventions (shared by every estimator):
   candidate (e.g. one the user saw in training: the caller masks those).
 * A **sparse** score matrix ranks only its stored entries, as RecPack does with ``X_pred``:
   an unstored entry is not recommended. Stored zeros are candidates with score 0.
-* :class:`TopK` holds precomputed rankings (item indices, best first, ``-1`` padding).
+* :class:`TopK` holds precomputed rankings (item indices, best first, ``-1`` padding). One
+  of depth 0 ranks nothing: every user's DCG is 0.
+* Scores are **numbers**: integers, floats or bools (True ranks above False). Text, even
+  ``"0.9"``, is refused with a TypeError naming ``y_score`` and its dtype, never parsed.
 * **Ties** are broken by the lower item index first, so results are deterministic and do not
   depend on the chunk size. (RecPack's ``get_top_K_ranks`` leaves ties to ``argpartition``;
   scikit-learn's ``dcg_score`` averages over tied orders by default.)
@@ -21,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from .._chunks import rows_per_chunk
+from .._progress import progress_bar
 from .._sparse import find_sorted
 from .._validation import (
     EXACT_INTEGER_LIMIT,
@@ -654,6 +657,8 @@ class ScoreSource:
         n_items = self.shape[1]
         if self._kind == "topk":
             top, counts = self.top(users, cutoff)
+            if top.shape[1] == 0:  # a ranking of depth 0 ranks nothing: every DCG term is 0
+                return np.zeros(rows.size, dtype=np.int64), counts, top
             n_rows = top.shape[0]
             # Listed items sorted per row (the -1 padding first) with their ranks. Keys count
             # items from 1, so padding (key 0 of its row) is never found.
@@ -756,7 +761,7 @@ def rank_in_batches(
     batch_users = check_positive_int(batch_users, "batch_users")
     users, parts = np.asarray(users, dtype=np.int64), []
     starts = range(0, users.size, batch_users)
-    for start in tqdm(starts, desc=progress, disable=progress is None):
+    for start in progress_bar(starts, desc=progress or "", show=progress is not None):
         rows = users[start : start + batch_users]
         scores = np.array(score(rows), dtype=np.float64)  # a copy: masked below
         if scores.shape != (rows.size, n_items):

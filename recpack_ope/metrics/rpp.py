@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import stats
 
 from .._chunks import CHUNK_ELEMENTS, rows_per_chunk
 from .._validation import as_csr, check_bool, check_positive_int, check_rewards
@@ -379,6 +378,9 @@ class RecallLevels:
 
     def win_rates(self, names, lengths: np.ndarray) -> SystemScores:
         """Per-user win rates of systems given their search lengths (see :func:`win_rates`)."""
+        # imported on use: start-up time (docs/performance.md)
+        from scipy import stats
+
         m = len(names)
         if m < 2:
             raise ValueError(f"a win rate needs at least two systems, got {m}")

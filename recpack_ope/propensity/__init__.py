@@ -10,10 +10,23 @@
   (``LogDiscount``, ``ExponentialDiscount``, ``ReciprocalDiscount``, ``CustomDiscount``)
 """
 
-from .discount import CustomDiscount, Discount, ExponentialDiscount, LogDiscount, ReciprocalDiscount
-from .fit_report import PropensityFitReport
-from .models import FixedPropensity, PopularityPropensity, PowerLawPropensity, item_counts
-from .weights import entry_propensities, ips_weights
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .discount import (
+        CustomDiscount,
+        Discount,
+        ExponentialDiscount,
+        LogDiscount,
+        ReciprocalDiscount,
+    )
+    from .fit_report import PropensityFitReport
+    from .models import FixedPropensity, PopularityPropensity, PowerLawPropensity, item_counts
+    from .weights import entry_propensities, ips_weights
+
+export_lazily(__name__)
 
 __all__ = [
     "PowerLawPropensity",

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
-from scipy.special import zeta
 
 from .._plots import axes
 from .._validation import check_finite_number, check_propensities, item_values
@@ -339,6 +338,9 @@ class PropensityFitReport:
             hidden = f", {self.n_zero_count_items} with zero count not shown"
         ax.plot(n, ccdf, "o", ms=3, label=f"item counts ({observed.size} items{hidden})")
         if self.gamma is not None:
+            # imported on use: start-up time (docs/performance.md)
+            from scipy.special import zeta
+
             tail = n[n >= self.xmin]
             reach = np.mean(observed >= self.xmin)
             ax.plot(

@@ -31,6 +31,7 @@ from .._validation import (
     item_values,
 )
 from .fit_report import PropensityFitReport
+from .weights import resolve_propensity
 
 __all__ = ["PowerLawPropensity", "PopularityPropensity", "FixedPropensity", "item_counts"]
 
@@ -425,12 +426,6 @@ class FixedPropensity(BaseEstimator):
             p.eliminate_zeros()
             check_propensities(p.data, lambda k: "(user {}, item {})".format(*entry_position(p, k)))
         else:
-            p = item_values(p, "propensity").astype(np.float64)
-            if p.ndim != 1 or p.size == 0:
-                raise ValueError(
-                    "propensity must be a non-empty 1-D per-item vector or a sparse matrix, got "
-                    f"shape {p.shape}"
-                )
-            check_propensities(p, lambda k: f"item {k}")
+            p = resolve_propensity(p, None)
         self.propensity_ = p
         return self

@@ -79,11 +79,18 @@ def resolve_propensity(
         return as_csr(p, name, duplicates="refuse")
     n_items = None if shape is None else shape[1]
     p = np.asarray(item_values(p, name, n_items), dtype=np.float64)
-    if p.ndim != 1 or p.size == 0 or (shape is not None and p.shape[0] != shape[1]):
-        expected = "a non-empty vector" if shape is None else f"{shape[1]} items"
+    if p.ndim != 1:
+        users_items = "a users×items" if shape is None else f"a {shape[0]}×{shape[1]}"
         raise ValueError(
-            f"{name} has shape {p.shape} but {data} has {expected}; give one propensity per "
-            "item or a users×items matrix"
+            f"{name} is a dense array of shape {p.shape}: give one propensity per item (a 1-D "
+            f"vector{'' if shape is None else f' of {shape[1]}'}) or one per (user, item) as "
+            f"{users_items} scipy sparse matrix (e.g. scipy.sparse.csr_matrix({name}))"
+        )
+    if p.size == 0 or (shape is not None and p.shape[0] != shape[1]):
+        given = "and holds no propensity" if shape is None else f"but {data} has {shape[1]} items"
+        raise ValueError(
+            f"{name} has shape {p.shape} {given}; give one propensity per item, or one per "
+            "(user, item) as a scipy sparse users×items matrix"
         )
     check_propensities(p, lambda k: f"item {k}")
     return p

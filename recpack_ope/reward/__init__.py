@@ -7,7 +7,14 @@ the relevance that doubly robust estimates add to their importance-weighted resi
   examination, with or without exposure propensities (``ScoreCalibration``)
 """
 
-from .calibration import ScoreCalibration
-from .models import CalibratedScores, RewardMatrix, RewardModel
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .calibration import ScoreCalibration
+    from .models import CalibratedScores, RewardMatrix, RewardModel
+
+export_lazily(__name__)
 
 __all__ = ["CalibratedScores", "RewardMatrix", "RewardModel", "ScoreCalibration"]

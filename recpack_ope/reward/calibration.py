@@ -140,9 +140,12 @@ class ScoreCalibration(BaseEstimator):
         ------
         ValueError
             For invalid parameters or inputs (the message names the argument and, where there
-            is one, the offending value and its (user, item)); when there is no click or no
-            non-click; when the scores take a single value or separate clicks from
-            non-clicks, so no finite maximum-likelihood fit exists.
+            is one, the offending value and its (user, item)); when there is no pair (no
+            user or no item), no click or no non-click; when the scores take a single value
+            or separate clicks from non-clicks, so no finite maximum-likelihood fit exists.
+        TypeError
+            For text or other non-numeric scores, clicks or propensities (a
+            :class:`~recpack_ope._validation.NonNumericError`, also a ValueError).
         """
         max_pairs = check_positive_int(self.max_pairs, "max_pairs")
         seed = self.seed
@@ -151,6 +154,11 @@ class ScoreCalibration(BaseEstimator):
 
         scores = _check_scores(scores)
         shape = tuple(scores.shape)
+        if 0 in shape:
+            raise ValueError(
+                f"scores has shape {shape}: no (user, item) pair to fit the calibration on; "
+                "give the scores of at least one user and one item"
+            )
         clicks = _check_clicks(clicks, shape)
         p = _check_propensity(propensity, shape)
 

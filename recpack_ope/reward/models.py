@@ -18,11 +18,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
 
 from .._chunks import rows_per_chunk
 from .._sparse import SparseLookup
-from .._validation import _is_pandas, as_csr, check_float_exact, entry_position, real_array
+from .._validation import as_csr, check_float_exact, entry_position, real_array
 
 __all__ = ["CalibratedScores", "RewardMatrix", "RewardModel"]
 
@@ -47,17 +46,13 @@ class RewardModel(Protocol):
 def check_real(matrix, name: str, *, axes: tuple[str, ...] | None = ("user", "item")):
     """``matrix`` as a sparse matrix or an ndarray of real numbers (bool, int or float).
 
-    A pandas object goes through :func:`~recpack_ope._validation.real_array`: a DataFrame is
-    aligned by its user and item labels, and missing values are refused with their labels.
-    ``axes`` name the dimensions in messages.
+    A dense one goes through :func:`~recpack_ope._validation.real_array`: a DataFrame is
+    aligned by its user and item labels, missing values are refused with their labels, and
+    text is refused (never parsed) with its position. A sparse one is returned as given; its
+    structure and dtype are checked where it is converted
+    (:func:`~recpack_ope._validation.as_csr`). ``axes`` name the dimensions in messages.
     """
-    if not sp.issparse(matrix):
-        if _is_pandas(matrix, "index"):
-            return real_array(matrix, name, axes=axes)
-        matrix = np.asarray(matrix)
-    if matrix.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must hold real numbers, got dtype {matrix.dtype}")
-    return matrix
+    return matrix if sp.issparse(matrix) else real_array(matrix, name, axes=axes)
 
 
 def check_matrix(matrix, name: str):
@@ -256,6 +251,9 @@ class CalibratedScores:
                 f"scores has value {float(s[k])} at (user {users[k]}, item {items[k]}); scores "
                 "must be finite to be calibrated"
             )
+        # imported on use: start-up time (docs/performance.md)
+        from scipy.special import expit
+
         return expit(self.slope * s + self.intercept)
 
     def __repr__(self) -> str:

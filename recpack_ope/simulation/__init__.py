@@ -7,16 +7,23 @@
 * ``baselines`` – popularity, random, item-kNN and EASE recommenders on numpy/scipy
 """
 
-from .baselines import EASE, ItemKNN, Popularity, RandomScores
-from .world import (
-    AffinityPolicy,
-    LoggedFeedback,
-    PersonalisedPolicy,
-    PopularityPolicy,
-    SimulatedWorld,
-    UniformPolicy,
-    WorldRelevance,
-)
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .baselines import EASE, ItemKNN, Popularity, RandomScores
+    from .world import (
+        AffinityPolicy,
+        LoggedFeedback,
+        PersonalisedPolicy,
+        PopularityPolicy,
+        SimulatedWorld,
+        UniformPolicy,
+        WorldRelevance,
+    )
+
+export_lazily(__name__)
 
 __all__ = [
     "SimulatedWorld",

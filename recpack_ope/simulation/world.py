@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -72,7 +73,9 @@ from ..logged.feed_log import FeedLog
 from ..logged.plackett_luce import exposure, sample_rankings
 from ..metrics.ranking import ScoreSource
 from ..propensity.discount import Discount, LogDiscount
-from ..propensity.models import FixedPropensity
+
+if TYPE_CHECKING:
+    from ..propensity.models import FixedPropensity
 
 __all__ = [
     "SimulatedWorld",
@@ -461,6 +464,9 @@ class LoggedFeedback:
                 "user; pass propensity_matrix(y_true) to the estimators instead of "
                 "propensity_model()"
             )
+        # imported on use: start-up time (docs/performance.md)
+        from ..propensity.models import FixedPropensity
+
         return FixedPropensity(self.exposure).fit()
 
     def propensity_matrix(self, y_true) -> sp.csr_matrix:

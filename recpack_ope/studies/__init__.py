@@ -30,57 +30,17 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from tqdm.auto import tqdm
+from .._progress import progress_bar
 
 __all__ = ["progress_bar", "quiet_frameworks"]
 
 _PACKAGE = Path(__file__).absolute().parents[1]
 # Loggers of RecPack, the hyperopt it runs, and TensorFlow (Cornac's WMF); Cornac itself prints.
 _LOGGERS = ("recpack", "hyperopt", "tensorflow", "absl")
-
-
-def progress_bar(
-    iterable: Iterable | None = None,
-    *,
-    desc: str,
-    total: int | None = None,
-    show: bool = True,
-    file: TextIO | None = None,
-) -> tqdm:
-    """A study's progress bar over its work items, drawn only where someone watches.
-
-    The bar is silent when its stream is not a terminal (tqdm's ``disable=None``), so logs,
-    pipes and captured output stay free of it; in a notebook it is the notebook's widget.
-
-    Parameters
-    ----------
-    iterable : iterable, optional
-        The work items; the bar's ``total`` is their number. None for a bar advanced with
-        ``update`` up to ``total``.
-    desc : str
-        What the items are, e.g. ``"worlds"``.
-    total : int, optional
-        The number of work items, when ``iterable`` has no length or is None.
-    show : bool
-        False means no bar at all (the CLI's ``--quiet``).
-    file : text stream, optional
-        Where the bar goes: standard error by default; inside :func:`quiet_frameworks` the
-        stream it yields, which is still the terminal.
-
-    Examples
-    --------
-    >>> import io
-    >>> bar = progress_bar(range(3), desc="worlds", file=io.StringIO())  # not a terminal
-    >>> bar.total, bar.disable, sum(bar)
-    (3, True, 3)
-    """
-    if not isinstance(show, bool):
-        raise ValueError(f"show must be True or False, got {show!r}")
-    return tqdm(iterable, desc=desc, total=total, file=file, disable=None if show else True)
 
 
 @contextlib.contextmanager

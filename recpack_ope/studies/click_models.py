@@ -50,7 +50,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .._plots import pyplot, save
 from .._validation import check_finite_number, check_fraction, check_positive_int
@@ -298,6 +297,9 @@ def plackett_luce_probabilities(log_weights, rankings) -> np.ndarray:
     >>> plackett_luce_probabilities(np.log([1.0, 2.0, 1.0]), [[1, 0], [0, 2]]).round(12).tolist()
     [0.25, 0.083333333333]
     """
+    # imported on use: start-up time (docs/performance.md)
+    from scipy.special import logsumexp
+
     lw = np.asarray(log_weights, dtype=np.float64)
     rankings = np.asarray(rankings)
     n, k = rankings.shape

@@ -33,9 +33,7 @@ from ..metrics.dcg import dcg, ips_dcg, ips_ndcg, ips_pn_dcg, ndcg, pn_dcg, snip
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..propensity.discount import LogDiscount
-from ..propensity.models import PopularityPropensity, PowerLawPropensity
 from ..propensity.weights import VERDICT_CLIP
-from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import PopularityPolicy, SimulatedWorld
 from . import progress_bar, quiet_frameworks
 from .reliability import paired_with_control, practitioners_reward_model
@@ -336,6 +334,9 @@ def model_pool(backend: str = "auto", n_items: int = 1000) -> tuple[str, list[tu
         from .recpack_models import recpack_pool
 
         return backend, recpack_pool(KNN_GRID, EASE_GRID, n_items)
+    # imported on use: start-up time (docs/performance.md)
+    from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
+
     pool = [("random", RandomScores(seed=0)), ("popularity", Popularity())]
     pool += [(f"ItemKNN(k={k})", ItemKNN(k=k)) for k in KNN_GRID]
     pool += [(f"EASE(l2={l2:g})", EASE(l2=l2)) for l2 in EASE_GRID]
@@ -346,6 +347,9 @@ def _metrics(held_out, train, log, cutoff: int) -> dict[str, Callable[[TopK], Es
     """Every offline metric of the package, as functions of a model's top-k ranking; the
     doubly robust ones read the held-out log's impressions and a reward model calibrated on
     the training clicks (:func:`recpack_ope.studies.reliability.practitioners_reward_model`)."""
+    # imported on use: start-up time (docs/performance.md)
+    from ..propensity.models import PopularityPropensity, PowerLawPropensity
+
     disc = LogDiscount(cutoff)
     true_p = log.propensity_model()
     power_p = PowerLawPropensity().fit(train)

@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from .._plots import pyplot, save
 from ..logged.feed_log import FeedLog
@@ -105,11 +104,17 @@ class BannerStudyResult:
     def correlation(self, metric: str) -> tuple[float, float]:
         """Pearson r and two-sided p of ``metric`` ("classic"/"counterfactual") with the
         reference."""
+        # imported on use: start-up time (docs/performance.md)
+        from scipy import stats
+
         r = stats.pearsonr(self.reference, getattr(self, metric))
         return float(r.statistic), float(r.pvalue)
 
     def table(self) -> str:
         """Markdown table: correlation of each non-shuffled metric with the shuffled reference."""
+        # imported on use: start-up time (docs/performance.md)
+        from scipy import stats
+
         lines = [
             "| metric on non-shuffled banners | Pearson r with shuffled PD | p | Spearman ρ |",
             "|---|---|---|---|",

@@ -58,13 +58,11 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .._plots import pyplot, save
 from .._validation import check_fraction, check_positive_int
@@ -75,9 +73,6 @@ from ..metrics.dcg import dcg, ips_dcg, ndcg, pn_dcg, snips_dcg
 from ..metrics.doubly_robust import dr_dcg
 from ..metrics.ranking import TopK
 from ..propensity.discount import LogDiscount
-from ..propensity.models import PopularityPropensity, PowerLawPropensity
-from ..reward import ScoreCalibration
-from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from ..simulation.world import (
     AffinityPolicy,
     PersonalisedPolicy,
@@ -232,6 +227,9 @@ def configurations(config: ReliabilityConfig) -> list[Configuration]:
 
 def model_pool() -> list[tuple[str, object]]:
     """Random, popularity, three item-kNN and four EASE models (closed forms of the package)."""
+    # imported on use: start-up time (docs/performance.md)
+    from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
+
     pool = [("random", RandomScores(seed=0)), ("popularity", Popularity())]
     pool += [(f"ItemKNN(k={k})", ItemKNN(k=k)) for k in (10, 50, 200)]
     pool += [(f"EASE(l2={l2:g})", EASE(l2=l2)) for l2 in (10.0, 200.0, 2000.0, 20000.0)]
@@ -993,6 +991,9 @@ def run_reliability(
     bar = progress_bar(total=len(tasks), desc="reliability worlds", show=progress)
     with contextlib.ExitStack() as stack:
         if config.jobs > 1:
+            # imported on use: start-up time (docs/performance.md)
+            from concurrent.futures import ProcessPoolExecutor
+
             executor = stack.enter_context(
                 ProcessPoolExecutor(config.jobs, initializer=_single_threaded)
             )
@@ -1022,6 +1023,9 @@ def run_reliability(
 
 def _single_threaded() -> None:
     """Worker set-up: one BLAS thread per process, as the processes share the cores."""
+    # imported on use: start-up time (docs/performance.md)
+    from threadpoolctl import threadpool_limits
+
     threadpool_limits(1)
 
 
@@ -1042,6 +1046,9 @@ class _HeldOut:
 
 def _evaluate_world(config, configs, pool, kind, users, items, seed) -> dict:
     """Every configuration and pair on one world: its run, pair and comparison records."""
+    # imported on use: start-up time (docs/performance.md)
+    from ..propensity.models import PopularityPropensity, PowerLawPropensity
+
     world, policy = make_world(kind, users, items, seed, config.temperature)
     discount = LogDiscount(config.cutoff)
     train = world.log(
@@ -1099,6 +1106,10 @@ def practitioners_reward_model(train, propensity):
     """A reward model for DR-DCG built from training data only: EASE(l2=200)'s training-period
     scores, Platt-calibrated on the training clicks with the power-law propensities: the reward
     model a practitioner could build (module docstring)."""
+    # imported on use: start-up time (docs/performance.md)
+    from ..reward.calibration import ScoreCalibration
+    from ..simulation.baselines import EASE
+
     scores = EASE(l2=200.0).fit(train).predict(train)
     return ScoreCalibration().fit(scores, train, propensity=propensity).reward_model(scores)
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import stats
 
 from .._plots import pyplot, save
 from ..inference.significance import DiscriminativePower, discriminative_power
@@ -32,7 +31,6 @@ from ..metrics.ranking import TopK
 from ..metrics.recall import recall
 from ..metrics.rpp import WEIGHTINGS, preference_matrix
 from ..propensity.discount import LogDiscount
-from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
 from . import progress_bar
 
 __all__ = [
@@ -81,6 +79,9 @@ class RPPPowerConfig:
 
 def model_pool(seed: int = 0) -> dict:
     """The 21 recommenders: EASE over λ, item-kNN over k, popularity and random scores."""
+    # imported on use: start-up time (docs/performance.md)
+    from ..simulation.baselines import EASE, ItemKNN, Popularity, RandomScores
+
     pool = {
         f"EASE(l2={l2:g})": EASE(l2=l2) for l2 in (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000)
     }
@@ -112,6 +113,9 @@ class RPPPowerResult:
 
     def kendall_tau(self, reference: str) -> dict[str, float]:
         """Kendall's τ between each measure's ordering and ``reference``'s."""
+        # imported on use: start-up time (docs/performance.md)
+        from scipy import stats
+
         base = {name: r for r, name in enumerate(self.ordering(reference))}
         out = {}
         for measure in self.samples:

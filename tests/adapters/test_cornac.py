@@ -685,7 +685,7 @@ def _raw_case(split, edit):
         ),
         (
             lambda s, r: s.where(s.index != r[3], "x"),
-            r"non-numeric value 'x' at \(item index {i3}\)",
+            r"non-numeric value 'x' \(text\) at \(item index {i3}\)",
         ),
         (
             lambda s, r: s.where(s.index != r[3], 0.5 + 0.1j),
@@ -874,6 +874,14 @@ def test_valid_split_sizes_and_seeds_split_as_ratio_split_documents(small_triple
 def test_adapter_arguments_are_refused_at_construction(split):
     with pytest.raises(ValueError, match="on must be 'all' or 'train', got 'test'"):
         adapter.CornacAdapter(on="test")
+    # A misspelt option names the adapter called and the valid options, not EstimatorInputs.
+    with pytest.raises(
+        TypeError,
+        match=r"^CornacAdapter got an unknown option 'clipp' \(did you mean 'clip'\?\); its "
+        r"options are binning, clip, discount, impressions, n_strata, on, population, "
+        r"propensity, reward_model$",
+    ):
+        adapter.CornacAdapter(clipp=3)
     with pytest.raises(TypeError, match="discount must be a Discount model, got str"):
         adapter.CornacAdapter(discount="log")
     with pytest.raises(ValueError, match="propensity must hold real numbers, got dtype <U8"):
@@ -913,6 +921,10 @@ def test_per_user_metric_refuses_negative_item_indices():
     metric = adapter.IPSDCG(k=5, propensity=[0.5, 1.0, 0.25], clip=None)
     with pytest.raises(ValueError, match="gt_pos has item index -1"):
         metric.compute(gt_pos=np.array([-1]), pd_rank=np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"^pd_rank has item index -3; Cornac's are >= 0$"):
+        metric.compute(gt_pos=np.array([2]), pd_rank=np.array([0, -3, 1]))
+    with pytest.raises(TypeError, match=r"^pd_rank must hold Cornac's item indices, got dtype <U1"):
+        metric.compute(gt_pos=np.array([2]), pd_rank=np.array(["0", "2"]))
     # valid: item 2 (weight 4) at rank 2 → 4 / log2(3)
     assert metric.compute(gt_pos=np.array([2]), pd_rank=np.array([0, 2, 1])) == pytest.approx(
         4 / math.log2(3)

@@ -141,3 +141,43 @@ def test_one_user_refuses_all_users_a_per_user_loop_cannot_average_over():
         ValueError, match="has population='all'.*F's ranking loop averages over the users with"
     ):
         inputs.one_user(estimator("ips_dcg"), [1], [0, 1], 2, "F", "use G")
+
+
+class _Adapter(EstimatorInputs):
+    """An adapter as RecPack's and Cornac's are: its own options, the rest passed on."""
+
+    def __init__(self, propensity=None, *, framework_option=None, **options):
+        self.check_options(options)
+        super().__init__(propensity, **options)
+
+
+@pytest.mark.parametrize(
+    ("option", "hint"),
+    [
+        ("clipp", " \\(did you mean 'clip'\\?\\)"),
+        ("framework_optoin", " \\(did you mean 'framework_option'\\?\\)"),
+        ("colour", ""),
+    ],
+)
+def test_check_options_names_the_class_called_the_option_and_the_valid_ones(option, hint):
+    valid = (
+        "binning, clip, discount, framework_option, impressions, n_strata, population, "
+        "propensity, reward_model"
+    )
+    with pytest.raises(
+        TypeError,
+        match=rf"^_Adapter got an unknown option '{option}'{hint}; its options are "
+        rf"{valid}$",
+    ):
+        _Adapter(**{option: 3})
+    # Known options pass through to EstimatorInputs.
+    assert _Adapter([0.5, 1.0], clip=None, framework_option=1).clip is None
+
+
+def test_impressions_outside_0_1_are_refused_when_the_inputs_are_made():
+    with pytest.raises(
+        ValueError,
+        match=r"^impressions has value 3.0 at \(user 1, item 0\); impressions are "
+        r"examination probabilities: finite and in \[0, 1\]$",
+    ):
+        EstimatorInputs([0.5, 1.0], impressions=np.array([[1.0, 0.0], [3.0, 1.0]]))

@@ -152,3 +152,12 @@ def test_auto_rmse_is_within_a_factor_of_the_best_fixed_threshold():
 def test_invalid_arguments_are_refused_by_name(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+def test_candidates_refuse_inverse_propensities_that_are_not_finite():
+    for raw, shown in ((np.array([2.0, 1 / 5e-324]), "inf"), (np.array([np.nan]), "nan")):
+        with pytest.raises(ValueError, match=rf'clip="auto": inverse propensity {shown} '):
+            clip_candidates(raw)
+    # The largest finite inverse propensity still gives doublings below it: 2^0 … 2^1023.
+    candidates = clip_candidates(np.array([1e308]))
+    assert candidates[0] == np.inf and candidates[1] == 2.0**1023 and candidates.size == 1025

@@ -508,3 +508,57 @@ def test_warnings_count_the_units_an_estimate_averages_over():
     with pytest.warns(ReliabilityWarning, match=r"\(6 of 150 evaluated users carry 50%"):
         d.warn("IPS-DCG@10")
     assert "of 150 sessions carry" in d.summary("sessions")
+
+
+def test_weights_outside_their_domain_are_refused_by_name():
+    users = np.array([0, 1])
+    for raw, weights, contributions, message in [
+        ([1.0, np.nan], [1.0, 1.0], [1.0, 1.0], r"raw\[1\] is nan"),
+        ([1.0, 2.0], [1.0, np.nan], [1.0, 1.0], r"weights\[1\] is nan"),
+        ([1.0, 2.0], [-1.0, 2.0], [1.0, 1.0], r"weights\[0\] is -1.0"),
+        ([1.0, 2.0], [1.0, np.inf], [1.0, 1.0], r"weights\[1\] is inf"),
+        ([1.0, 2.0], [1.0, 2.0], [1.0, -0.5], r"contributions\[1\] is -0.5"),
+        ([1.0, 2.0], [3.0, 2.0], [1.0, 1.0], r"weights\[0\] is 3.0, above .* raw\[0\] = 1.0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            WeightDiagnostics.from_contributions(
+                np.array(raw), np.array(weights), np.array(contributions), users=users
+            )
+    with pytest.raises(ValueError, match=r"shapes \[\(2,\), \(3,\), \(2,\)\]"):
+        WeightDiagnostics.from_contributions(np.ones(2), np.ones(3), np.ones(2), users=users)
+    with pytest.raises(ValueError, match=r"WeightGroups weight\[0\] is -2.0"):
+        WeightGroups(*(np.array([-2.0]),) * 5, np.array([1.0]), np.array([1]))
+    # Built field by field, the diagnostics' own domains hold: ESS in [0, n], shares in [0, 1].
+    for fields, message in [
+        ((10, math.nan, 2.0, 0.1, 0, 0.0), r"ess must be in \[0, 10\], got nan"),
+        ((10, 11.0, 2.0, 0.1, 0, 0.0), r"ess must be in \[0, 10\], got 11.0"),
+        ((10, 5.0, 2.0, 0.1, 0, 1.5), r"clipped_mass is a share, in \[0, 1\], got 1.5"),
+        ((10, 5.0, 2.0, -0.1, 0, 0.0), r"top_share is a share, in \[0, 1\] or NaN, got -0.1"),
+        ((-1, 0.0, 0.0, 0.1, 0, 0.0), r"n_weights must be an integer >= 0, got -1"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            WeightDiagnostics(*fields)
+
+
+def test_extreme_weights_give_the_diagnostics_their_limits():
+    # Weights near the float limit: their squares overflow, Kish's ESS does not. Two weights
+    # 1e300 and one 2e300: (1 + 1 + 2)² / (1 + 1 + 4) = 16/6, by hand.
+    d = WeightDiagnostics.from_contributions(
+        np.array([1e300, 1e300, 2e300]),
+        np.array([1e300, 1e300, 2e300]),
+        np.ones(3),
+        users=np.arange(3),
+    )
+    assert d.ess == pytest.approx(16 / 6, rel=1e-15) and d.clipped_mass == 0.0
+    # No weight at all (e.g. a pseudo-inverse weight of 0 on every rewarded session): no
+    # effective sample and no raw mass to clip, exactly 0 rather than 0 / 0.
+    zero = WeightDiagnostics.from_contributions(
+        np.zeros(2), np.zeros(2), np.zeros(2), users=np.arange(2)
+    )
+    assert (zero.ess, zero.clipped_mass, zero.ess_ratio) == (0.0, 0.0, 0.0)
+    # A propensity whose inverse overflows (1/5e-324 = inf), clipped to m = 4: the clipped
+    # share of the raw mass is its limit, 1.
+    clipped = WeightDiagnostics.from_contributions(
+        np.array([np.inf, 2.0]), np.array([4.0, 2.0]), np.ones(2), users=np.arange(2)
+    )
+    assert (clipped.clipped_mass, clipped.n_clipped, clipped.max_weight) == (1.0, 1, 4.0)

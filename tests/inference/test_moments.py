@@ -284,3 +284,52 @@ def test_summaries_refuse_a_level_and_say_why_they_have_no_bounds():
     bare = SummaryEstimate.product(ndcg.name, ndcg.moments, [0], (1,), diagnostics=ndcg.diagnostics)
     with pytest.raises(ValueError, match=r"per-row or per-\(user, item\) propensities"):
         bare.sensitivity(2.0)
+
+
+def test_moments_refuse_non_finite_terms_and_other_term_counts():
+    with pytest.raises(ValueError, match=r"terms are not finite: nan in row 1, column 0"):
+        Moments.from_terms(np.array([[1.0, 2.0], [np.nan, 2.0]]))
+    with pytest.raises(ValueError, match=r"Moments mean is inf at \(0,\)"):
+        Moments(2, np.array([np.inf]), np.zeros((1, 1)))
+    with pytest.raises(ValueError, match=r"Moments n must be an integer >= 0 \(users\), got -1"):
+        Moments(-1, np.zeros(1), np.zeros((1, 1)))
+    with pytest.raises(
+        ValueError, match=r"mean must be 1-D \(d,\) and comoment \(d, d\).*\(2, 1\)"
+    ):
+        Moments(2, np.zeros(2), np.zeros((2, 1)))
+    three = Moments.from_terms(np.ones((4, 3)))
+    with pytest.raises(ValueError, match=r"parts\[1\] has 3 terms, but d = 2 were declared"):
+        Moments.combine([Moments.from_terms(np.ones((2, 2))), three], 2)
+    # An empty part of the wrong width is as wrong as a full one.
+    with pytest.raises(ValueError, match=r"parts\[0\] has 3 terms, but d = 2"):
+        Moments.combine([Moments.empty(3)], 2)
+    with pytest.raises(ValueError, match="cannot merge moments of 2 and 3 terms"):
+        Moments.from_terms(np.ones((2, 2))).merge(three)
+    with pytest.raises(TypeError, match="other must be Moments, got ndarray"):
+        three.merge(np.ones((4, 3)))
+    # Combined parts equal the moments of all rows at once (numpy's mean and scatter).
+    rows = np.random.default_rng(0).normal(size=(9, 2))
+    merged = Moments.combine([Moments.from_terms(rows[:4]), Moments.from_terms(rows[4:])], 2)
+    centred = rows - rows.mean(axis=0)
+    np.testing.assert_allclose(merged.mean, rows.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(merged.comoment, centred.T @ centred, rtol=1e-13)
+
+
+def test_a_summary_over_no_users_has_no_value():
+    empty = SummaryEstimate.product("DCG@5", Moments.empty(1), [0], (1,))
+    with pytest.raises(ValueError, match="DCG@5 has no evaluated user .*undefined"):
+        _ = empty.value
+    with pytest.raises(ValueError, match="DCG@5 has no evaluated user"):
+        float(empty)
+    assert "DCG@5: no evaluated user (0 excluded), no value" in repr(empty)
+    # One user: the value is that user's term.
+    assert SummaryEstimate.product("DCG@5", Moments.from_terms([[0.25]]), [0], (1,)).value == 0.25
+
+
+def test_in_memory_and_summary_estimates_refuse_to_pair_saying_why():
+    terms = np.arange(4.0)[:, None]
+    in_memory = EstimateResult("DCG@5", terms, (1,), np.arange(4), 0)
+    summary = SummaryEstimate.product("DCG@5", Moments.from_terms(terms), [0], (1,))
+    for a, b in ((in_memory, summary), (summary, in_memory)):
+        with pytest.raises(ValueError, match=r"known only through merged moments .*per-user"):
+            a.compare(b)

@@ -224,3 +224,30 @@ def test_control_variate_refuses_doubly_robust_and_warns_on_a_biased_control():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         a.compare(b)
+
+
+def test_an_estimate_over_no_users_has_no_value():
+    empty = EstimateResult("IPS-DCG@5", np.zeros((0, 1)), (1,), np.zeros(0, dtype=int), 3)
+    with pytest.raises(ValueError, match=r"IPS-DCG@5 has no evaluated user \(3 excluded"):
+        _ = empty.value
+    for statistic in ("standard_error", "influence", "per_user"):
+        with pytest.raises(ValueError, match="IPS-DCG@5 has no evaluated user"):
+            getattr(empty, statistic)
+    assert repr(empty) == "IPS-DCG@5: no evaluated user (3 excluded), no value"
+
+
+def test_a_paired_comparison_near_the_float_limit_equals_the_rescaled_one():
+    # Means and squared deviations of values near 1e308 overflow; the estimate, its standard
+    # error and the paired test must not. Divided by 1e300 (far from the limit) the same
+    # comparison is scipy's paired t-test.
+    rng = np.random.default_rng(0)
+    big = rng.random((30, 2)) * 0.8e308 + np.array([0.0, 0.05e308])
+    a, b = (EstimateResult("m", big[:, k], (1,), np.arange(30), 0) for k in (0, 1))
+    assert a.value == pytest.approx((big[:, 0] / 1e300).mean() * 1e300, rel=1e-14)
+    assert a.standard_error == pytest.approx(stats.sem(big[:, 0] / 1e300) * 1e300, rel=1e-12)
+    comparison = a.compare(b)
+    small = big / 1e300
+    assert comparison.p_value == pytest.approx(
+        stats.ttest_rel(small[:, 0], small[:, 1]).pvalue, rel=1e-10
+    )
+    assert comparison.difference == pytest.approx((small[:, 0] - small[:, 1]).mean() * 1e300)

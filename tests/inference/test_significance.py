@@ -822,3 +822,39 @@ def test_mcb_power_excludes_systems_worse_by_three_tenths_of_a_standard_deviatio
     assert 0.925 < expected < 0.935
     assert rate[1:].mean() >= expected - 3 * np.sqrt(expected * (1 - expected) / replicates)
     assert rate[0] == 0.0
+
+
+def test_scores_near_the_float_limit_test_as_the_same_scores_rescaled():
+    # Sums over users of scores near 1e308 overflow; the tests must not. Their t statistics do
+    # not depend on the scale, so the same scores divided by 1e300 (an independent route, far
+    # from the limit) give the same p-values, and scipy's paired t-test gives them too.
+    rng = np.random.default_rng(0)
+    big = rng.random((30, 3)) * 0.8e308 + np.array([0.0, 0.05e308, 0.1e308])
+    small = big / 1e300
+    names = ("a", "b", "c")
+    at_limit, rescaled = (SystemScores(names, x, np.arange(30), "m") for x in (big, small))
+    np.testing.assert_allclose(at_limit.means, rescaled.means * 1e300, rtol=1e-14)
+    t_big, t_small = paired_t_tests(at_limit, "none"), paired_t_tests(rescaled, "none")
+    np.testing.assert_allclose(t_big.p_value, t_small.p_value, rtol=1e-10)
+    np.testing.assert_allclose(t_big.difference, t_small.difference * 1e300, rtol=1e-10)
+    scipy_p = stats.ttest_rel(small[:, 0], small[:, 2]).pvalue
+    assert t_big.p_value[0, 2] == pytest.approx(scipy_p, rel=1e-10)
+    for test in ("mcb", "t", "tukey"):
+        b, s = tied_with_best(at_limit, test=test), tied_with_best(rescaled, test=test)
+        np.testing.assert_allclose(b.p_value, s.p_value, rtol=1e-10)
+        np.testing.assert_allclose(b.difference, s.difference * 1e300, rtol=1e-10)
+        assert b.names == s.names and b.tied == s.tied
+    mcb = tied_with_best(at_limit)
+    np.testing.assert_allclose(mcb.interval, tied_with_best(rescaled).interval * 1e300, rtol=1e-10)
+    np.testing.assert_allclose(
+        randomised_tukey_hsd(at_limit).p_value, randomised_tukey_hsd(rescaled).p_value
+    )
+
+
+def test_a_mean_difference_beyond_the_float_range_is_refused():
+    # mean(a) − mean(b) = 2.7e308 has no float64.
+    scores = SystemScores(
+        ("a", "b"), np.array([[1e308, -1e308], [1.7e308, -1.7e308]]), np.arange(2), "m"
+    )
+    with pytest.raises(ValueError, match=r"mean difference of systems 'a' and 'b' .*beyond"):
+        paired_t_tests(scores)

@@ -288,3 +288,116 @@ def test_options_of_logged_dcg():
         logged_dcg(log, target, discount=disc, control_variate="yes")
     with pytest.raises(TypeError, match=r"logging_discount.*\bstr\b"):
         logged_dcg(log, target, discount=disc, logging=LoggedRanking(), logging_discount="log")
+
+
+def test_exposures_above_the_discounts_largest_view_probability_are_refused():
+    log, disc = small_log(), LogDiscount(cutoff=2)
+    too_high = Exposure([2.0, 0.5, 1.0, 0.5])
+    with pytest.raises(
+        ValueError, match=r"target exposure of row 0 is 2.0, above 1, .*LogDiscount"
+    ):
+        logged_dcg(log, too_high, discount=disc, logging=LoggedRanking())
+    with pytest.raises(ValueError, match=r"logging exposure of row 0 is 2.0, above 1, "):
+        logged_dcg(log, LoggedRanking(), discount=disc, logging=too_high)
+    # A learnt curve may pass 1 (it is relative to rank 1): exposures up to its largest value
+    # stand, and the estimate is Eq. 10 by hand: Σ_rewarded c · ε / ε0, ε0 = 0.5.
+    curve = CustomDiscount([1.0, 1.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        value = logged_dcg(log, Exposure([1.5, 0.5, 1.0, 0.5]), discount=curve).value
+    assert value == pytest.approx((1.5 / 0.5 + 0.5 / 0.5) / 2)
+    with pytest.raises(ValueError, match=r"target exposure of row 0 is 1.6, above 1.5, "):
+        logged_dcg(log, Exposure([1.6, 0.5, 1.0, 0.5]), discount=curve)
+
+
+def test_a_propensity_whose_inverse_overflows_gets_a_clear_outcome():
+    # 1/5e-324 overflows float64. SLOPE's first candidate (no clipping) would be infinite.
+    log = small_log(propensity=[5e-324, 0.5, 0.5, 0.5])
+    with pytest.raises(ValueError, match=r'is inf, .*5.6e-309: .*clip="auto"\'s first candidate'):
+        logged_dcg(log, LoggedRanking(), discount=LogDiscount(cutoff=2), clip="auto")
+    with pytest.raises(ValueError, match=r"is inf, .*the unclipped estimate is infinite"):
+        logged_dcg(log, LoggedRanking(), discount=LogDiscount(cutoff=2))
+    # A finite clip caps that weight at m: (1 · 1 · 4 + 1 · δ(2) · 2) / 2 sessions.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        value = logged_dcg(log, LoggedRanking(), discount=LogDiscount(cutoff=2), clip=4.0).value
+    assert value == pytest.approx((4.0 + 2.0 / np.log2(3.0)) / 2)
+
+
+def _pl_log(n_items: int, n_sessions: int, depth: int, seed: int) -> FeedLog:
+    rng = np.random.default_rng(seed)
+    return FeedLog.from_arrays(
+        session=np.repeat(np.arange(n_sessions), depth),
+        item=np.concatenate([rng.choice(n_items, depth, replace=False) for _ in range(n_sessions)]),
+        rank=np.tile(np.arange(1, depth + 1), n_sessions),
+        reward=(rng.random(n_sessions * depth) < 0.3).astype(float),
+        n_items=n_items,
+    )
+
+
+def test_too_costly_exact_marginals_fall_back_to_rao_blackwell_sampling(monkeypatch):
+    from recpack_ope.logged import plackett_luce
+
+    log = _pl_log(n_items=30, n_sessions=300, depth=4, seed=3)
+    scores = np.random.default_rng(4).normal(size=30)
+    options = dict(discount=LogDiscount(), logging=LoggedRanking())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        exact = logged_dcg(log, PlackettLuceRanker(scores, method="exact"), **options)
+        # Limits this small refuse the exact marginals of 30 items over 30 ranks.
+        monkeypatch.setattr(plackett_luce, "_MAX_BYTES", 1000)
+        with pytest.raises(ValueError, match=r"30 items over 30 ranks would need about"):
+            logged_dcg(log, PlackettLuceRanker(scores, method="exact"), **options)
+        with pytest.warns(UserWarning, match=r"30 items over 30 ranks.*sampled instead.*64 rank"):
+            sampled = logged_dcg(log, PlackettLuceRanker(scores), **options)
+    assert exact.approximation_error == 0 and sampled.approximation_error > 0
+    # The approximation error bounds the Monte Carlo standard deviation of the value (a sum
+    # over 30 items of means of 64 independent draws each, close to normal): 4 of them hold
+    # with probability above 0.9999.
+    assert abs(sampled.value - exact.value) < 4 * sampled.approximation_error
+    assert "Monte Carlo approximation error" in repr(sampled)
+
+
+def test_the_fallback_over_a_large_catalogue_without_cutoff_stays_small():
+    import tracemalloc
+
+    log = _pl_log(n_items=1000, n_sessions=200, depth=5, seed=0)
+    scores = np.random.default_rng(1).normal(size=1000)
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReliabilityWarning)
+            with pytest.warns(UserWarning, match=r"1000 items over 1000 ranks would need about 9"):
+                result = logged_dcg(
+                    log, PlackettLuceRanker(scores), discount=LogDiscount(), logging=LoggedRanking()
+                )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**30  # the exact marginals would need 9 GiB
+    # Exposures are probabilities and every rewarded row has one: the value is a mean of
+    # Σ c · ε / δ(rank) per session, at most Σ_k 1 / δ(k) over a session's 5 ranks.
+    assert 0 < result.value <= np.sum(np.log2(np.arange(2, 7)))
+    assert 0 < result.approximation_error < 0.01 * result.standard_error
+
+
+def test_sums_over_every_candidate_fall_back_as_the_exposures_do(monkeypatch):
+    from recpack_ope.logged import plackett_luce
+    from recpack_ope.logged.policies import candidate_sums
+
+    log = _pl_log(n_items=30, n_sessions=50, depth=4, seed=3)
+    scores = np.random.default_rng(4).normal(size=30)
+    monkeypatch.setattr(plackett_luce, "_MAX_BYTES", 1000)
+    with pytest.warns(UserWarning, match=r"sampled instead.*64 rankings per context"):
+        total, _ = candidate_sums(PlackettLuceRanker(scores), log, LogDiscount())
+    # The fallback is the sampler the warning names, chosen explicitly.
+    chosen = PlackettLuceRanker(scores, method="monte_carlo", rao_blackwell=True, n_samples=64)
+    np.testing.assert_array_equal(total, candidate_sums(chosen, log, LogDiscount())[0])
+    # Every item is shown at one of the 30 ranks, so the total exposure is Σ_r δ(r) exactly;
+    # the sampled one is off by at most 4 times the sum of the items' standard errors (a
+    # bound on the standard deviation of the sum, whatever their correlation).
+    every = FeedLog.from_arrays(
+        np.zeros(30, dtype=int), np.arange(30), np.arange(1, 31), np.zeros(30), n_items=30
+    )
+    errors = chosen.exposure(every, LogDiscount()).standard_error
+    assert abs(total[0] - LogDiscount().weights(30).sum()) < 4 * errors.sum()

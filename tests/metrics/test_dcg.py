@@ -530,10 +530,70 @@ def test_small_integer_duplicates_are_summed_without_overflow():
 
 def test_non_numeric_object_values_are_refused_with_position():
     y = np.array([[1, 0], [0, "x"]], dtype=object)
-    with pytest.raises(ValueError, match=r"y_true has non-numeric value 'x' at \(user 1, item 1\)"):
+    with pytest.raises(
+        TypeError, match=r"y_true has non-numeric value 'x' \(text\) at \(user 1, item 1\)"
+    ):
         dcg(y, np.ones((2, 2)), discount=D)
-    with pytest.raises(ValueError, match=r"y_score.*got dtype <U"):
+    with pytest.raises(TypeError, match=r"y_score must hold real numbers, got dtype <U1"):
         dcg(Y, [["a"] * 4] * 3, discount=D)
+
+
+def test_text_that_reads_as_numbers_is_refused_not_parsed():
+    # Scores as strings ("0.9") would rank as text sorts, not as numbers: never parsed.
+    text = S.astype(str).astype(object)
+    with pytest.raises(
+        TypeError,
+        match=rf"y_score has non-numeric value '{S[0, 0]}' \(text\) at \(user 0, item 0\); "
+        "y_score has dtype object",
+    ):
+        dcg(Y, text, discount=D)
+    with pytest.raises(TypeError, match=r"y_score has non-numeric value .* \(text\) at \(user 0"):
+        dcg(Y, pd.DataFrame(S.astype(str)), discount=D)
+    with pytest.raises(TypeError, match=r"y_true must hold real numbers, got dtype <U"):
+        dcg(Y.astype(str), S, discount=D)
+    with pytest.raises(TypeError, match=r"propensity must hold real numbers, got dtype <U"):
+        ips_dcg(Y, S, discount=D, propensity=np.full(4, "0.5"))
+
+
+def test_bool_clicks_count_as_0_and_1():
+    clicks = np.array([[True, False, True], [False, True, False]])
+    scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.3]])
+    # user 0: items 0 and 2 at ranks 1 and 3 (past the cutoff 2); user 1: item 1 at rank 1
+    assert dcg(clicks, scores, discount=LogDiscount(2)).per_user.tolist() == [1.0, 1.0]
+    # bool scores rank True above False, ties to the lower index: user 0 ranks 0, 1, 2
+    shown = np.array([[True, True, False], [False, True, False]])
+    assert dcg(clicks, shown, discount=LogDiscount(3)).per_user == pytest.approx(
+        [1 + 1 / math.log2(4), 1.0], abs=1e-15
+    )
+
+
+@pytest.mark.parametrize("estimator", [ips_dcg, snips_dcg, ips_ndcg, ips_pn_dcg])
+def test_dense_users_by_items_propensity_is_refused_saying_what_is_accepted(estimator):
+    with pytest.raises(
+        ValueError,
+        match=r"^propensity is a dense array of shape \(3, 4\): give one propensity per item \(a "
+        r"1-D vector of 4\) or one per \(user, item\) as a 3×4 scipy sparse matrix",
+    ):
+        estimator(Y, S, discount=D, propensity=np.full((3, 4), 0.5))
+    # What the message offers is accepted, and the two agree when they hold the same values.
+    per_item = estimator(Y, S, discount=D, propensity=np.full(4, 0.5))
+    per_entry = estimator(Y, S, discount=D, propensity=sp.csr_matrix(np.full((3, 4), 0.5)))
+    assert per_entry.value == per_item.value
+
+
+@pytest.mark.parametrize(
+    ("value", "position"), [(2.0, (0, 1)), (1.5, (2, 3)), (np.nan, (1, 0)), (-0.5, (0, 0))]
+)
+def test_impressions_outside_0_1_are_refused_with_their_position(value, position):
+    # Impressions are examination probabilities: a count of 2 impressions is not one.
+    shown = np.zeros((3, 4))
+    shown[position] = value
+    with pytest.raises(
+        ValueError,
+        match=rf"^impressions has value {value} at \(user {position[0]}, item {position[1]}\); "
+        r"impressions are examination probabilities: finite and in \[0, 1\]$",
+    ):
+        ips_dcg(Y, S, discount=D, propensity=np.full(4, 0.5), impressions=shown)
 
 
 def test_valid_bool_and_object_scores_are_ranked():

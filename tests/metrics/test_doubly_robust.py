@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 
@@ -110,13 +111,18 @@ def test_dr_dcg_equals_the_formula_by_brute_force(tiny, clip, with_impressions):
     assert result.name == "DR-DCG@4"
 
 
-def test_without_impressions_unclipped_dr_is_exactly_ips(tiny):
-    kw = dict(discount=tiny["discount"], propensity=tiny["p"])
+@pytest.mark.parametrize("clip", [None, 20.0])
+def test_without_impressions_and_nothing_clipped_dr_is_exactly_ips(tiny, clip):
+    # Without impressions DR − IPS = Σ_r δ(r) ρ̂ (1 − min(1, m·p)), exactly 0 when no weight is
+    # clipped (clip=None, or m = 20 ≥ 1/p for every p ≥ 0.05): computed as 0, not as a
+    # difference of two sums that only rounds to it.
+    assert 20.0 * tiny["p"].min() >= 1
+    kw = dict(discount=tiny["discount"], propensity=tiny["p"], clip=clip)
     ips = ips_dcg(sp.csr_matrix(tiny["y"]), tiny["scores"], **kw)
     dr = dr_dcg(
         sp.csr_matrix(tiny["y"]), tiny["scores"], reward_model=RewardMatrix(tiny["rho"]), **kw
     )
-    np.testing.assert_allclose(dr.per_user, ips.per_user, rtol=1e-13)
+    assert ((dr.per_user - ips.per_user) == 0.0).all()
 
 
 def test_ips_with_impressions_averages_over_served_users_and_carries_the_control(tiny):
@@ -327,8 +333,31 @@ def test_bad_reward_models_and_inputs_are_refused(tiny):
     y, kw = sp.csr_matrix(tiny["y"]), dict(discount=tiny["discount"], propensity=tiny["p"])
     with pytest.raises(ValueError, match=r"reward_model gives 1.5 for \(user"):
         dr_dcg(y, tiny["scores"], reward_model=Constant(1.5), **kw)
-    with pytest.raises(ValueError, match="reward_model has shape"):
+    with pytest.raises(
+        ValueError, match=r"^reward_model has shape \(3, 8\) but y_true has \(6, 8\)"
+    ):
         dr_dcg(y, tiny["scores"], reward_model=RewardMatrix(np.zeros((3, 8))), **kw)
+    # The shape is that of y_true in any form, a DataFrame included.
+    with pytest.raises(ValueError, match=r"reward_model has shape \(6, 9\) but y_true has"):
+        dr_dcg(
+            pd.DataFrame(tiny["y"]),
+            tiny["scores"],
+            reward_model=RewardMatrix(np.zeros((6, 9))),
+            **kw,
+        )
+    with pytest.raises(ValueError, match=r"reward_model gives nan for \(user"):
+        dr_dcg(y, tiny["scores"], reward_model=Constant(np.nan), **kw)
+    with pytest.raises(ValueError, match=r"reward_model gives -0.1 for \(user"):
+        dr_dcg(y, tiny["scores"], reward_model=Constant(-0.1), **kw)
+    with pytest.raises(
+        TypeError,
+        match=r"^the output of reward_model.predict must hold real numbers, got dtype <U3$",
+    ):
+        dr_dcg(y, tiny["scores"], reward_model=Constant("0.5"), **kw)
+    with pytest.raises(
+        ValueError, match=r"impressions has value 2.0 at \(user 0, item 0\); impressions are "
+    ):
+        dr_dcg(y, tiny["scores"], reward_model=Constant(0.2), impressions=2 * np.eye(6, 8), **kw)
     with pytest.raises(TypeError, match="reward_model must have a predict"):
         dr_dcg(y, tiny["scores"], reward_model=np.zeros((6, 8)), **kw)
     with pytest.raises(ValueError, match="dr_dcg needs propensity"):

@@ -366,8 +366,13 @@ def test_a_repeated_entry_is_named_when_every_row_stores_as_many():
 
 @pytest.mark.parametrize(
     "scores",
-    [sp.csr_matrix((3, 4)), np.full((3, 4), -np.inf), TopK(np.full((3, 2), -1))],
-    ids=["nothing-stored", "no-candidate", "empty-topk"],
+    [
+        sp.csr_matrix((3, 4)),
+        np.full((3, 4), -np.inf),
+        TopK(np.full((3, 2), -1)),
+        TopK(np.empty((3, 0), dtype=np.int64)),
+    ],
+    ids=["nothing-stored", "no-candidate", "empty-topk", "zero-depth-topk"],
 )
 def test_nothing_to_rank_gives_zero(scores):
     y = sp.csr_matrix(np.eye(3, 4))
@@ -459,3 +464,18 @@ def test_product_scores_check_the_product_against_one_user_and_fall_back():
     plain = ranking.ProductScores(lambda u: truth[u])
     assert not plain.batched
     np.testing.assert_array_equal(plain(np.array([0])), truth[[0]])
+
+
+def test_a_ranking_of_depth_zero_ranks_nothing_in_every_estimator():
+    # A TopK without columns (a model asked for 0 items, or one over 0 items) shows no item:
+    # every DCG term is 0 by definition, so every estimate and every ratio numerator is 0.
+    y = sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+    empty = TopK(np.empty((2, 0), dtype=np.int64))
+    p = np.array([0.5, 1.0, 0.25])
+    assert ips_dcg(y, empty, discount=LogDiscount(2), propensity=p).per_user.tolist() == [0, 0]
+    assert recall(y, empty, k=2).per_user.tolist() == [0.0, 0.0]
+    from_nothing = TopK.from_scores(np.empty((2, 0)), 3)
+    assert from_nothing.items.shape == (2, 0)
+    y_no_items = sp.csr_matrix((2, 0))
+    with pytest.raises(ValueError, match="y_true has no non-zero held-out rewards"):
+        dcg(y_no_items, from_nothing, discount=LogDiscount(2))

@@ -412,9 +412,13 @@ def test_popularity_min_count_up_to_n_keeps_probabilities():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: FixedPropensity([]).fit(), r"propensity.*got shape \(0,\)"),
-        (lambda: FixedPropensity(np.full((2, 2), 0.5)).fit(), r"propensity.*got shape \(2, 2\)"),
-        (lambda: FixedPropensity(0.5).fit(), r"propensity.*got shape \(\)"),
+        (lambda: FixedPropensity([]).fit(), r"propensity has shape \(0,\) and holds no propensity"),
+        (
+            lambda: FixedPropensity(np.full((2, 2), 0.5)).fit(),
+            r"propensity is a dense array of shape \(2, 2\): give one propensity per item \(a "
+            r"1-D vector\) or one per \(user, item\) as a users×items scipy sparse matrix",
+        ),
+        (lambda: FixedPropensity(0.5).fit(), r"propensity is a dense array of shape \(\)"),
         (lambda: FixedPropensity([0.5, np.nan]).fit(), r"propensity nan of item 1 lies outside"),
         (lambda: FixedPropensity([0.5, 1.5]).fit(), r"propensity 1\.5 of item 1 lies outside"),
     ],

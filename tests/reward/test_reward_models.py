@@ -16,6 +16,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
+from recpack_ope._validation import NonNumericError
 from recpack_ope.reward import calibration as calibration_module
 from recpack_ope.reward.calibration import ScoreCalibration, _bernoulli_ranks, _nonclick_keys
 from recpack_ope.reward.models import CalibratedScores, RewardMatrix, RewardModel
@@ -480,11 +481,11 @@ BAD = {
     ),
     "complex probabilities": (
         lambda: RewardMatrix(np.full((2, 2), 0.5 + 0j)),
-        r"probabilities.*got dtype complex128",
+        r"probabilities has complex dtype complex128 \(value \(0\.5\+0j\) at \(user 0, item 0\)\)",
     ),
     "sparse complex probabilities": (
         lambda: RewardMatrix(sp.csr_matrix(np.full((2, 2), 0.5 + 0j))),
-        r"probabilities.*got dtype complex128",
+        r"probabilities has complex dtype complex128",
     ),
     "1-D probabilities": (
         lambda: RewardMatrix(np.full(4, 0.5)),
@@ -519,7 +520,7 @@ BAD = {
     ),
     "complex scores for a reward model": (
         lambda: CalibratedScores(GOOD_SCORES + 0j, SimpleNamespace(slope_=1.0, intercept_=0.0)),
-        r"scores.*got dtype complex128",
+        r"scores has complex dtype complex128",
     ),
     "non-finite calibration": (
         lambda: CalibratedScores(GOOD_SCORES, SimpleNamespace(slope_=np.nan, intercept_=0.0)),
@@ -576,7 +577,7 @@ BAD = {
     ),
     "complex clicks": (
         lambda: fit(clicks=GOOD_CLICKS + 0j),
-        r"clicks.*got dtype complex128",
+        r"clicks has complex dtype complex128",
     ),
     # calibration: scores
     "nan score": (
@@ -589,7 +590,7 @@ BAD = {
     ),
     "complex scores": (
         lambda: fit(scores=GOOD_SCORES + 0j),
-        r"scores.*got dtype complex128",
+        r"scores has complex dtype complex128",
     ),
     "1-D scores": (
         lambda: fit(scores=np.ones(30)),
@@ -638,7 +639,7 @@ BAD = {
     ),
     "complex propensity": (
         lambda: fit(propensity=np.ones(5) + 0j),
-        r"propensity.*got dtype complex128",
+        r"propensity has complex dtype complex128",
     ),
     # calibration: use before fit
     "predict_proba before fit": (
@@ -653,7 +654,53 @@ BAD = {
         lambda: fit().predict_proba(np.array([[0.0, 1.0], [np.nan, 2.0]])),
         r"values has nan at index \(1, 0\)",
     ),
+    # fitted on nothing
+    "calibration on no users": (
+        lambda: fit(scores=np.empty((0, 5)), clicks=np.empty((0, 5))),
+        r"^scores has shape \(0, 5\): no \(user, item\) pair to fit the calibration on",
+    ),
+    "calibration on no items": (
+        lambda: fit(scores=np.empty((6, 0)), clicks=np.empty((6, 0))),
+        r"^scores has shape \(6, 0\): no \(user, item\) pair to fit the calibration on",
+    ),
 }
+
+# Text where numbers are needed: a TypeError (NonNumericError, also a ValueError) naming the
+# argument and the dtype, or the text and its position; numbers as text are never parsed.
+NON_NUMERIC = {
+    "text probabilities": (
+        lambda: RewardMatrix(np.full((2, 2), "0.5")),
+        r"^probabilities must hold real numbers, got dtype <U3$",
+    ),
+    "a DataFrame of text probabilities": (
+        lambda: RewardMatrix(pd.DataFrame([["0.5", "0.1"]])),
+        r"^probabilities has non-numeric value '0\.5' \(text\) at \(user 0, item 0\)",
+    ),
+    "text scores": (
+        lambda: fit(scores=GOOD_SCORES.astype(str)),
+        r"^scores must hold real numbers, got dtype <U",
+    ),
+    "text clicks": (
+        lambda: fit(clicks=GOOD_CLICKS.astype(str)),
+        r"^clicks must hold real numbers, got dtype <U",
+    ),
+    "text propensity": (
+        lambda: fit(propensity=np.full(5, "1.0", dtype=object)),
+        r"^propensity has non-numeric value '1\.0' \(text\) at position 0",
+    ),
+    "text values to calibrate": (
+        lambda: fit().predict_proba(np.array(["0.5"], dtype=object)),
+        r"^values has non-numeric value '0\.5' \(text\) at position 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NON_NUMERIC), ids=list(NON_NUMERIC))
+def test_non_numeric_input_raises_a_named_type_error(case):
+    make, message = NON_NUMERIC[case]
+    with pytest.raises(NonNumericError, match=message) as raised:
+        make()
+    assert isinstance(raised.value, TypeError) and isinstance(raised.value, ValueError)
 
 
 @pytest.mark.parametrize("case", list(BAD), ids=list(BAD))

@@ -162,14 +162,9 @@ def test_simpsons_paradox_bar_counts_its_two_models(monkeypatch, capsys, small_u
 
 
 def test_banner_study_bar_counts_banner_sizes(monkeypatch, capsys):
-    made, pairwise = [], importlib.import_module("recpack_ope.logged.pairwise_disagreement")
-
-    class Recorded(pairwise.tqdm):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(pairwise, "tqdm", Recorded)
+    made = record_bars(
+        monkeypatch, importlib.import_module("recpack_ope.logged.pairwise_disagreement")
+    )
     config = disagreement.BannerStudyConfig(
         n_products=200, n_banners=3000, n_shuffled=3000, max_size=6, n_models=4
     )

@@ -968,7 +968,14 @@ BAD_PROPENSITIES = [
         r"no propensity for raw item id 7 \(3 of RecPack's 3 items",
     ),
     ({7: None, 300: 0.2, 50: 0.5}, "propensity has a missing value at label 7"),
-    ({7: 0.1, 300: "x", 50: 0.5}, r"propensity has non-numeric value 'x' at \(item index 1\)"),
+    (
+        {7: 0.1, 300: "x", 50: 0.5},
+        r"propensity has non-numeric value 'x' \(text\) at \(item index 1\)",
+    ),
+    (
+        {7: 0.1, 300: "0.2", 50: 0.5},  # numbers as text are refused, never parsed
+        r"propensity has non-numeric value '0.2' \(text\) at \(item index 1\)",
+    ),
     (
         {7: 0.1j, 300: 0.2, 50: 0.5},
         r"propensity has complex dtype complex128 \(value 0.1j at \(item index 0\)\)",
@@ -1067,7 +1074,14 @@ ARGUMENTS = [
     ),
     (
         lambda: RecPackAdapter(propensity=[0.5] * 3, impressions=-np.ones((2, 3))),
-        r"impressions has value -1.0 at \(user 0, item 0\); impressions are expected examinations",
+        r"impressions has value -1.0 at \(user 0, item 0\); impressions are examination "
+        r"probabilities: finite and in \[0, 1\]",
+    ),
+    (
+        # A count of impressions is not an examination probability.
+        lambda: RecPackAdapter(propensity=[0.5] * 3, impressions=[[0, 2, 1]]),
+        r"impressions has value 2.0 at \(user 0, item 1\); impressions are examination "
+        r"probabilities: finite and in \[0, 1\]",
     ),
     (
         lambda: RecPackAdapter(propensity=[0.5] * 3, impressions="shown"),
@@ -1122,6 +1136,17 @@ ARGUMENTS = [
         "ArgsRPPK: K must be a positive integer, got 2.5",
     ),
     (lambda: recpack_ranking(Y_PRED, -1), "K must be a positive integer, got -1"),
+    (
+        # A misspelt option names the adapter called and the valid options.
+        lambda: RecPackAdapter(propensity=[0.5] * 3, clipp=3),
+        r"^RecPackAdapter got an unknown option 'clipp' \(did you mean 'clip'\?\); its options "
+        r"are binning, clip, discount, impressions, item_id_mapping, n_strata, population, "
+        r"propensity, reward_model$",
+    ),
+    (
+        lambda: RecPackAdapter(propensity=[0.5] * 3, impressions=[["1", "0", "1"]]),
+        r"impressions must hold real numbers, got dtype <U1",
+    ),
 ]
 
 

@@ -125,16 +125,27 @@ probabilities: finite and in [0, 1]
     return shown
 
 
-def check_propensities(values: np.ndarray, describe: Callable[[int], str]) -> None:
+def check_propensities(
+    values: np.ndarray, describe: Callable[[int], str], name: str = "propensity"
+) -> None:
     """Propensities are probabilities of exposure: finite and in (0, 1].
 
-    ``describe(k)`` names the k-th value for the error message, e.g. ``"item 17"``.
+    ``describe(k)`` names the k-th value for the error message, e.g. ``"item 17"``; ``name``
+    is the argument that holds them, named in the message unless it is ``propensity``.
+
+    Examples
+    --------
+    >>> check_propensities(np.array([0.5, np.nan]), lambda k: f"item {k}", "stratify_by")
+    Traceback (most recent call last):
+    ...
+    ValueError: stratify_by: propensity nan of item 1 lies outside (0, 1]; ...
     """
     bad = ~np.isfinite(values) | (values <= 0) | (values > 1)
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
+        prefix = "" if name == "propensity" else f"{name}: "
         raise ValueError(
-            f"propensity {float(values[k])} of {describe(k)} lies outside (0, 1]; "
+            f"{prefix}propensity {float(values[k])} of {describe(k)} lies outside (0, 1]; "
             "propensities are exposure probabilities"
         )
 
@@ -153,7 +164,18 @@ def check_clip(clip, *, allow_auto: bool = False) -> float | str:
     """Clipping threshold m of ``w = min(m, 1/p)`` (Jeunen et al. §6.2).
 
     None means no clipping (m = ∞, returned as ``inf``); ``"auto"``, where the estimator can
-    select m from the data, is returned as is. Anything else must be a finite number > 0.
+    select m from the data, is returned as is. Anything else must be a finite number >= 1:
+    inverse propensities ``1/p`` are at least 1, so an m below 1 would clip every weight to m
+    and only rescale the metric by m (m = 1 is the unweighted metric).
+
+    Examples
+    --------
+    >>> check_clip(None), check_clip(1), check_clip("auto", allow_auto=True)
+    (inf, 1.0, 'auto')
+    >>> check_clip(0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: clip = 0.5 is below 1: ...
     """
     options = "a finite number > 0, None for no clipping" + (' or "auto"' if allow_auto else "")
     if clip is None:
@@ -165,6 +187,13 @@ def check_clip(clip, *, allow_auto: bool = False) -> float | str:
     m = float(clip)
     if not (np.isfinite(m) and m > 0):
         raise ValueError(f"clip must be {options}, got {shown(clip)}")
+    if m < 1:
+        raise ValueError(
+            f"clip = {shown(clip)} is below 1: inverse propensities 1/p are at least 1, so it "
+            f"would clip every weight to {shown(clip)} and only rescale the metric by it; give "
+            "clip >= 1 (1 is the unweighted metric), None for no clipping"
+            + (' or "auto"' if allow_auto else "")
+        )
     return m
 
 

@@ -28,7 +28,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["ClipSelection", "clip_candidates", "slope_index", "select_clip", "clipped_estimate"]
+__all__ = [
+    "ClipSelection",
+    "clip_candidates",
+    "slope_index",
+    "select_clip",
+    "clipped_estimate",
+    "inverse_propensities",
+    "check_finite_inverse",
+]
 
 AUTO = "auto"
 
@@ -229,6 +237,57 @@ def select_clip(estimate: Callable[[float | None], object], raw: np.ndarray):
     )
 
 
+def inverse_propensities(propensity: np.ndarray) -> np.ndarray:
+    """``1/p`` of propensities in (0, 1]: ``inf``, without numpy's overflow warning, for a
+    propensity below about 5.6e-309, which a finite clip caps and :func:`check_finite_inverse`
+    refuses where nothing does.
+
+    Examples
+    --------
+    >>> inverse_propensities(np.array([0.5, 1e-320])).tolist()
+    [2.0, inf]
+    """
+    with np.errstate(over="ignore", divide="ignore"):
+        return 1.0 / np.asarray(propensity, dtype=np.float64)
+
+
+def check_finite_inverse(
+    raw: np.ndarray, clip: float | str | None, describe: Callable[[int], str] | None = None
+) -> None:
+    """Refuse an infinite inverse propensity ``raw[k]`` that an estimate would use unclipped
+    (``clip`` None, or ``"auto"``, whose first candidate is unclipped): it would make the
+    estimate infinite. A finite ``clip`` caps it and passes.
+
+    ``describe(k)`` names the propensity behind ``raw[k]`` and its value (``"propensity
+    1e-320 of item 2"``); by default the message speaks of the evaluated rows.
+
+    Examples
+    --------
+    >>> check_finite_inverse(np.array([2.0, np.inf]), 10.0)
+    >>> check_finite_inverse(np.array([2.0, np.inf]), None, lambda k: f"propensity of item {k}")
+    Traceback (most recent call last):
+    ...
+    ValueError: the inverse of propensity of item 1 is inf, as 1/p is for a propensity below ...
+    """
+    auto = isinstance(clip, str) and clip == AUTO
+    if not (auto or clip is None):
+        return
+    infinite = np.flatnonzero(~np.isfinite(raw))
+    if infinite.size:
+        k = int(infinite[0])
+        what = (
+            "an inverse propensity of the evaluated rows"
+            if describe is None
+            else f"the inverse of {describe(k)}"
+        )
+        raise ValueError(
+            f"{what} is {raw[k]}, as 1/p is for a "
+            "propensity below about 5.6e-309: the unclipped estimate"
+            + (', clip="auto"\'s first candidate,' if auto else "")
+            + " is infinite; floor the propensities or pass a finite clip="
+        )
+
+
 def clipped_estimate(
     estimate: Callable[[float | None], object],
     clip: float | str | None,
@@ -267,14 +326,7 @@ def clipped_estimate(
     'mean (m=4.0)'
     """
     auto = isinstance(clip, str) and clip == AUTO
-    infinite = np.flatnonzero(~np.isfinite(raw))
-    if infinite.size and (auto or clip is None):
-        raise ValueError(
-            f"an inverse propensity of the evaluated rows is {raw[infinite[0]]}, as 1/p is for a "
-            "propensity below about 5.6e-309: the unclipped estimate"
-            + (', clip="auto"\'s first candidate,' if auto else "")
-            + " is infinite; floor the propensities or pass a finite clip="
-        )
+    check_finite_inverse(raw, clip)
     if auto:
         if not raw.size:
             raise ValueError(f'clip="auto" needs {needs}')

@@ -730,7 +730,10 @@ class WeightDiagnostics:
         """One line: ESS (ratio), largest weight, top-1 % share, clipping, user share (of
         ``unit``) and the calibration check."""
         if not self.n_weights:
-            text = "no evaluated interaction: the target ranks none of the held-out ones"
+            text = (
+                "no evaluated interaction: no positive held-out reward is ranked by the "
+                "target (or there is none)"
+            )
         else:
             text = (
                 f"ESS {self.ess:.4g} of {self.n_weights} ({self.ess_ratio:.1%}), max weight "

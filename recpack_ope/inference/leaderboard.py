@@ -145,7 +145,8 @@ class MetricStanding:
     interval : numpy.ndarray, shape (M, 2)
         Their confidence intervals at the leaderboard's ``level``.
     best : str
-        The model with the highest value (the first of ``models`` among equal values).
+        The model with the highest value (the first of ``models`` among equal values;
+        :attr:`best_models` has all of them).
     tied : tuple of str
         Models not significantly worse than the best, the best included, in model order.
     tied_by : str
@@ -172,6 +173,13 @@ class MetricStanding:
     p_value: np.ndarray
     better: np.ndarray
     reliable: np.ndarray
+
+    @property
+    def best_models(self) -> tuple[str, ...]:
+        """Every model whose value equals the highest, in model order: ``best`` and the models
+        exactly tied with it, which the tables all mark as best."""
+        top = self.value.max()
+        return tuple(m for m, v in zip(self.models, self.value, strict=True) if v == top)
 
     def better_than(self, model: str) -> tuple[str, ...]:
         """The models ``model`` is significantly better than, in model order."""
@@ -320,28 +328,34 @@ class Leaderboard:
     ... })
     >>> board["Recall"].best, board["Recall"].tied, board["Recall"].better_than("kNN")
     ('kNN', ('EASE', 'kNN'), ('pop',))
+
+    EASE and kNN have exactly the same DCG (23/6): both are bold.
+
+    >>> board["DCG"].best, board["DCG"].best_models
+    ('EASE', ('EASE', 'kNN'))
     >>> print(board.to_markdown())  # doctest: +NORMALIZE_WHITESPACE
     | # | model | DCG | Recall |
     |---|---|---|---|
     | a | EASE | **3.83**^c | 0.550^c |
-    | b | kNN | 3.83^c | **0.567**^c |
+    | b | kNN | **3.83**^c | **0.567**^c |
     | c | pop | 1.50 | 0.183 |
     <BLANKLINE>
-    Bold: the best model of each metric. ^xy: significantly better than models x and y
-    (two-sided paired t-tests over users, Holm-corrected over each metric's 3 pairs, p < 0.05).
+    Bold: the best model(s) of each metric, every one with the highest value. ^xy:
+    significantly better than models x and y (two-sided paired t-tests over users,
+    Holm-corrected over each metric's 3 pairs, p < 0.05).
     >>> print(board.to_latex())  # doctest: +NORMALIZE_WHITESPACE
     \begin{table}[t]
     \centering
-    \caption{Bold: the best model of each metric. A superscript lists the models (by letter) a
-    model is significantly better than (two-sided paired t-tests over users, Holm-corrected over
-    each metric's 3 pairs, $p < 0.05$).}
+    \caption{Bold: the best model(s) of each metric, every one with the highest value. A
+    superscript lists the models (by letter) a model is significantly better than (two-sided
+    paired t-tests over users, Holm-corrected over each metric's 3 pairs, $p < 0.05$).}
     \label{tab:leaderboard}
     \begin{tabular}{llll}
     \toprule
     \# & Model & DCG & Recall \\
     \midrule
     a & EASE & \textbf{3.83}\textsuperscript{c} & 0.550\textsuperscript{c} \\
-    b & kNN & 3.83\textsuperscript{c} & \textbf{0.567}\textsuperscript{c} \\
+    b & kNN & \textbf{3.83}\textsuperscript{c} & \textbf{0.567}\textsuperscript{c} \\
     c & pop & 1.50 & 0.183 \\
     \bottomrule
     \end{tabular}
@@ -383,7 +397,7 @@ class Leaderboard:
                         "value": float(standing.value[i]),
                         "ci_low": float(standing.interval[i, 0]),
                         "ci_high": float(standing.interval[i, 1]),
-                        "best": model == standing.best,
+                        "best": model in standing.best_models,
                         "tied_with_best": model in standing.tied,
                         "better_than": standing.better_than(model),
                         "reliable": bool(standing.reliable[i]),
@@ -398,8 +412,9 @@ class Leaderboard:
         -------
         pandas.DataFrame
             Columns ``model``, ``metric``, ``value``, ``ci_low``, ``ci_high`` (the interval at
-            :attr:`level`), ``best``, ``tied_with_best``, ``better_than`` (the tuple of
-            models this one is significantly better than) and ``reliable``
+            :attr:`level`), ``best`` (True for every model with the highest value),
+            ``tied_with_best``, ``better_than`` (the tuple of models this one is
+            significantly better than) and ``reliable``
             (:attr:`MetricStanding.reliable`), models in order, each with its metrics in order.
         """
         try:
@@ -420,7 +435,7 @@ class Leaderboard:
             row = [letters[model], escape(model)]
             for standing in self.standings:
                 text = significant(float(standing.value[i]), digits)
-                if model == standing.best:
+                if model in standing.best_models:
                     text = bold.format(text)
                 if not standing.reliable[i]:
                     text += dagger
@@ -435,7 +450,10 @@ class Leaderboard:
     def _legend(self, superscript: str, p: str, dagger: str) -> str:
         """What the marks mean: bold, the superscripts (with several models; ``p`` formats the
         significance level) and the daggers (when an estimate has one)."""
-        text = "Bold: the best model of each metric."
+        if any(len(s.best_models) > 1 for s in self.standings):
+            text = "Bold: the best model(s) of each metric, every one with the highest value."
+        else:
+            text = "Bold: the best model of each metric."
         pairs = len(self.models) * (len(self.models) - 1) // 2
         if pairs:
             text += (
@@ -629,7 +647,11 @@ class Leaderboard:
         shown_kinds = set()
         for i, model in enumerate(self.models):
             kind = (
-                "best" if model == standing.best else "tied" if model in standing.tied else "other"
+                "best"
+                if model in standing.best_models
+                else "tied"
+                if model in standing.tied
+                else "other"
             )
             color, label = kinds[kind]
             value = standing.value[i]
@@ -646,7 +668,7 @@ class Leaderboard:
             shown_kinds.add(kind)
         ax.set_yticks(range(m - 1, -1, -1), list(self.models))
         for tick, model in zip(ax.get_yticklabels(), self.models, strict=True):
-            if model == standing.best:
+            if model in standing.best_models:
                 tick.set_fontweight("bold")
         ax.set_ylim(-0.7, m - 0.3)
         ax.set_title(standing.metric, fontsize=10)

@@ -43,8 +43,9 @@ from .._validation import (
     check_impressions,
     check_positive_int,
     check_rewards,
+    entry_position,
 )
-from ..inference.clipping import select_clip
+from ..inference.clipping import check_finite_inverse, inverse_propensities, select_clip
 from ..inference.diagnostics import (
     CALIBRATION_BINS,
     ESS_RATIO_THRESHOLD,
@@ -59,6 +60,7 @@ from ..propensity.weights import (
     RECOMMENDED_CLIP,
     clip_weights,
     entry_propensities,
+    item_propensities,
     resolve_propensity,
 )
 from .ranking import ScoreSource, padded_csr, score_source
@@ -621,12 +623,15 @@ def prepare_held_out(
     chunk_users,
     on_ranked=None,
     population: str = "observed",
+    ratio: str | None = None,
 ) -> HeldOut:
     """Validate the inputs of a held-out estimator and rank the target once.
 
     ``on_ranked(positions, items, delta)``, when given, sees every ranked (user, item) of the
     target with ``δ(rank)``; ``positions`` index the evaluated ``users``, which are those of
-    ``population`` (:data:`POPULATIONS`).
+    ``population`` (:data:`POPULATIONS`). ``ratio`` names an estimator that divides each
+    user's DCG by a per-user total (nDCG, recall), for the refusal of a ``y_true`` without
+    rewards.
     """
     population = check_population(population)
     chunk_users = check_positive_int(chunk_users, "chunk_users", allow_none=True)
@@ -650,12 +655,25 @@ def prepare_held_out(
         pattern, impression = _union(rewards, shown)
     counts = np.diff(pattern.indptr)
     users = np.flatnonzero(counts > 0)
-    if users.size == 0:
-        raise ValueError("y_true has no non-zero held-out rewards: no user can be evaluated")
+    # Over population "all" every row is a user, rewarded or not: all rows without rewards
+    # give DCG 0, and only a y_true without rows leaves no user.
+    if users.size == 0 and (population == "observed" or pattern.shape[0] == 0):
+        raise ValueError(
+            "y_true has no rows: no user can be evaluated"
+            if population == "all"
+            else "y_true has no non-zero held-out rewards: no user can be evaluated"
+            + (
+                ""
+                if ratio is None
+                else f"; {ratio} divides each user's DCG by a per-user total (the ideal DCG; "
+                "for recall the held-out gain) that is 0 for a user without rewards, so it has "
+                "no value for any user"
+            )
+        )
     raw = (
         np.ones(pattern.nnz)
         if propensity is None
-        else 1.0 / entry_propensities(propensity, pattern)
+        else inverse_propensities(entry_propensities(propensity, pattern))
     )
     placeholders = None
     if population == "all":
@@ -781,8 +799,20 @@ def _dcg(
             impressions=impressions,
             chunk_users=chunk_users,
             population=population,
+            ratio=per_user,
         )
     rewards, users, starts, step = data.pattern, data.users, data.starts, data.step
+    if (normalise == "post" or self_normalised) and not (data.reward > 0).any():
+        ips = "" if propensity is None else "IPS-"
+        ratio = (
+            f"{ips}pnDCG = mean DCG / mean ideal DCG"
+            if normalise == "post"
+            else "SNIPS-DCG = IPS-DCG · N / Σ w over the rewarded entries"
+        )
+        raise ValueError(
+            f"every held-out reward of y_true is 0, so {ratio} is 0/0 and has no value; "
+            f"{ips or 'plain '}DCG over population 'all' is exactly 0"
+        )
     # The evaluated interactions: rewarded entries the target ranks where δ > 0, whose weights
     # make up the estimate (docs/definitions.md, "Weight diagnostics").
     evaluated = (data.exposure > 0) & (data.reward > 0)
@@ -848,11 +878,26 @@ def _dcg(
             ),
         )
 
+    if propensity is not None:
+        check_finite_weights(data, propensity, clip)
     if not auto:
         return estimate(clip)
     if propensity is None:
         raise ValueError('clip="auto" selects the clipping of IPS weights; give a propensity')
     return select_clip(estimate, data.raw)
+
+
+def check_finite_weights(data: HeldOut, propensity, clip: float | str | None) -> None:
+    """Refuse a held-out entry whose inverse propensity overflows where ``clip`` does not cap
+    it (:func:`~recpack_ope.inference.clipping.check_finite_inverse`), naming the propensity,
+    its value and its (user, item)."""
+
+    def describe(k: int) -> str:
+        user, item = entry_position(data.pattern, k)
+        value = item_propensities(propensity, np.array([user]), np.array([item]))[0]
+        return f"propensity {float(value)!r} of item {item} (user {user})"
+
+    check_finite_inverse(data.raw, clip, describe)
 
 
 def held_out_weighting(
@@ -893,7 +938,7 @@ def held_out_weighting(
             raw = np.empty(keys.size)
             # Ranked pairs last: a placeholder entry of population="all" holds raw 0.
             raw[unit] = data.raw
-            raw[kept_unit] = 1.0 / kept_p
+            raw[kept_unit] = inverse_propensities(kept_p)
         kept_linear = Linear(positions, kept_unit, kept_coef)
     coef = data.reward * data.exposure if numerator is None else numerator
     nonzero = coef != 0
@@ -933,8 +978,7 @@ def propensity_units(propensity, pattern: sp.csr_matrix, raw: np.ndarray):
     p = resolve_propensity(propensity, pattern.shape)
     if sp.issparse(p):
         return "entry", np.arange(pattern.nnz), raw
-    with np.errstate(divide="ignore"):
-        inverse = 1.0 / p
+    inverse = inverse_propensities(p)
     # Items no entry uses never enter the bounds; give them a finite weight.
     inverse[~np.isfinite(inverse)] = 1.0
     return "item", pattern.indices.astype(np.int64), inverse

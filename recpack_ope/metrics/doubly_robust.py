@@ -40,7 +40,7 @@ from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
 from ..propensity.weights import RECOMMENDED_CLIP, clip_weights, item_propensities
 from ..reward.validation import check_reward_model, predict_rewards
-from .dcg import held_out_weighting, prepare_held_out
+from .dcg import check_finite_weights, held_out_weighting, prepare_held_out
 
 __all__ = ["dr_dcg"]
 
@@ -221,6 +221,7 @@ def dr_dcg(
             ),
         )
 
+    check_finite_weights(data, propensity, clip)
     if auto:
         result = select_clip(estimate, data.raw)
     else:

@@ -418,7 +418,11 @@ def stratified(
     check_rewards(rewards)
     rewards.eliminate_zeros()
     if rewards.nnz == 0:
-        raise ValueError("y_true has no non-zero held-out rewards: nothing to stratify")
+        raise ValueError(
+            "y_true has no non-zero held-out rewards: nothing to stratify (Eq. 4 builds the "
+            "strata from the held-out interactions and weighs each by its share of them, 0/0 "
+            "without any)"
+        )
     values = entry_propensities(stratify_by, rewards, name="stratify_by")
     if bins is None:
         if n_strata > rewards.nnz:

@@ -43,11 +43,14 @@ def item_counts(X) -> np.ndarray:
     ----------
     X : array_like, sparse matrix or pandas object
         Either a users×items interaction matrix, where ``n_i`` is the number of users with a
-        non-zero entry for item i (ratings and repeat counts count once, as in Cornac's and
-        RecPack's popularity), or a 1-D vector of non-negative counts used as given. A
-        DataFrame is aligned by its user and item labels, a Series (e.g. ``value_counts()``
-        of item indices) by its item labels; labels that are not the indices 0..n−1 are
-        refused rather than used by position.
+        non-zero entry for item i: each non-zero entry counts as one interaction whatever its
+        value (ratings, repeat counts, fractions and weights all count once, as in Cornac's
+        and RecPack's popularity; give weighted counts as a count vector instead), and a
+        zero stored explicitly in a sparse matrix does not count. Entries must be >= 0. Or a
+        1-D vector of non-negative counts used as given. A DataFrame is aligned by its user
+        and item labels, a Series (e.g. ``value_counts()`` of item indices) by its item
+        labels; labels that are not the indices 0..n−1 are refused rather than used by
+        position.
 
     Returns
     -------
@@ -57,19 +60,20 @@ def item_counts(X) -> np.ndarray:
     Raises
     ------
     ValueError
-        For a matrix entry that is NaN or infinite, a count that is negative, not finite or
-        above 2**53 (where float64 stops counting exactly), complex or non-numeric values,
-        and pandas labels that are not item indices; the message names the item or the
-        (user, item).
+        For a matrix entry that is NaN, infinite or negative, a count that is negative, not
+        finite or above 2**53 (where float64 stops counting exactly), complex or non-numeric
+        values, and pandas labels that are not item indices; the message names the item or
+        the (user, item).
     """
     if sp.issparse(X) or np.ndim(X) == 2:
         m = as_csr(X, "X")
-        bad = np.flatnonzero(~np.isfinite(m.data))
+        # A negative entry would count as one interaction like a positive one.
+        bad = np.flatnonzero(~np.isfinite(m.data) | (m.data < 0))
         if bad.size:
             u, i = entry_position(m, int(bad[0]))
             raise ValueError(
                 f"X has value {float(m.data[bad[0]])} at (user {u}, item {i}); interactions "
-                "must be finite"
+                "must be finite and >= 0"
             )
         m.eliminate_zeros()
         return np.bincount(m.indices, minlength=m.shape[1]).astype(np.float64)
@@ -191,6 +195,9 @@ class PowerLawPropensity(BaseEstimator):
 
     def fit(self, X, y=None) -> PowerLawPropensity:
         """Fit γ on the item counts of ``X`` (see :func:`item_counts`) and set ``propensity_``.
+
+        Each non-zero entry of a matrix ``X`` counts as one interaction whatever its value, so
+        weights are not counts; explicitly stored zeros do not count.
 
         Raises
         ------
@@ -351,6 +358,10 @@ class PopularityPropensity(BaseEstimator):
 
     def fit(self, X, y=None) -> PopularityPropensity:
         """Compute ``propensity_`` from the item counts of ``X`` (see :func:`item_counts`).
+
+        Each non-zero entry of a matrix ``X`` counts as one interaction whatever its value, so
+        weights are not counts (unlike RecPack's ``X.sum(axis=0)``); explicitly stored zeros do
+        not count.
 
         Raises
         ------

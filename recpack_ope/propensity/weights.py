@@ -11,7 +11,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._sparse import SparseLookup
-from .._validation import as_csr, check_clip, check_propensities, item_values, real_array, shown
+from .._validation import (
+    _is_pandas,
+    as_csr,
+    check_clip,
+    check_propensities,
+    entry_position,
+    item_values,
+    real_array,
+    shown,
+)
+from ..inference.clipping import check_finite_inverse, inverse_propensities
 
 __all__ = [
     "RECOMMENDED_CLIP",
@@ -77,6 +87,15 @@ def resolve_propensity(
                 f"{name} matrix has shape {p.shape} but {data} has shape {tuple(shape)}"
             )
         return as_csr(p, name, duplicates="refuse")
+    if _is_pandas(p, "columns"):
+        columns = list(p.columns)
+        raise ValueError(
+            f"{name} is a pandas DataFrame of shape {p.shape} with columns {columns[:5]}"
+            f"{'…' if len(columns) > 5 else ''}: give one propensity per item as a 1-D vector, "
+            "a pandas Series indexed by item (e.g. frame.set_index('item')['propensity']) or a "
+            "fitted propensity model, or one per (user, item) as a users×items scipy sparse "
+            "matrix"
+        )
     n_items = None if shape is None else shape[1]
     p = np.asarray(item_values(p, name, n_items), dtype=np.float64)
     if p.ndim != 1:
@@ -92,7 +111,7 @@ def resolve_propensity(
             f"{name} has shape {p.shape} {given}; give one propensity per item, or one per "
             "(user, item) as a scipy sparse users×items matrix"
         )
-    check_propensities(p, lambda k: f"item {k}")
+    check_propensities(p, lambda k: f"item {k}", name)
     return p
 
 
@@ -119,7 +138,9 @@ def entry_propensities(propensity, y_true: sp.csr_matrix, name: str = "propensit
     if sp.issparse(p):
         rows = np.repeat(np.arange(y_true.shape[0]), np.diff(y_true.indptr))
         values = np.asarray(p[rows, y_true.indices]).ravel()
-        check_propensities(values, lambda k: f"held-out (user {rows[k]}, item {y_true.indices[k]})")
+        check_propensities(
+            values, lambda k: f"held-out (user {rows[k]}, item {y_true.indices[k]})", name
+        )
         return values
     return p[y_true.indices]
 
@@ -174,7 +195,7 @@ def ips_weights(propensity, y_true: sp.csr_matrix, clip: float | None = None) ->
     y_true : scipy.sparse.csr_matrix
         Canonical held-out matrix (sorted indices, no explicit zeros).
     clip : float or None
-        Clipping threshold m, finite and > 0; None means no clipping.
+        Clipping threshold m, finite and >= 1; None means no clipping.
 
     Returns
     -------
@@ -184,7 +205,16 @@ def ips_weights(propensity, y_true: sp.csr_matrix, clip: float | None = None) ->
     check_clip(clip)
     if propensity is None:
         return np.ones(y_true.nnz)
-    return clip_weights(1.0 / entry_propensities(propensity, y_true), clip)
+    p = entry_propensities(propensity, y_true)
+    raw = inverse_propensities(p)
+    check_finite_inverse(
+        raw,
+        clip,
+        lambda k: "propensity {!r} of (user {}, item {})".format(
+            float(p[k]), *entry_position(y_true, k)
+        ),
+    )
+    return clip_weights(raw, clip)
 
 
 def clip_weights(raw: np.ndarray, clip: float | None) -> np.ndarray:

@@ -268,6 +268,66 @@ def test_html_json_and_csv_carry_the_same_content(board):
     assert float(rows[0]["value"]) == pytest.approx(0.8, rel=1e-12)
 
 
+def test_every_model_tied_exactly_for_the_best_is_bold_in_every_export():
+    shared = result("dcg", [1.0, 0.5, 0.25, 0.75])
+    # C is the same per-user values in another order: the same mean, 0.625, by hand
+    board = leaderboard(
+        {
+            "A": {"dcg": shared, "r": result("r", [0.5, 0.5, 0.5, 0.5])},
+            "B": {"dcg": shared, "r": result("r", [0.25, 0.5, 0.5, 0.5])},
+            "C": {"dcg": result("dcg", [0.75, 0.25, 0.5, 1.0]), "r": result("r", [0, 0, 0, 1.0])},
+            "D": {"dcg": result("dcg", [0.0, 0.5, 0.25, 0.75]), "r": result("r", [0, 0, 0, 0.5])},
+        }
+    )
+    assert board["dcg"].value.tolist() == [0.625, 0.625, 0.625, 0.375]
+    assert board["dcg"].best == "A" and board["dcg"].best_models == ("A", "B", "C")
+    assert board["r"].best_models == ("A",)
+    caption = "Bold: the best model(s) of each metric, every one with the highest value."
+    markdown = board.to_markdown()
+    assert markdown.splitlines()[2:6] == [
+        "| a | A | **0.625** | **0.500** |",
+        "| b | B | **0.625** | 0.438 |",
+        "| c | C | **0.625** | 0.250 |",
+        "| d | D | 0.375 | 0.125 |",
+    ]
+    assert markdown.splitlines()[7].startswith(caption)
+    latex = board.to_latex()
+    assert r"b & B & \textbf{0.625} & 0.438 \\" in latex and "\\caption{" + caption in latex
+    assert r"c & C & \textbf{0.625} & 0.250 \\" in latex
+    assert latex.count(r"\textbf{") == 4
+    page = board.to_html()
+    assert page.count("<b>0.625</b>") == 3 and page.count("<b>") == 4 and caption in page
+    rows = json.loads(board.to("json"))["rows"]
+    assert [(r["model"], r["metric"]) for r in rows if r["best"]] == [
+        ("A", "dcg"),
+        ("A", "r"),
+        ("B", "dcg"),
+        ("C", "dcg"),
+    ]
+    table = list(csv.DictReader(io.StringIO(board.to("csv"))))
+    assert [r["best"] for r in table] == ["True", "True", "True", "False", "True", "False"] + [
+        "False"
+    ] * 2
+    assert board.to_pandas()["best"].tolist() == [r["best"] == "True" for r in table]
+    ax = board.plot_forest("dcg")
+    bold = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
+    assert bold == ["A", "B", "C"]
+    # a difference in the last bit is not a tie: only the exact best is bold
+    # (B's mean is 0.5 + 2**-53, exactly representable, so its sum rounds nothing)
+    nudged = leaderboard(
+        {
+            "A": {"dcg": result("dcg", [0.5, 0.5])},
+            "B": {"dcg": result("dcg", [0.5, 0.5 + 2**-52])},
+        }
+    )
+    assert nudged["dcg"].value[1] - nudged["dcg"].value[0] > 0
+    assert nudged["dcg"].best_models == ("B",)
+    assert nudged.to_markdown().startswith(
+        "| # | model | dcg |\n|---|---|---|\n| a | A | 0.500 |\n| b | B | **0.500** |\n\n"
+        "Bold: the best model of each metric."
+    )
+
+
 def test_export_writes_the_text_and_refuses_an_unknown_format(board, tmp_path):
     path = tmp_path / "board.tex"
     text = board.export("latex", path)

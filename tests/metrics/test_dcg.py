@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import dcg_score, ndcg_score
 
 from recpack_ope._validation import as_csr
+from recpack_ope.evaluation.inputs import EstimatorInputs
 from recpack_ope.inference.diagnostics import ReliabilityWarning
 from recpack_ope.metrics.dcg import (
     POPULATIONS,
@@ -39,7 +40,9 @@ from recpack_ope.metrics.dcg import (
     pn_dcg,
     snips_dcg,
 )
+from recpack_ope.metrics.doubly_robust import dr_dcg
 from recpack_ope.metrics.ranking import TopK
+from recpack_ope.metrics.recall import recall
 from recpack_ope.metrics.rpp import rpp
 from recpack_ope.propensity.discount import (
     CustomDiscount,
@@ -48,6 +51,7 @@ from recpack_ope.propensity.discount import (
     ReciprocalDiscount,
 )
 from recpack_ope.propensity.weights import ips_weights
+from recpack_ope.reward.models import RewardMatrix
 from recpack_ope.simulation import PopularityPolicy, SimulatedWorld
 
 
@@ -419,6 +423,123 @@ def test_invalid_options(small):
         dcg(sp.csr_matrix((2, 3)), s, discount=LogDiscount(2))
     with pytest.raises(ValueError, match="y_score must be a users×items score matrix"):
         dcg(y, [1, 2, 3], discount=LogDiscount(2))
+
+
+@pytest.mark.parametrize("bad", [0.5, 0.999, 1e-9, np.float32(0.25), 1 - 2**-52])
+def test_clip_below_one_is_refused_as_a_rescaling(small, bad):
+    y, s = small
+    p = np.array([0.5, 1.0, 0.25])
+    message = rf"^clip = {re.escape(repr(float(bad)))} is below 1: inverse propensities 1/p are"
+    for estimator in (ips_dcg, snips_dcg, ips_ndcg, ips_pn_dcg):
+        with pytest.raises(ValueError, match=message + r".*None for no clipping or \"auto\"$"):
+            estimator(y, s, discount=LogDiscount(2), propensity=p, clip=bad)
+    with pytest.raises(ValueError, match=message + r".*None for no clipping$"):
+        ips_weights(p, y, clip=bad)
+    with pytest.raises(ValueError, match=message):
+        EstimatorInputs(propensity=p, clip=bad)
+
+
+@pytest.mark.parametrize("form", [np.zeros, sp.csr_matrix, "stored zeros"])
+# the weighted ones warn that no interaction is evaluated, which is so
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_all_zero_rewards_over_every_user_give_exactly_zero(form):
+    shape, p = (4, 5), np.array([0.5, 0.25, 1.0, 0.125, 0.5])
+    if form == "stored zeros":
+        zeros = sp.csr_matrix((np.zeros(3), ([0, 1, 3], [2, 0, 4])), shape=shape)
+    else:
+        zeros = form(shape)
+    s = np.random.default_rng(3).random(shape)
+    disc = LogDiscount(3)
+    # every user counts with population "all" and has DCG_u = Σ 0 · w · δ = 0: exactly 0,
+    # with no spread, whatever the weights (reward model ρ̂ = 0.1 everywhere: DR is unclipped
+    # IPS plus what clipping removed, nothing at m = 10 ≥ 1/p)
+    estimates = [
+        dcg(zeros, s, discount=disc, population="all"),
+        ips_dcg(zeros, s, discount=disc, propensity=p, population="all"),
+        ips_dcg(zeros, s, discount=disc, propensity=p, population="all", clip=None),
+        ips_dcg(zeros, s, discount=disc, propensity=p, population="all", clip="auto"),
+        dr_dcg(
+            zeros,
+            s,
+            discount=disc,
+            propensity=p,
+            reward_model=RewardMatrix(np.full(shape, 0.1)),
+            population="all",
+            clip=10.0,
+        ),
+    ]
+    for estimate in estimates:
+        assert estimate.value == 0.0 and estimate.per_user.tolist() == [0.0] * 4
+        assert estimate.confidence_interval() == (0.0, 0.0)
+        assert estimate.n_excluded_users == 0
+    # the ratios are 0/0: refused, saying so
+    for estimator, name in ((pn_dcg, "pnDCG"), (ips_pn_dcg, "IPS-pnDCG"), (snips_dcg, "SNIPS")):
+        kwargs = {} if estimator is pn_dcg else {"propensity": p}
+        with pytest.raises(ValueError, match=rf"every held-out reward of y_true is 0, so {name}"):
+            estimator(zeros, s, discount=disc, population="all", **kwargs)
+    with pytest.raises(ValueError, match=r"population 'all' needs a value for every user, but nd"):
+        ndcg(zeros, s, discount=disc, population="all")
+    for estimator, name, kwargs in (
+        (ndcg, "ndcg", {"discount": disc}),
+        (ips_ndcg, "ips_ndcg", {"discount": disc, "propensity": p}),
+        (recall, "recall", {"k": 2}),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=rf"no user can be evaluated; {name} divides each user's DCG by a per-user "
+            r"total \(the ideal DCG; for recall the held-out gain\) that is 0",
+        ):
+            estimator(zeros, s, **kwargs)
+    # observed users: none; plain DCG keeps its message
+    with pytest.raises(ValueError, match=r"^y_true has no non-zero held-out rewards: no user can"):
+        dcg(zeros, s, discount=disc)
+    with pytest.raises(ValueError, match=r"^y_true has no rows: no user can be evaluated$"):
+        dcg(np.zeros((0, 5)), np.zeros((0, 5)), discount=disc, population="all")
+
+
+@pytest.mark.parametrize("clip", [None, "auto"])
+@pytest.mark.parametrize("kind", ["vector", "matrix"])
+def test_a_propensity_whose_inverse_overflows_is_named_without_numpy_warnings(clip, kind):
+    y = np.array([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1]])
+    s = np.array([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])
+    p = np.array([0.5, 1.0, 1e-320, 0.25])
+    given = p if kind == "vector" else sp.csr_matrix(np.tile(p, (3, 1)))
+    disc = LogDiscount(3)
+    message = (
+        r"^the inverse of propensity 1e-320 of item 2 \(user 0\) is inf, as 1/p is for a "
+        r"propensity below about 5.6e-309: the unclipped estimate"
+        + (r", clip=\"auto\"'s first candidate," if clip == "auto" else "")
+        + r" is infinite; floor the propensities or pass a finite clip=$"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # numpy's overflow warning among them
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        for estimator in (ips_dcg, snips_dcg, ips_ndcg, ips_pn_dcg):
+            with pytest.raises(ValueError, match=message):
+                estimator(y, s, discount=disc, propensity=given, clip=clip)
+        with pytest.raises(ValueError, match=message):
+            dr_dcg(
+                y,
+                s,
+                discount=disc,
+                propensity=given,
+                reward_model=RewardMatrix(np.full(y.shape, 0.1)),
+                clip=clip,
+            )
+        # a finite clip caps the weight: by hand, user 0 ranks items 0, 1, 2 (w 2, -, m = 8),
+        # user 1 ranks 3, 2, 1 (w 4 at rank 1, item 1 at rank 3), user 2 ranks 0 (w 2, rank 1)
+        clipped = ips_dcg(y, s, discount=disc, propensity=given, clip=8.0)
+        assert clipped.per_user.tolist() == [2 + 8 / 2, 4 + 1 / 2, 2.0]
+
+
+def test_clip_at_one_is_the_unweighted_metric(small):
+    y, s = small
+    # every 1/p >= 1 becomes 1: IPS-DCG clipped at 1 is plain DCG, per user and exactly
+    clipped = ips_dcg(y, s, discount=LogDiscount(2), propensity=np.array([0.5, 1.0, 0.25]), clip=1)
+    assert clipped.per_user.tolist() == dcg(y, s, discount=LogDiscount(2)).per_user.tolist()
+    # by hand: user 0 has item 0 at rank 1 and item 2 at rank 3 (beyond k = 2); user 1 item 1
+    # at rank 2
+    assert clipped.per_user.tolist() == [1.0, 1 / math.log2(3)]
 
 
 CORRUPTIONS = {

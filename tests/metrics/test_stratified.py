@@ -249,10 +249,25 @@ def test_bad_stratification_inputs_are_named():
         stratified(ndcg, y, scores, stratify_by=bad, discount=LogDiscount(5))
     with pytest.raises(TypeError, match="metric must return an EstimateResult"):
         stratified(lambda t, s: 0.5, y, scores, stratify_by=propensity)
-    with pytest.raises(ValueError, match="no non-zero held-out rewards"):
-        stratified(
-            ndcg, sp.csr_matrix(y.shape), scores, stratify_by=propensity, discount=LogDiscount(5)
-        )
+    for population in ("observed", "all"):
+        with pytest.raises(
+            ValueError, match=r"no non-zero held-out rewards: nothing to stratify \(Eq. 4 .* 0/0"
+        ):
+            stratified(
+                dcg,
+                sp.csr_matrix(y.shape),
+                scores,
+                stratify_by=propensity,
+                discount=LogDiscount(5),
+                population=population,
+            )
+    for value in (np.nan, -1.0, 0.0, np.inf):
+        bad = propensity.copy()
+        bad[0] = value
+        with pytest.raises(
+            ValueError, match=rf"^stratify_by: propensity {value} of item 0 lies outside \(0, 1\]"
+        ):
+            stratified(dcg, y, scores, stratify_by=bad, discount=LogDiscount(5))
 
 
 # --- Simpson's paradox ------------------------------------------------------------------

@@ -101,6 +101,53 @@ def test_popularity_propensity_is_share_of_interactions():
     assert model.propensity_ == pytest.approx([3 / 6, 1 / 6, 2 / 6, 1 / 6], abs=1e-15)
 
 
+@pytest.mark.parametrize("form", ["csr", "coo", "dense", "frame"])
+@pytest.mark.parametrize("model", [PowerLawPropensity(xmin=1), PopularityPropensity()])
+@pytest.mark.parametrize("value", [-1.0, -0.5, -np.inf, np.nan])
+def test_negative_and_missing_interactions_are_refused_with_their_position(form, model, value):
+    X = np.array([[1.0, 0, 1, 1], [1, 1, 0, 1], [0, 1, 1, 1]])
+    X[2, 1] = value
+    given = {
+        "csr": sp.csr_matrix,
+        "coo": sp.coo_matrix,
+        "dense": np.asarray,
+        "frame": pd.DataFrame,
+    }[form](X)
+    # pandas reports a NaN itself, by index and column label
+    message = rf"X has (value {value}|a missing value) at \((user|index) 2, (item|column) 1\)"
+    with pytest.raises(ValueError, match=message):
+        clone(model).fit(given)
+
+
+def test_every_stored_non_zero_counts_once_and_stored_zeros_do_not_count():
+    binary = np.array([[1.0, 0, 1, 0], [1, 0, 1, 1], [1, 1, 0, 0], [0, 0, 1, 0]])
+    # by hand: items 0..3 have 3, 1, 3, 1 users with a non-zero entry
+    expected = np.array([3.0, 1.0, 3.0, 1.0])
+    for values in (binary, binary * 5.0, binary * 0.5, binary * [[0.5], [5.0], [2.0], [1e-9]]):
+        X = sp.csr_matrix(values)
+        assert np.array_equal(item_counts(X), expected)
+        np.testing.assert_array_equal(
+            PopularityPropensity().fit(X).propensity_, expected / expected.sum()
+        )
+    # explicit zeros stored in the sparse structure are not interactions
+    stored = sp.csr_matrix(
+        (
+            np.array([1.0, 0.0, 1.0, 0.0, 0.0]),
+            (np.array([0, 0, 1, 2, 3]), np.array([0, 1, 0, 1, 3])),
+        ),
+        shape=(4, 4),
+    )
+    assert stored.nnz == 5
+    assert np.array_equal(item_counts(stored), [2.0, 0.0, 0.0, 0.0])
+    assert stored.nnz == 5  # the caller's matrix is not changed
+    # a (user, item) stored twice is summed first: +1 and -1 cancel to no interaction
+    cancelled = sp.coo_matrix(([1.0, -1.0, 1.0], ([0, 0, 1], [2, 2, 0])), shape=(2, 3))
+    assert np.array_equal(item_counts(cancelled), [1.0, 0.0, 0.0])
+    fitted = PowerLawPropensity(xmin=1).fit(sp.csr_matrix(binary * 5.0))
+    np.testing.assert_array_equal(fitted.counts_, expected)
+    assert fitted.gamma_ == PowerLawPropensity(xmin=1).fit(expected).gamma_
+
+
 def test_fitted_models_plug_into_the_estimators():
     X = sp.csr_matrix(np.array([[1, 0, 1], [1, 1, 0], [1, 0, 0]], dtype=float))
     s = np.array([[0.3, 0.2, 0.1], [0.1, 0.2, 0.3], [0.3, 0.2, 0.1]])

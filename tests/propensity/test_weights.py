@@ -7,6 +7,9 @@ arrays a labelled Series stands for.
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -80,6 +83,63 @@ def test_messages_name_the_argument_the_propensities_came_from():
         entry_propensities(pd.Series([0.5, 0.5, 0.5], index=[0, 0, 1]), Y, name="stratify_by")
     with pytest.raises(ValueError, match=r"stratify_by stores \(user 0, item 2\) more than once"):
         entry_propensities(coo_with_duplicate(), Y, name="stratify_by")
+
+
+@pytest.mark.parametrize("bad", [np.nan, -0.5, 0.0, 1.5, np.inf])
+def test_a_value_outside_the_unit_interval_names_the_argument_it_came_from(bad):
+    values = np.array([0.5, bad, 0.25])
+    # stratify_by: named; propensity: the message it always had
+    for name, prefix in (("stratify_by", "stratify_by: "), ("propensity", "")):
+        with pytest.raises(ValueError, match=rf"^{prefix}propensity {bad} of item 1 lies outside"):
+            entry_propensities(values, Y, name=name)
+    matrix = sp.csr_matrix(np.array([[0.5, 0.5, bad], [0.5, 0.5, 0.5]]))
+    with pytest.raises(
+        ValueError, match=rf"^stratify_by: propensity {bad} of held-out \(user 0, item 2\)"
+    ):
+        entry_propensities(matrix, Y, name="stratify_by")
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        pd.DataFrame({"p": [0.5, 0.5, 0.25]}),
+        pd.DataFrame({"item": [0, 1, 2], "propensity": [0.5, 0.5, 0.25]}),
+        pd.DataFrame(np.full((2, 3), 0.5)),
+    ],
+)
+def test_a_propensity_dataframe_is_refused_with_the_forms_a_propensity_may_take(frame):
+    columns = re.escape(str(list(frame.columns)))
+    message = (
+        rf"^propensity is a pandas DataFrame of shape \({frame.shape[0]}, {frame.shape[1]}\) "
+        rf"with columns {columns}: give one propensity per item as a 1-D vector, a pandas "
+        r"Series indexed by item .* or a fitted propensity model, or one per \(user, item\) as "
+        r"a users×items scipy sparse matrix$"
+    )
+    for use in (
+        lambda: entry_propensities(frame, Y),
+        lambda: ips_weights(frame, Y, clip=10),
+        lambda: FixedPropensity(frame).fit(),
+    ):
+        with pytest.raises(ValueError, match=message):
+            use()
+    # the forms it names work: the Series of the item-indexed frame gives the vector's weights
+    if "item" in frame:
+        series = frame.set_index("item")["propensity"]
+        assert ips_weights(series, Y).tolist() == ips_weights(series.to_numpy(), Y).tolist()
+
+
+def test_an_overflowing_inverse_propensity_is_refused_unclipped_and_capped_when_clipped():
+    p = np.array([0.5, 1e-320, 0.25])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning on any path
+        with pytest.raises(
+            ValueError,
+            match=r"^the inverse of propensity 1e-320 of \(user 1, item 1\) is inf, as 1/p is "
+            r"for a propensity below about 5.6e-309: the unclipped estimate is infinite",
+        ):
+            ips_weights(p, Y)
+        # clipped at 3, by hand: (0, 0) min(3, 2), (0, 2) min(3, 4), (1, 1) min(3, inf)
+        assert ips_weights(p, Y, clip=3.0).tolist() == [2.0, 3.0, 3.0]
 
 
 def test_item_propensities_refuse_items_the_vector_does_not_cover():

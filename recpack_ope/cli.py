@@ -134,7 +134,7 @@ _OPTIONS = {p: "--" + p.replace("_", "-") for p in PARAMETERS} | {"targets": "--
 
 
 def _clip(text: str) -> float | str | None:
-    """``--clip``: a number > 0, ``none`` (unclipped), ``auto`` or ``default``."""
+    """``--clip``: a number >= 1, ``none`` (unclipped), ``auto`` or ``default``."""
     word = text.lower()
     if word == "none":
         return None
@@ -144,7 +144,7 @@ def _clip(text: str) -> float | str | None:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"takes a number > 0, 'none', 'auto' or {DEFAULT!r}, got {text!r}"
+            f"takes a number >= 1, 'none', 'auto' or {DEFAULT!r}, got {text!r}"
         ) from None
 
 
@@ -193,6 +193,32 @@ class _Names(argparse.Action):
         setattr(namespace, self.dest, given)
 
 
+def _without_held_out_note(n: int, population: str) -> str:
+    """The note, on standard error, of ``n`` users with recommendations but no held-out rows:
+    users without held-out rewards, as in the Python API."""
+    fate = (
+        "counted with reward 0 (--population all)"
+        if population == "all"
+        else "excluded, counted in n_excluded_users (--population observed)"
+    )
+    users = "user" if n == 1 else "users"
+    return (
+        f"recpack-ope evaluate: note: {n} {users} had recommendations but no held-out rows: "
+        f"evaluated as users without held-out rewards, {fate}"
+    )
+
+
+def _without_recommendations_note(model: str, n: int) -> str:
+    """The note, on standard error, of ``n`` held-out users without recommendations of
+    ``model``: they count as 0, which a truncated export would make every metric do."""
+    users = "user" if n == 1 else "users"
+    return (
+        f"recpack-ope evaluate: note: model {model!r} has no recommendations for {n} held-out "
+        f"{users}: they count as 0 (a model that recommends nothing to a user earns nothing "
+        "from them), in n_users_without_recommendations; check that its file is complete"
+    )
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     if args.partitions is not None and (args.engine != "spark" or args.partitions < 1):
         _fail(
@@ -224,7 +250,11 @@ def _evaluate(args: argparse.Namespace) -> int:
             for name in ("metrics", "k", "clip", "level", "compare", "population")
         },
     }
+    from .evaluation.files import plan_files
+
+    plan = None
     try:
+        plan = plan_files(**arguments)
         with _hints("evaluate", _EVALUATE_INSTALL[args.engine]):
             if args.engine == "spark":
                 from .spark.files import evaluate_files as on_spark
@@ -232,17 +262,35 @@ def _evaluate(args: argparse.Namespace) -> int:
                 result = on_spark(**arguments, n_partitions=args.partitions)
             else:
                 result = evaluate_files(**arguments)
+        # Inside the error handling: showing or writing the result can refuse it too.
+        report = result.report(args.format)
+        try:
+            written = None if args.output is None else result.write(args.output)
+        except OSError as error:
+            _fail(
+                f"recpack-ope evaluate: --output {args.output!r} cannot be written: "
+                f"{error.strerror or error}"
+            )
     except ArgumentError as error:
-        _fail(f"recpack-ope evaluate: {error.spelled(_OPTIONS)}")
+        message = error.spelled(_OPTIONS)
+        _fail(
+            f"recpack-ope evaluate: {message if plan is None else plan.spelled(message, _OPTIONS)}"
+        )
     except RuntimeError as error:  # no Java for Spark: a hint, like a missing package
         if args.engine != "spark":
             raise
         _fail(f"recpack-ope evaluate: {error}")
     except (OSError, ValueError) as error:
-        raise SystemExit(f"recpack-ope evaluate: {error}") from None
-    print(result.report(args.format), end="" if args.format == "csv" else "\n")
-    if args.output is not None:
-        written = result.write(args.output)
+        message = str(error) if plan is None else plan.spelled(str(error), _OPTIONS)
+        raise SystemExit(f"recpack-ope evaluate: {message}") from None
+    print(report, end="" if args.format == "csv" else "\n")
+    if result.n_users_without_held_out:
+        note = _without_held_out_note(result.n_users_without_held_out, plan.population)
+        print(note, file=sys.stderr)
+    for name, n in (result.n_users_without_recommendations or {}).items():
+        if n:
+            print(_without_recommendations_note(name, n), file=sys.stderr)
+    if written is not None:
         kind = "JSON" if written[0].suffix.lower() == ".json" else "CSV"
         # The file's name goes to standard error when standard output is the report itself.
         where = sys.stdout if args.format == "markdown" else sys.stderr
@@ -348,9 +396,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--recommendations",
         action="append",
         metavar="NAME=PATH",
-        help="one model's recommendations for held-out users: columns user, item and score "
-        "(higher is better) or rank (1 = top; a user's n items ranked 1..n, each once); repeat "
-        "per model (default: none)",
+        help="one model's recommendations: columns user, item and score (higher is better) or "
+        "rank (1 = top; a user's n items ranked 1..n, each once); a user without held-out rows "
+        "is a user without held-out rewards (see --population); repeat per model (default: "
+        "none)",
     )
     ev.add_argument(
         "--propensity",
@@ -413,8 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=default("population"),
         metavar="USERS",
         help="users held-out estimates average over: 'observed' (those with a positive reward) "
-        "or 'all' (every user of --held-out, rows with reward 0 included, so that ips_dcg "
-        "estimates the online reward per user; ndcg, recall and their IPS forms refuse it)",
+        "or 'all' (every user of --held-out and of the recommendations, those with only 0 "
+        "rewards or no held-out rows counting 0, so that ips_dcg estimates the online reward "
+        "per user; ndcg, recall and their IPS forms refuse it)",
     )
     ev.add_argument(
         "--compare",

@@ -596,13 +596,16 @@ def test_feed_log_by_hand(feed_log, tmp_path, capsys):
         assert got[target, "logged_pn_dcg"]["value"] == pytest.approx(
             sum(dcg[target]) / idcg, rel=1e-12
         )
-        assert (row["n_users"], row["n_excluded_users"]) == (3, 0)
+        assert (row["n_sessions"], row["n_excluded_sessions"]) == (3, 0)
     assert got["T1", "logged_dcg"]["name"] == "logged DCG@2"
     paired = {c["metric"]: c for c in report["comparisons"]}["logged_dcg"]
     differences = np.subtract(dcg["T1"], dcg["T2"])
     assert paired["difference"] == pytest.approx(2.0, rel=1e-12)
     assert paired["p_value"] == pytest.approx(stats.ttest_1samp(differences, 0).pvalue, rel=1e-9)
     assert report["input"] == "feed-log"
+    # The JSON rows count sessions, as the table's header does; no users on a feed log.
+    assert paired["n_sessions"] == 3 and "n_users" not in paired
+    assert report["n_users_without_held_out"] is None
     # One propensity per logged row; unclipped, every coefficient of logged DCG is ≥ 0: at
     # Γ = 2 the value halves and doubles.
     for target in dcg:
@@ -716,7 +719,10 @@ def test_feed_log_files_match_the_core_on_matrices(tmp_path):
         assert row["name"] == est.name
         assert row["value"] == pytest.approx(est.value, rel=1e-12), key
         assert (row["ci_low"], row["ci_high"]) == pytest.approx(est.confidence_interval(), rel=1e-9)
-        assert (row["n_users"], row["n_excluded_users"]) == (est.n_users, est.n_excluded_users)
+        assert (row["n_sessions"], row["n_excluded_sessions"]) == (
+            est.n_users,
+            est.n_excluded_users,
+        )
     assert len(report["comparisons"]) == 3
     for paired in report["comparisons"]:
         c = expected["T1", paired["metric"]].compare(expected["T2", paired["metric"]])
@@ -790,7 +796,7 @@ def test_ranking_estimators_on_a_feed_log_by_hand(feed_log, tmp_path, capsys):
         assert row["value"] == pytest.approx(np.mean(values), rel=1e-12), metric
         assert (row["ci_low"], row["ci_high"]) == pytest.approx(t_interval(values), rel=1e-12)
         assert row["name"] == f"{metric.split('_')[0]} IPS@2"
-        assert (row["n_users"], row["n_excluded_users"]) == (3, 0)
+        assert (row["n_sessions"], row["n_excluded_sessions"]) == (3, 0)
         # T1 shows none of the logged items at its logged rank in its top 2 but item 12 of
         # s2, at rank 1 where the log has it at 2: every weight is 0.
         assert got["T1", metric]["value"] == 0.0
@@ -813,7 +819,7 @@ def test_ranking_estimators_refuse_what_the_core_refuses(feed_log, tmp_path, cap
         code, err = _stop(
             ["evaluate", "--feed-log", bad, "--target", target, "--metrics", metric], capsys
         )
-        assert code == 1 and f"recpack-ope evaluate: feed_log file {bad!r}: " in err, err
+        assert code == 1 and f"recpack-ope evaluate: --feed-log file {bad!r}: " in err, err
         assert names in err, err
     # No column the estimator reads.
     code, err = _stop(
@@ -875,13 +881,16 @@ BAD_TABLES = [
         ("'reward'", "reward=-2", "row 1"),
     ),
     ("held_out", {"user": [1, 3], "item": [10, 12], "grade": [1, 1]}, ("'reward'",)),
-    ("A", {"user": [1, 9], "item": [11, 10], "rank": [1, 1]}, ("user 9", "recommendations['A']")),
     (
         "A",
         {"user": [1, 3], "item": [11, 10], "rank": [1, 1], "score": [1.0, 2.0]},
         ("'score'", "'rank'"),
     ),
-    ("A", {"user": ["u1", "u3"], "item": [11, 10], "rank": [1, 1]}, ("'user'", "held_out")),
+    (
+        "A",
+        {"user": ["u1", "u3"], "item": [11, 10], "rank": [1, 1]},
+        ("'user'", "integer ids in --held-out file", "text ids in --recommendations 'A' file"),
+    ),
     ("propensity", {"item": [10, 11], "propensity": [0.5, 0.25]}, ("item 12", "held_out")),
     (
         "propensity",
@@ -906,6 +915,194 @@ def test_bad_tables_are_refused_naming_file_column_and_row(
     code, err = _stop(argv, capsys)
     assert code == 1 and err.startswith("recpack-ope evaluate: "), err
     assert repr(files[which]) in err and all(name in err for name in names), err
+
+
+UNREADABLE = [
+    # What the file holds, and how the message says what is wrong with it.
+    ("empty.csv", "", "is empty: a CSV file needs a header line"),
+    ("header.csv", "user,item,reward\n", "has no rows, only a header line"),
+    ("ragged.csv", "user,item,reward\n1,10,1\n3,12\n", "cannot be read as csv: CSV parse error"),
+    ("damaged.parquet", "not parquet", "cannot be read as parquet: "),
+    ("folder.csv", None, "is a directory, not a file"),
+    ("missing.csv", "absent", "does not exist"),
+]
+
+
+@pytest.mark.parametrize("name, content, problem", UNREADABLE)
+@pytest.mark.parametrize(
+    "which, option",
+    [
+        ("held_out", "--held-out file"),
+        ("A", "--recommendations 'A' file"),
+        ("propensity", "--propensity file"),
+    ],
+)
+def test_unreadable_files_are_named_with_their_option(
+    three_users, tmp_path, capsys, which, option, name, content, problem
+):
+    files = dict(three_users)
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    elif content != "absent":
+        path.write_text(content)
+    files[which] = str(path)
+    argv = ["evaluate", *_three_user_args(files, "--propensity", files["propensity"])]
+    code, err = _stop(argv, capsys)
+    assert err.startswith(f"recpack-ope evaluate: {option} {str(path)!r} {problem}"), err
+    # Found before reading (a usage error, status 2) or on reading (status 1).
+    assert code == (2 if content in (None, "absent") else 1)
+
+
+def test_unreadable_feed_log_and_target_are_named_with_their_option(feed_log, tmp_path, capsys):
+    header = tmp_path / "header.csv"
+    header.write_text("context,item,rank\n")
+    code, err = _stop(
+        ["evaluate", "--feed-log", feed_log["log"], "--target", f"T={header}"], capsys
+    )
+    assert code == 1 and err == (
+        f"recpack-ope evaluate: --target 'T' file {str(header)!r} has no rows, only a header line"
+    )
+    code, err = _stop(["evaluate", "--feed-log", str(header), "--target", f"T={header}"], capsys)
+    assert code == 1 and err == (
+        f"recpack-ope evaluate: --feed-log file {str(header)!r} has no rows, only a header line"
+    )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_a_single_rewarded_user_gets_a_value_without_an_interval(three_users, tmp_path, capsys):
+    # User 1 alone holds a positive reward: over "observed" DCG has one user, a value and no
+    # interval (as in the Python API); over "all" its three users give one.
+    held = write(
+        tmp_path / "held.csv", {"user": [1, 2, 3], "item": [11, 10, 12], "reward": [1, 0, 0]}
+    )
+    argv = ["--held-out", held, "--recommendations", f"A={three_users['A']}"]
+    # A ranks user 1's item 11 first: DCG 1 over 1 user; JSON null bounds.
+    report = run(tmp_path, *argv, "--metrics", "dcg")
+    row = rows(report)["A", "dcg"]
+    assert (row["value"], row["ci_low"], row["ci_high"], row["standard_error"]) == (
+        1.0,
+        None,
+        None,
+        None,
+    )
+    assert row["n_users"] == 1 and report["leaderboard"] is None
+    capsys.readouterr()
+    assert main(["evaluate", *argv, "--metrics", "dcg", "--format", "csv"]) == 0
+    cells = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert (cells["value"], cells["ci_low"], cells["ci_high"]) == ("1.0", "", "")
+    both = [*argv, "--recommendations", f"B={three_users['B']}", "--metrics", "dcg"]
+    assert main(["evaluate", *both]) == 0
+    out = capsys.readouterr().out
+    # B ties items 10 and 11 of user 1; the tie goes to 10 (reward 0): 11 at rank 2.
+    assert f"| B | DCG@10 | {1 / np.log2(3):.4g} | – | 1 | 2 |" in out
+    assert out.strip().endswith(
+        "No leaderboard: its intervals and tests need at least 2 users per estimate, and "
+        "DCG@10 of model 'A' is over 1 user."
+    )
+    code, err = _stop(["evaluate", *both, "--compare", "A", "B"], capsys)
+    assert code == 2 and err == (
+        f"recpack-ope evaluate: --compare 'A' 'B' needs at least 2 users to pair, got 1 for "
+        f"DCG@10 of model 'A' (file {three_users['A']!r}) over population='observed'; without "
+        "--compare the values are shown without intervals"
+    )
+    code, err = _stop(["evaluate", *both, "--format", "latex"], capsys)
+    assert code == 1 and err == (
+        "recpack-ope evaluate: a leaderboard needs at least 2 users per estimate for its "
+        "intervals and tests; DCG@10 of model 'A' is over 1 user"
+    )
+    report = run(tmp_path, *argv, "--metrics", "dcg", "--population", "all")
+    assert rows(report)["A", "dcg"]["value"] == pytest.approx(1 / 3, rel=1e-12)
+    assert rows(report)["A", "dcg"]["ci_low"] is not None
+    # No positive reward at all: the core's refusal, naming both files.
+    zero = write(tmp_path / "zero.csv", {"user": [1, 2], "item": [11, 10], "reward": [0, 0]})
+    argv = ["evaluate", "--held-out", zero, "--recommendations", f"A={three_users['A']}"]
+    code, err = _stop(argv, capsys)
+    assert code == 1 and err == (
+        f"recpack-ope evaluate: --held-out file {zero!r} with model 'A' (file "
+        f"{three_users['A']!r}): y_true has no non-zero held-out rewards: no user can be evaluated"
+    )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_held_out_users_without_recommendations_are_noted_per_model(three_users, tmp_path, capsys):
+    held = write(
+        tmp_path / "held.csv",
+        {"user": [1, 2, 3, 4], "item": [10, 10, 10, 10], "reward": [1, 1, 1, 1]},
+    )
+    full = write(tmp_path / "full.csv", {"user": [1, 2, 3, 4], "item": [10] * 4, "rank": [1] * 4})
+    part = write(tmp_path / "part.csv", {"user": [4], "item": [10], "rank": [1]})
+    argv = ["--held-out", held, "--recommendations", f"F={full}", "--recommendations", f"P={part}"]
+    report = run(tmp_path, *argv, "--metrics", "dcg")
+    err = capsys.readouterr().err
+    # By hand: F earns 1 from each of the 4 users; P only from user 4, the others count 0.
+    assert rows(report)["F", "dcg"]["value"] == 1.0
+    assert rows(report)["P", "dcg"]["value"] == 0.25
+    assert rows(report)["P", "dcg"]["n_users"] == 4
+    assert rows(report)["P", "dcg"]["n_users_without_recommendations"] == 3
+    assert report["n_users_without_recommendations"] == {"F": 0, "P": 3}
+    assert err.splitlines() == [
+        "recpack-ope evaluate: note: model 'P' has no recommendations for 3 held-out users: "
+        "they count as 0 (a model that recommends nothing to a user earns nothing from them), "
+        "in n_users_without_recommendations; check that its file is complete"
+    ]
+
+
+def test_an_unwritable_output_and_an_infinite_clip_name_their_option(three_users, capsys):
+    argv = ["evaluate", *_three_user_args(three_users), "--metrics", "dcg"]
+    code, err = _stop([*argv, "--output", "/proc/x.json"], capsys)
+    assert code == 2 and err == (
+        "recpack-ope evaluate: --output '/proc/x.json' cannot be written: No such file or directory"
+    )
+    code, err = _stop([*argv, "--clip", "inf"], capsys)
+    assert code == 2 and err == (
+        "recpack-ope evaluate: --clip inf would clip nothing: give None ('none' on the command "
+        "line) for the unclipped estimators"
+    )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+@pytest.mark.parametrize("population, n_users", [("observed", 2), ("all", 4)])
+def test_users_recommended_without_held_out_rows_are_noted_once(
+    three_users, tmp_path, capsys, population, n_users
+):
+    # Model A again, with user 4, who has no held-out rows: a user without held-out rewards.
+    a4 = write(
+        tmp_path / "a4.csv",
+        {"user": [1, 1, 2, 3, 3, 4], "item": [11, 13, 10, 12, 10, 10], "rank": [1, 2, 1, 1, 2, 1]},
+    )
+    # Estimators normalised per user (ndcg, recall) take only "observed".
+    metrics = "dcg,pn_dcg" if population == "all" else "dcg,ndcg,recall"
+    base = ["--held-out", three_users["held_out"], "--k", "2", "--population", population]
+    base += ["--metrics", metrics]
+    alone = rows(run(tmp_path, *base, "--recommendations", f"A={three_users['A']}"))
+    capsys.readouterr()
+    report = run(tmp_path, *base, "--recommendations", f"A={a4}")
+    err = capsys.readouterr().err
+    fate = {
+        "observed": "excluded, counted in n_excluded_users (--population observed)",
+        "all": "counted with reward 0 (--population all)",
+    }[population]
+    assert err.count("\n") == 1 and err == (
+        "recpack-ope evaluate: note: 1 user had recommendations but no held-out rows: evaluated "
+        f"as users without held-out rewards, {fate}\n"
+    )
+    assert report["n_users_without_held_out"] == 1
+    # Over "observed" user 4 joins the excluded users (user 2 holds only a 0 reward); over
+    # "all" it counts 0, so DCG, a mean of per-user terms, is 3/4 of the one over users 1-3,
+    # while pnDCG, mean DCG / mean ideal DCG over the same users, keeps its value.
+    for metric in metrics.split(","):
+        scale = 3 / 4 if (population, metric) == ("all", "dcg") else 1
+        row, before = rows(report)["A", metric], alone["A", metric]
+        assert row["value"] == pytest.approx(before["value"] * scale, rel=1e-12), metric
+        assert row["n_users"] == n_users
+        assert row["n_excluded_users"] == {"observed": 2, "all": 0}[population]
+    assert (
+        run(tmp_path, *base, "--recommendations", f"A={three_users['A']}")[
+            "n_users_without_held_out"
+        ]
+        == 0
+    )
 
 
 def test_bad_feed_logs_are_refused(feed_log, tmp_path, capsys):
@@ -1038,7 +1235,7 @@ def test_default_metric_on_a_log_without_propensity_names_what_the_columns_feed(
         code, err = _stop(["evaluate", "--feed-log", path, "--target", target], capsys)
         assert code == 2, err
         assert err == (
-            f"recpack-ope evaluate: feed_log file {path!r} has no column 'propensity', which "
+            f"recpack-ope evaluate: --feed-log file {path!r} has no column 'propensity', which "
             f"logged_dcg reads; its columns are {[*LOG_KEYS, *has]}; it has {', '.join(has)}: "
             f"try --metrics {suggested}"
         ), err

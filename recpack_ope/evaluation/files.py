@@ -40,7 +40,7 @@ from ..inference.summary import (
     robustness_columns,
     sensitivity_columns,
 )
-from ..io.tables import LOG_PROBABILITIES, feed_log_tables, held_out_tables
+from ..io.tables import LOG_PROBABILITIES, ROLES, feed_log_tables, held_out_tables, table_label
 from ..logged.policies import DeterministicRanker
 from ..metrics.dcg import check_population
 from ..propensity.discount import LogDiscount
@@ -188,8 +188,77 @@ class FilePlan:
         what = "target" if self.kind == "feed-log" else "model"
         return f"{what} {name!r} (file {str(self.models[name])!r})"
 
-    def result(self, estimates: Mapping, engine: str) -> FileEvaluation:
-        """The :class:`FileEvaluation` of ``estimates`` (model → metric → estimate)."""
+    def tables(self) -> list[tuple[str, str, Path]]:
+        """``(argument, role, path)`` of every input file: the argument of
+        :data:`PARAMETERS` that gives it and how messages name it
+        (:data:`~recpack_ope.io.tables.ROLES`, :func:`~recpack_ope.io.tables.table_label`)."""
+        data = "feed_log" if self.kind == "feed-log" else "held_out"
+        models = "targets" if self.kind == "feed-log" else "recommendations"
+        given = [(data, ROLES[data], self.data)]
+        if self.propensity is not None:
+            given.append(("propensity", ROLES["propensity"], self.propensity))
+        return given + [
+            (models, ROLES[models].format(name=name), path) for name, path in self.models.items()
+        ]
+
+    def spelled(self, message: str, names: Mapping[str, str]) -> str:
+        """``message`` with every input table named by ``names`` (argument → spelling, e.g.
+        the command line's options) instead of its argument: ``--recommendations 'A' file
+        'a.csv'`` for ``recommendations['A'] file 'a.csv'``.
+
+        Examples
+        --------
+        >>> from pathlib import Path
+        >>> from recpack_ope.evaluation.files import FilePlan
+        >>> plan = FilePlan(
+        ...     "held-out", Path("h.csv"), {"A": Path("a.csv")}, None, ("dcg",), 10, None, 0.95,
+        ...     None
+        ... )
+        >>> plan.spelled("recommendations['A'] file 'a.csv' has no rows", {"recommendations": "-r"})
+        "-r 'A' file 'a.csv' has no rows"
+        """
+        for argument, role, path in self.tables():
+            name = role.partition("[")[2].removesuffix("]")
+            option = names.get(argument, argument) + (f" {name}" if name else "")
+            message = message.replace(table_label(role, path), table_label(option, path))
+        return message
+
+    def result(
+        self,
+        estimates: Mapping,
+        engine: str,
+        n_users_without_held_out: int | None = None,
+        n_users_without_recommendations: Mapping[str, int] | None = None,
+    ) -> FileEvaluation:
+        """The :class:`FileEvaluation` of ``estimates`` (model → metric → estimate), with the
+        users that had recommendations but no held-out rows and, per model, the held-out
+        users without its recommendations (held-out data only).
+
+        An estimate over a single user keeps its value and has no interval
+        (:meth:`FileEvaluation.rows`).
+
+        Raises
+        ------
+        ArgumentError
+            When ``compare`` pairs estimates over fewer than 2 users, naming the models, the
+            estimator and the population, here rather than when the comparison is shown.
+        """
+        if self.compare is not None:
+            for name in self.compare:
+                for est in estimates[name].values():
+                    if est.n_users < 2:
+                        raise ArgumentError(
+                            "{compare} {a!r} {b!r} needs at least 2 {unit} to pair, got "
+                            "{n} for {what} of {model} over {over}; without {compare} the "
+                            "values are shown without intervals",
+                            a=self.compare[0],
+                            b=self.compare[1],
+                            unit="sessions" if self.kind == "feed-log" else "users",
+                            n=est.n_users,
+                            what=est.name,
+                            model=self.label(name),
+                            over=self._over,
+                        )
         return FileEvaluation(
             estimates,
             self.kind,
@@ -199,6 +268,19 @@ class FilePlan:
             self.compare,
             engine,
             self.population,
+            n_users_without_held_out if self.kind == "held-out" else None,
+            (
+                None
+                if self.kind == "feed-log" or n_users_without_recommendations is None
+                else dict(n_users_without_recommendations)
+            ),
+        )
+
+    @property
+    def _over(self) -> str:
+        """What the estimates average over, for messages."""
+        return (
+            "the log's sessions" if self.kind == "feed-log" else f"population={self.population!r}"
         )
 
 
@@ -245,7 +327,7 @@ def plan_files(
         of the other kind of data, one needing a reward model or the logging policy, or a
         weighted one without
         ``propensity`` (naming the plain one), an estimator listed twice, ``k`` < 1,
-        ``clip`` <= 0, ``level`` outside (0, 1), ``compare`` naming an unknown model,
+        ``clip`` below 1, ``level`` outside (0, 1), ``compare`` naming an unknown model,
         ``population`` not one of :data:`~recpack_ope.metrics.dcg.POPULATIONS` (or ``"all"``
         with a feed log or with an estimator normalised per user), a file that does not exist.
 
@@ -330,15 +412,21 @@ def plan_files(
         raise ArgumentError("{k} must be a positive integer, got {got}", got=k)
     if isinstance(clip, str) and clip == DEFAULT:
         clip = default("clip", kind.replace("-", "_"))
+    elif isinstance(clip, numbers.Real) and clip == math.inf:
+        raise ArgumentError(
+            "{clip} inf would clip nothing: give None ('none' on the command line) for the "
+            "unclipped estimators"
+        )
     elif not (
         clip is None
         or clip == "auto"
         or isinstance(clip, numbers.Real)
         and not isinstance(clip, bool)
-        and 0 < clip < math.inf
+        and 1 <= clip < math.inf
     ):
         raise ArgumentError(
-            "{clip} must be a number > 0, None ('none' on the command line: unclipped), 'auto' "
+            "{clip} must be a number >= 1 (weights 1/p are at least 1, so a smaller one only "
+            "rescales the metric), None ('none' on the command line: unclipped), 'auto' "
             "or {default!r} (each estimator's default), got {got!r}",
             default=DEFAULT,
             got=clip,
@@ -364,13 +452,15 @@ def plan_files(
     files = [("feed_log" if on_log else "held_out", "", data)]
     if propensity is not None:
         files.append(("propensity", "", Path(propensity)))
-    files += [
-        ("targets" if on_log else "recommendations", f" {n!r}:", p) for n, p in models.items()
-    ]
+    files += [("targets" if on_log else "recommendations", f" {n!r}", p) for n, p in models.items()]
     for argument, name, path in files:
         if not path.is_file():
+            state = "is a directory, not a file" if path.is_dir() else "does not exist"
             raise ArgumentError(
-                "{" + argument + "}{name} file {path!r} does not exist", name=name, path=str(path)
+                "{" + argument + "}{name} file {path!r} {state}",
+                name=name,
+                path=str(path),
+                state=state,
             )
     return FilePlan(
         kind,
@@ -404,9 +494,28 @@ def evaluate_files(
 
     Give ``held_out`` with ``recommendations`` (and optionally ``propensity``), or
     ``feed_log`` with ``targets``. Files are ``.parquet``/``.pq`` or ``.csv`` with a header
-    line (read with pyarrow); ids are sorted, so tied scores go to the lower item id, as on
-    Spark. The estimators are the core functions of :data:`recpack_ope.registry.ESTIMATORS`
-    with the discount ``1/log2(rank + 1)`` cut off at ``k``.
+    line (read with pyarrow); ids are integers or text, compared exactly (integers of any
+    width and signedness by value, whole real numbers of parquet columns up to 2**53 as
+    integers; a CSV id column is integers only when every value is a canonical decimal
+    integer, and text compared as written otherwise, so ``010``, ``1e1`` and ``10.0`` are not
+    ``10``: :mod:`recpack_ope.io.tables`) and sorted, so tied scores go to the
+    lower item id, as on Spark. The estimators are the core functions of
+    :data:`recpack_ope.registry.ESTIMATORS` with the discount ``1/log2(rank + 1)`` cut off at
+    ``k``.
+
+    The users of a held-out evaluation are those of ``held_out`` and of every
+    ``recommendations`` file, in one sorted order. A user with recommendations but no
+    held-out rows is a user without held-out rewards, as a row of ``y_true`` without entries
+    is in the Python API: excluded (and counted in ``n_excluded_users``) over
+    ``population="observed"``, counted with 0 over ``"all"``; how many there were is
+    :attr:`FileEvaluation.n_users_without_held_out`. The other way round, a held-out user
+    without recommendations of a model is one the model recommends nothing to, and counts
+    as 0 in its estimates (as a row of scores without entries does in the Python API): a
+    truncated export lowers every value, so how many there were, per model, is
+    :attr:`FileEvaluation.n_users_without_recommendations`.
+
+    An estimate over a single user has its value and no standard error or interval (None in
+    the rows); ``compare`` then is refused, and the leaderboard is left out.
 
     Parameters
     ----------
@@ -414,8 +523,8 @@ def evaluate_files(
         Held-out rewards: columns ``user``, ``item``, ``reward`` (>= 0), one row per
         (user, item).
     recommendations : mapping of model name → path, optional
-        One model's recommendations for held-out users per file: columns ``user``, ``item``
-        and ``score`` (higher is better) or ``rank`` (1 = top).
+        One model's recommendations per file: columns ``user``, ``item`` and ``score``
+        (higher is better) or ``rank`` (1 = top; a user's n items ranked 1..n, each once).
     propensity : path, optional
         Exposure propensities: columns ``item``, ``propensity`` in (0, 1] for every held-out
         item, read by the weighted estimators.
@@ -451,8 +560,9 @@ def evaluate_files(
         reported for every estimator.
     population : {"observed", "all"}
         The users held-out estimates average over: ``"observed"``, those with a positive
-        reward; ``"all"``, every user of ``held_out`` (its rows with reward 0 included), so
-        that ``ips_dcg`` estimates the online reward per user
+        reward; ``"all"``, every user (those of ``held_out`` with only 0 rewards and those
+        with recommendations but no held-out rows included), so that ``ips_dcg`` estimates
+        the online reward per user
         (:data:`~recpack_ope.metrics.dcg.POPULATIONS`). Estimators normalised per user
         (``ndcg``, ``recall``, …) take only ``"observed"``.
 
@@ -466,9 +576,13 @@ def evaluate_files(
     ArgumentError
         On a bad argument (see :func:`plan_files`), before any file is read; on ``metrics``
         reading a column the feed log lacks, naming those its columns feed
-        (:func:`check_log_columns`).
+        (:func:`check_log_columns`); on ``compare`` of estimates over fewer than 2 users,
+        naming the model and the estimator.
     ValueError
-        On bad rows, naming the file, the column and an offending row; on a feed log without
+        On bad rows, naming the file, the column and an offending row; on a file that cannot
+        be read, is empty or has no rows, naming it; on an estimate over no user (none with
+        a positive reward over ``population="observed"``), naming the model; on a feed log
+        without
         the columns an estimator reads, or that the core refuses (a session missing a rank
         for a ranking-level estimator, prefix propensities that rise down a session,
         probabilities outside (0, 1]), naming the file and the session; on a target without
@@ -526,7 +640,7 @@ def evaluate_files(
     )
     if plan.kind == "feed-log":
         tables = feed_log_tables(plan.data, plan.models)
-        label = f"feed_log file {str(plan.data)!r}"
+        label = table_label(ROLES["feed_log"], plan.data)
         check_log_columns(plan.metrics, _log_columns(tables.log), label)
         for name, scores in tables.scores.items():
             _refuse_contexts_without_ranking(tables, scores, plan.label(name))
@@ -556,10 +670,20 @@ def evaluate_files(
         }
         estimates = {}
         for name, scores in tables.scores.items():
-            with naming(name):
-                estimates[name] = {
-                    m: ESTIMATORS[m](tables.y_true, scores, **options) for m in plan.metrics
-                }
+            try:
+                with naming(name):
+                    estimates[name] = {
+                        m: ESTIMATORS[m](tables.y_true, scores, **options) for m in plan.metrics
+                    }
+            except ValueError as error:  # the core refused the data: name the files
+                held = table_label(ROLES["held_out"], plan.data)
+                raise ValueError(f"{held} with {plan.label(name)}: {error}") from None
+        return plan.result(
+            estimates,
+            "local",
+            tables.n_users_without_held_out,
+            tables.n_users_without_recommendations,
+        )
     return plan.result(estimates, "local")
 
 
@@ -672,10 +796,15 @@ def _feeds(metric: str, present: Sequence[str]) -> bool:
     return all(set(group) & set(present) for group in ESTIMATORS[metric].log_columns)
 
 
-def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> list[dict]:
+def estimate_rows(
+    estimates: Mapping[str, Mapping[str, Any]], level: float, unit: str = "users"
+) -> list[dict]:
     """One row per model and estimator of ``estimates`` (model → estimator → estimate):
     ``model``, ``metric``, ``name``, ``value``, ``ci_low``, ``ci_high`` (the interval at
-    ``level``), ``standard_error``, ``n_users``, ``n_excluded_users``, and for an estimate with
+    ``level``), ``standard_error`` (both None for an estimate over a single user, which has a
+    value but no spread), ``n_users``, ``n_excluded_users`` (``n_sessions``,
+    ``n_excluded_sessions`` with ``unit="sessions"``: feed-log estimates average over
+    sessions), and for an estimate with
     a weighting ``sens_low`` and ``sens_high``, its bounds when every propensity may be off by
     a factor up to :data:`~recpack_ope.inference.sensitivity.SHOWN_GAMMA` either way
     (:func:`~recpack_ope.inference.summary.sensitivity_columns`), and for an estimate with
@@ -685,7 +814,9 @@ def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> l
     rows = []
     for model, by_metric in estimates.items():
         for metric, est in by_metric.items():
-            lo, hi = est.confidence_interval(level)
+            # One user gives a value but no spread: its standard error and interval are None.
+            lone = est.n_users < 2
+            lo, hi = (None, None) if lone else est.confidence_interval(level)
             rows.append(
                 {
                     "model": model,
@@ -694,9 +825,9 @@ def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> l
                     "value": est.value,
                     "ci_low": lo,
                     "ci_high": hi,
-                    "standard_error": est.standard_error,
-                    "n_users": est.n_users,
-                    "n_excluded_users": est.n_excluded_users,
+                    "standard_error": None if lone else est.standard_error,
+                    f"n_{unit}": est.n_users,
+                    f"n_excluded_{unit}": est.n_excluded_users,
                     **sensitivity_columns(est),
                     **diagnostic_columns(est),
                 }
@@ -704,9 +835,9 @@ def estimate_rows(estimates: Mapping[str, Mapping[str, Any]], level: float) -> l
     return rows
 
 
-def _interval(low: float, high: float) -> str:
-    """``[low, high]`` with 4 significant digits."""
-    return f"[{low:.4g}, {high:.4g}]"
+def _interval(low: float | None, high: float | None) -> str:
+    """``[low, high]`` with 4 significant digits; – without an interval (a single user)."""
+    return "–" if low is None else f"[{low:.4g}, {high:.4g}]"
 
 
 def _markdown(header: list[str], align: list[str], lines: list[list[str]]) -> str:
@@ -740,6 +871,14 @@ class FileEvaluation:
         What computed the estimates.
     population : {"observed", "all"}
         The users held-out estimates average over.
+    n_users_without_held_out : int or None
+        Users with recommendations but no held-out rows, evaluated as users without held-out
+        rewards (excluded over ``population="observed"``, counted 0 over ``"all"``); None for
+        a feed log.
+    n_users_without_recommendations : dict or None
+        Model name → held-out users without any of its recommendations, who count as users
+        it recommends nothing to (0 in every estimate they are averaged in); None for a
+        feed log.
     """
 
     estimates: Mapping[str, Mapping[str, Any]]
@@ -750,14 +889,34 @@ class FileEvaluation:
     compare: tuple[str, str] | None = None
     engine: str = "local"
     population: str = "observed"
+    n_users_without_held_out: int | None = None
+    n_users_without_recommendations: Mapping[str, int] | None = None
+
+    @property
+    def unit(self) -> str:
+        """What the estimates average over: ``"users"`` (held-out data) or ``"sessions"``."""
+        return "users" if self.input == "held-out" else "sessions"
 
     def rows(self) -> list[dict]:
         """One row per model and estimator: ``model``, ``metric``, ``name``, ``value``,
-        ``ci_low``, ``ci_high``, ``standard_error``, ``n_users``, ``n_excluded_users``, and
-        ``sens_low``, ``sens_high`` for the IPS-weighted estimates that carry their weighting
-        (on Spark ``ips_dcg`` and ``snips_dcg``), and the weight diagnostics ``ess``, …,
-        ``reliable``, ``flags`` of every weighted estimate (:func:`estimate_rows`)."""
-        return estimate_rows(self.estimates, self.level)
+        ``ci_low``, ``ci_high``, ``standard_error``, ``n_users``, ``n_excluded_users`` (on a
+        feed log ``n_sessions``, ``n_excluded_sessions``), on held-out data
+        ``n_users_without_recommendations`` (the model's, :attr:`n_users_without_recommendations`),
+        and ``sens_low``, ``sens_high`` for the IPS-weighted estimates that carry their
+        weighting (on Spark ``ips_dcg`` and ``snips_dcg``), and the weight diagnostics
+        ``ess``, …, ``reliable``, ``flags`` of every weighted estimate
+        (:func:`estimate_rows`)."""
+        rows = estimate_rows(self.estimates, self.level, self.unit)
+        missing = self.n_users_without_recommendations
+        if missing is None:
+            return rows
+        placed = []
+        for row in rows:
+            cells = list(row.items())
+            at = list(row).index("n_excluded_users") + 1
+            count = [("n_users_without_recommendations", missing[row["model"]])]
+            placed.append(dict(cells[:at] + count + cells[at:]))
+        return placed
 
     @functools.cached_property
     def comparisons(self) -> dict[str, Comparison]:
@@ -773,7 +932,8 @@ class FileEvaluation:
 
     def comparison_rows(self) -> list[dict]:
         """One row per comparison: ``a``, ``b``, ``metric``, ``name``, ``difference``,
-        ``standard_error``, ``ci_low``, ``ci_high``, ``p_value``, ``n_users``; for IPS-weighted
+        ``standard_error``, ``ci_low``, ``ci_high``, ``p_value``, ``n_users`` (on a feed log
+        ``n_sessions``); for IPS-weighted
         estimates also ``robust_gamma`` and ``robust_gamma_95`` (the suffix is
         ``100 · level``): Γ*, the largest factor by which every propensity may be off, either
         way, before the difference can change sign or stop being significant at ``level``
@@ -796,7 +956,7 @@ class FileEvaluation:
                 "ci_low": c.confidence_interval[0],
                 "ci_high": c.confidence_interval[1],
                 "p_value": c.p_value,
-                "n_users": c.n_users,
+                f"n_{self.unit}": c.n_users,
                 **robustness_columns(self.estimates[a][m], self.estimates[b][m], level),
             }
             for m, c in self.comparisons.items()
@@ -811,7 +971,7 @@ class FileEvaluation:
         rows = self.rows()
         bounds = any("sens_low" in r for r in rows)
         weighted = any("flags" in r for r in rows)
-        what = "users" if self.input == "held-out" else "sessions"
+        what = self.unit
         gamma = [f"Γ={SHOWN_GAMMA:g} bounds"] if bounds else []
         header = ["model", "metric", "value", f"{self.level * 100:g}% CI", *gamma]
         header += [f"n_{what}", "excluded", *(["ESS", "flags"] if weighted else [])]
@@ -827,7 +987,7 @@ class FileEvaluation:
             ]
             if bounds:
                 line.append(_interval(r["sens_low"], r["sens_high"]) if "sens_low" in r else "–")
-            line += [str(r["n_users"]), str(r["n_excluded_users"])]
+            line += [str(r[f"n_{what}"]), str(r[f"n_excluded_{what}"])]
             if weighted:
                 line += [f"{r['ess']:.4g}" if "ess" in r else "–", flag_cell(r)]
             lines.append(line)
@@ -875,18 +1035,39 @@ class FileEvaluation:
         Raises
         ------
         ValueError
-            When the estimates do not pair (:attr:`pairable`).
+            When the estimates do not pair (:attr:`pairable`), or one is over a single user
+            (:attr:`single`): its intervals and tests need 2.
         """
         if not self.pairable:
             raise ValueError(
                 "a leaderboard of several targets of a feed log needs the local engine: Spark "
                 "evaluates one target per pass, so the targets' estimates cannot be paired"
             )
+        if self.single is not None:
+            raise ValueError(
+                f"a leaderboard needs at least 2 {self.unit} per estimate for its intervals "
+                f"and tests; {self.single}"
+            )
         return leaderboard(labelled(self.estimates), level=self.level)
 
+    @property
+    def single(self) -> str | None:
+        """Which estimate is over fewer than 2 users (sessions), e.g. ``"DCG@10 of model 'A'
+        is over 1 user"``: it has a value but no interval, comparison or leaderboard; None
+        when every estimate has 2 or more."""
+        for model, by_metric in self.estimates.items():
+            for est in by_metric.values():
+                if est.n_users < 2:
+                    unit = self.unit if est.n_users != 1 else self.unit[:-1]
+                    what = "target" if self.input == "feed-log" else "model"
+                    return f"{est.name} of {what} {model!r} is over {est.n_users} {unit}"
+        return None
+
     def to_dict(self) -> dict:
-        """The settings, :meth:`rows`, :meth:`comparison_rows` and the :attr:`leaderboard`'s
-        JSON document (None when the estimates do not pair), as JSON writes them."""
+        """The settings, ``n_users_without_held_out``, ``n_users_without_recommendations``,
+        :meth:`rows`, :meth:`comparison_rows` and the :attr:`leaderboard`'s JSON document
+        (None when the estimates do not pair or one is over a single user, :attr:`single`),
+        as JSON writes them."""
         return {
             "engine": self.engine,
             "input": self.input,
@@ -894,9 +1075,15 @@ class FileEvaluation:
             "clip": self.clip,
             "level": self.level,
             "population": self.population,
+            "n_users_without_held_out": self.n_users_without_held_out,
+            "n_users_without_recommendations": self.n_users_without_recommendations,
             "rows": self.rows(),
             "comparisons": self.comparison_rows(),
-            "leaderboard": json.loads(self.leaderboard.to_json()) if self.pairable else None,
+            "leaderboard": (
+                json.loads(self.leaderboard.to_json())
+                if self.pairable and self.single is None
+                else None
+            ),
         }
 
     def report(self, format: str = "markdown") -> str:
@@ -927,7 +1114,12 @@ class FileEvaluation:
         if self.comparisons:
             parts.append(self.comparison_table())
         if len(self.estimates) > 1 and self.pairable:
-            parts.append(self.leaderboard.to_markdown())
+            parts.append(
+                self.leaderboard.to_markdown()
+                if self.single is None
+                else f"No leaderboard: its intervals and tests need at least 2 {self.unit} per "
+                f"estimate, and {self.single}."
+            )
         return "\n\n".join(parts)
 
     def write(self, path: str | os.PathLike) -> tuple[Path, ...]:

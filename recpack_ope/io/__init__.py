@@ -12,11 +12,18 @@
   and feed logs (``recpack-ope evaluate``; needs pyarrow when reading)
 """
 
-from .movielens import Interactions, load_movielens_100k
-from .open_bandit import OpenBanditLog, load_bts_prior, load_open_bandit
-from .split import holdout_split
-from .tables import FeedLogTables, HeldOutTables, feed_log_tables, held_out_tables, read_table
-from .trec import TrecCollection, read_trec, run_name
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .movielens import Interactions, load_movielens_100k
+    from .open_bandit import OpenBanditLog, load_bts_prior, load_open_bandit
+    from .split import holdout_split
+    from .tables import FeedLogTables, HeldOutTables, feed_log_tables, held_out_tables, read_table
+    from .trec import TrecCollection, read_trec, run_name
+
+export_lazily(__name__)
 
 __all__ = [
     "holdout_split",

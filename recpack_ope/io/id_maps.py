@@ -9,11 +9,12 @@ can be placed on the framework's indices.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 
 import numpy as np
 
-from .._validation import first_outside, real_array, shown
+from .._validation import NonNumericError, first_outside, real_array, shown
 
 __all__ = ["raw_ids_by_index", "propensity_on_indices"]
 
@@ -42,8 +43,8 @@ def raw_ids_by_index(
     ------
     ValueError
         When the map is empty or not one-to-one onto 0..n−1 for its n rows: a raw id given
-        twice, two raw ids with one index, an index that is not an integer in 0..n−1 — each
-        with the raw id or index named.
+        twice, two raw ids with one index, an index that is not an integer in 0..n−1, a
+        missing raw id (None, NaN) — each with the raw id or index named.
     TypeError
         When ``item_id_mapping`` is none of the accepted types.
 
@@ -80,7 +81,26 @@ def raw_ids_by_index(
     n = raw_ids.size
     if n == 0:
         raise ValueError("item_id_mapping is empty: it must map every item's raw id to its index")
-    values = real_array(index, "item_id_mapping")
+    missing = np.flatnonzero(pd.isna(pd.Index(raw_ids, dtype=object)))
+    if missing.size:
+        k = int(missing[0])
+        raise ValueError(
+            f"item_id_mapping has a missing raw item id ({raw_ids[k]!r}) for item index "
+            f"{shown(index.iloc[k])}: every index needs the raw id of its item"
+        )
+    try:
+        values = real_array(index, "item_id_mapping")
+    except NonNumericError:
+        # Name the entry by its raw id, the label the map's user knows it by (a scan of the
+        # map only once it is refused).
+        text = np.flatnonzero([not isinstance(v, (numbers.Number, np.number)) for v in index])
+        if not text.size:
+            raise
+        k = int(text[0])
+        raise ValueError(
+            f"item_id_mapping has non-numeric value {index.iloc[k]!r} for raw item id "
+            f"{raw_ids[k]!r}, not an integer item index"
+        ) from None
     if values.dtype.kind not in "iu":
         whole = np.zeros(n, dtype=bool)
         if values.dtype.kind == "f":

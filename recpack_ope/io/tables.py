@@ -10,38 +10,84 @@
   :class:`~recpack_ope.logged.feed_log.FeedLog` and contexts × items score matrices for
   :class:`~recpack_ope.logged.policies.DeterministicRanker` (:func:`feed_log_tables`).
 
+Ids (``user``, ``item``, ``session``, ``context``) are integers or text, compared exactly:
+
+* integer ids of any width and signedness (int8 … int64, uint8 … uint64) compare by value
+  across tables, so a user of a uint64 column is the same user in an int32 one;
+* float ids (e.g. a column pandas wrote with a null) are accepted when every value is a whole
+  number of size at most 2**53, the largest range in which a float holds every integer, and
+  then compare as those integers (1.0 is the id 1); any other value, NaN included, is refused
+  (:func:`id_message`), as is a null; decimal ids must be whole, and are exact at any size;
+* a CSV id column is read as 64-bit integers (signed, or unsigned beyond 2**63 − 1) when every
+  value is a canonical decimal integer (:data:`INTEGER_ID`: no sign '+', spaces, leading
+  zeros, exponent or decimal point) of that size, and as text otherwise, compared as written
+  (``010``, ``1e1``, ``10.0``, ``1.5``, ids beyond 64 bits): never rounded through a float or
+  read in another spelling, so two ids never merge (:func:`csv_id_type`, which the Spark
+  engine applies too);
+* integer ids in one table and text ids in another are refused: they never match.
+
 Ids are indexed in increasing order (numbers by value, text by code point), so tied scores go
 to the lower item id, as on Spark (:mod:`recpack_ope.spark`); a rank r becomes the score −r.
+The users of a held-out evaluation are those of the held-out table and of every
+recommendations table: a user with recommendations but no held-out rows is a user without
+held-out rewards, an empty row of ``y_true``, as in the Python API (counted 0 over
+``population="all"``, excluded over ``"observed"``).
 Bad rows are refused with the same rules as the Spark engine, and every message names the
-table (file) and column and shows an offending row. Files are read with pyarrow
-(``.parquet``/``.pq`` with ``pyarrow.parquet``, ``.csv`` with ``pyarrow.csv``).
+table (file) and column and shows an offending row (by its index label when the table came
+from pandas with an index). Files are read with pyarrow (``.parquet``/``.pq`` with
+``pyarrow.parquet``, ``.csv`` with ``pyarrow.csv``); a file that cannot be read, is empty or
+has no rows is refused naming it (:func:`read_table`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..logged.feed_log import FeedLog
+from ..logged.feed_log import FeedLog, mixed_contexts_message
 
 __all__ = [
     "FORMATS",
+    "ID_COLUMNS",
+    "INTEGER_ID",
+    "ROLES",
     "FeedLogTables",
     "HeldOutTables",
+    "FILE_PROBLEMS",
+    "csv_id_type",
     "feed_log_tables",
+    "file_message",
     "held_out_tables",
+    "id_message",
+    "missing_propensity_message",
+    "mixed_ids_message",
+    "null_message",
+    "propensity_range_message",
     "read_table",
+    "repeat_message",
     "table_format",
+    "table_label",
+    "value_message",
 ]
 
 #: The optional columns of a feed log: the logging policy's probabilities, each read when
 #: the log has it (:class:`~recpack_ope.logged.feed_log.FeedLog`).
 LOG_PROBABILITIES = ("propensity", "position_propensity", "prefix_propensity", "logging_weight")
+
+#: How messages name each input table (:func:`table_label`), by the argument that gives it;
+#: ``{name}`` is the model's or target's name.
+ROLES = {
+    "held_out": "held_out",
+    "recommendations": "recommendations[{name!r}]",
+    "propensity": "propensity",
+    "feed_log": "feed_log",
+    "targets": "target[{name!r}]",
+}
 
 #: File extensions and the format they are read as.
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -64,24 +110,176 @@ def table_format(path: str | os.PathLike) -> str:
     return FORMATS[suffix]
 
 
-def read_table(path: str | os.PathLike):
+def read_table(path: str | os.PathLike, label: str | None = None):
     """A parquet (``.parquet``, ``.pq``) or CSV (``.csv``, with a header line) file as a
-    ``pyarrow.Table``.
+    ``pyarrow.Table``, with the CSV id columns of :data:`ID_COLUMNS` read exactly (module
+    docstring).
+
+    Parameters
+    ----------
+    path : path
+        The file; its extension says its format.
+    label : str, optional
+        How messages name the file (default ``file '<path>'``).
+
+    Returns
+    -------
+    pyarrow.Table
 
     Raises
     ------
     ValueError
-        For an unknown extension or a file pyarrow cannot parse.
-    FileNotFoundError
-        When the file does not exist.
-    """
-    if table_format(path) == "parquet":
-        import pyarrow.parquet as pq
+        For an unknown extension, a file pyarrow cannot parse (a ragged CSV row, a damaged
+        parquet file), an empty file or one without rows, naming it.
+    FileNotFoundError, IsADirectoryError
+        When the file does not exist, or is a directory.
 
-        return pq.read_table(path)
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from recpack_ope.io.tables import read_table
+    >>> path = Path(tempfile.mkdtemp()) / "held_out.csv"
+    >>> _ = path.write_text("user,item,reward\\n18446744073709551615,1,1\\n7,1,0\\n")
+    >>> read_table(path).column("user").to_pylist()  # uint64: no rounding through a float
+    [18446744073709551615, 7]
+    >>> _ = path.write_text("user,item,reward\\n")
+    >>> read_table(path, "held_out file 'held_out.csv'")
+    Traceback (most recent call last):
+    ...
+    ValueError: held_out file 'held_out.csv' has no rows, only a header line
+    """
+    import pyarrow as pa
+
+    label = label or f"file {str(path)!r}"
+    kind = table_format(path)
+    if Path(path).is_dir():
+        raise IsADirectoryError(file_message(label, "directory", kind))
+    if not Path(path).exists():
+        raise FileNotFoundError(file_message(label, "missing", kind))
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        else:
+            table = _read_csv(path)
+    except (pa.ArrowException, OSError) as error:
+        if kind == "csv" and Path(path).stat().st_size == 0:
+            raise ValueError(file_message(label, "empty", kind)) from None
+        raise ValueError(file_message(label, "unreadable", kind, str(error))) from None
+    if table.num_rows == 0:
+        raise ValueError(file_message(label, "no_rows", kind))
+    return table
+
+
+#: What can be wrong with an input file as a whole (:func:`file_message`).
+FILE_PROBLEMS = {
+    "missing": "does not exist",
+    "directory": "is a directory, not a {kind} file",
+    "empty": "is empty: a CSV file needs a header line",
+    "no_rows": "has no rows",
+    "unreadable": "cannot be read as {kind}: {reason}",
+}
+
+
+def file_message(label: str, problem: str, kind: str, reason: str = "") -> str:
+    """The refusal of a whole input file (``label`` names it, :func:`table_label`) for one of
+    :data:`FILE_PROBLEMS`, the same on every engine; ``kind`` is its format and ``reason``
+    what the reader said.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import file_message
+    >>> file_message("held_out file 'h.csv'", "no_rows", "csv")
+    "held_out file 'h.csv' has no rows, only a header line"
+    """
+    text = FILE_PROBLEMS[problem].format(kind=kind, reason=reason)
+    if problem == "no_rows" and kind == "csv":
+        text += ", only a header line"
+    return f"{label} {text}"
+
+
+#: The columns that hold ids, read exactly from CSV files.
+ID_COLUMNS = ("user", "item", "session", "context")
+
+#: Real numbers are whole up to this size exactly: a float id beyond it may be a rounded one.
+EXACT_FLOAT = 2**53
+
+
+#: The text of a CSV id read as an integer: a canonical decimal integer, without sign '+',
+#: spaces, leading zeros, exponent or decimal point, and not ``-0``, so that ids equal as
+#: integers are equal as written. One pattern for pyarrow (RE2) and Spark (Java regex).
+INTEGER_ID = "^(0|-?[1-9][0-9]*)$"
+
+
+def csv_id_type(canonical: bool, int64: bool, uint64: bool) -> str:
+    """How a CSV id column is read, on every engine, from what holds for each of its values
+    (those that are not null): ``"int64"`` when every one is a canonical decimal integer
+    (:data:`INTEGER_ID`) of int64, ``"uint64"`` when every one is such an integer of uint64,
+    ``"string"`` otherwise: text, compared as written (``010``, ``1e1``, ``10.0``, `` 10``,
+    ids beyond 64 bits).
+
+    Parameters
+    ----------
+    canonical : bool
+        Every value matches :data:`INTEGER_ID`.
+    int64, uint64 : bool
+        Every value is an integer of that type.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import csv_id_type
+    >>> csv_id_type(True, True, False), csv_id_type(True, False, True)
+    ('int64', 'uint64')
+    >>> csv_id_type(False, True, True)  # e.g. 010: int64 would read it as 10
+    'string'
+    """
+    if canonical and int64:
+        return "int64"
+    if canonical and uint64:
+        return "uint64"
+    return "string"
+
+
+def _read_csv(path):
+    """A CSV file with its id columns read as text, then typed by :func:`csv_id_type`:
+    pyarrow alone would read ``010`` as 10 and round integers beyond int64 through a float."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.csv as pcsv
 
-    return pcsv.read_csv(path)
+    options = pcsv.ConvertOptions()
+    table = pcsv.read_csv(
+        path,
+        convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(ID_COLUMNS, pa.string())),
+    )
+    for name in (c for c in ID_COLUMNS if c in table.column_names):
+        texts = table[name]
+        # The texts pyarrow reads as a null in a numeric column (empty, NA, …): nulls of an
+        # integer column, for the null check to refuse naming their row.
+        missing = pc.is_in(texts, value_set=pa.array(list(options.null_values)))
+        given = pc.filter(texts, pc.invert(missing))
+
+        def fits(kind, given=given) -> bool:
+            try:
+                pc.cast(given, kind)
+            except pa.ArrowInvalid:
+                return False
+            return True
+
+        canonical = pc.all(pc.match_substring_regex(given, INTEGER_ID)).as_py() is not False
+        kind = csv_id_type(
+            canonical, canonical and fits(pa.int64()), canonical and fits(pa.uint64())
+        )
+        if kind != "string":
+            typed = pc.cast(pc.if_else(missing, pa.scalar(None, pa.string()), texts), kind)
+            table = table.set_column(table.column_names.index(name), name, typed)
+    return table
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,7 +289,8 @@ class HeldOutTables:
     Attributes
     ----------
     users : numpy.ndarray
-        Ids of the held-out users in increasing order: the rows of every matrix.
+        Ids of the users of the held-out table and of the recommendations, in increasing
+        order: the rows of every matrix.
     items : numpy.ndarray
         Ids of the items of the held-out data and the recommendations, increasing: the columns.
     y_true : scipy.sparse.csr_matrix
@@ -102,6 +301,11 @@ class HeldOutTables:
     propensity : numpy.ndarray or None
         Propensity of every item; 1 for items without held-out rows, whose propensity is
         never used.
+    n_users_without_held_out : int
+        Users with recommendations but no held-out rows: rows of ``y_true`` without entries.
+    n_users_without_recommendations : dict
+        Model name → users of the held-out table without any of its recommendations: rows
+        of its score matrix without entries, which earn 0 (a truncated export shows here).
     """
 
     users: np.ndarray
@@ -109,6 +313,8 @@ class HeldOutTables:
     y_true: sp.csr_matrix
     scores: dict
     propensity: np.ndarray | None
+    n_users_without_held_out: int = 0
+    n_users_without_recommendations: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,16 +348,22 @@ class _Frame:
     label: str
     table: object
     columns: dict
+    index: object = None
 
     def value(self, k: int, name: str):
         """Row ``k``'s value of column ``name`` as the table holds it (for messages)."""
         return self.table.column(name)[int(k)].as_py()
 
     def row(self, k: int) -> str:
-        """``row k (name=value, …)`` of the table, for messages."""
-        return (
-            f"row {int(k)} (" + ", ".join(f"{n}={self.value(k, n)!r}" for n in self.columns) + ")"
+        """``row k (name=value, …)`` of the table, for messages; ``row with index label x``
+        when the table came from pandas with an index other than 0..n−1, the label its user
+        knows the row by."""
+        where = (
+            f"row {int(k)}"
+            if self.index is None
+            else f"row with index label {self.index[int(k)].as_py()!r}"
         )
+        return f"{where} (" + ", ".join(f"{n}={self.value(k, n)!r}" for n in self.columns) + ")"
 
     def ranked_values(self) -> np.ndarray:
         """The score, or minus the rank."""
@@ -166,13 +378,15 @@ def _frame(source, role: str, required, numeric=(), ranked: bool = False, option
     import pyarrow.compute as pc
 
     if isinstance(source, (str, os.PathLike)):
-        table, label = read_table(source), f"{role} file {str(source)!r}"
+        label = table_label(role, source)
+        table = read_table(source, label)
     elif isinstance(source, pa.Table):
-        table, label = source, f"{role} table"
+        table, label = source, table_label(role)
     else:
         raise TypeError(
             f"{role} must be a file path or a pyarrow Table, got {type(source).__name__}"
         )
+    index = _index_labels(table)
     present = table.column_names
     required = list(required)
     if ranked:
@@ -197,42 +411,234 @@ def _frame(source, role: str, required, numeric=(), ranked: bool = False, option
             pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
         ):
             raise ValueError(f"{label} column {name!r} must be numeric, got {kind}")
-    frame = _Frame(label, table, {name: None for name in required})
+    frame = _Frame(label, table, {name: None for name in required}, index)
     for name in required:
         column = table.column(name)
         if column.null_count:
             row = pc.index(pc.is_null(column), True).as_py()
-            raise ValueError(f"{label} has a null in column {name!r}, e.g. {frame.row(row)}")
+            raise ValueError(null_message(label, name, frame.row(row)))
         if pa.types.is_dictionary(column.type):  # categorical ids: their values
             column = column.cast(column.type.value_type)
         if name in numeric:
             column = pc.cast(column, pa.float64(), safe=False)
-        frame.columns[name] = column.to_numpy()
+        frame.columns[name] = column
+    for name in numeric:
+        frame.columns[name] = frame.columns[name].to_numpy()
     return frame
 
 
-def _same_ids(frames, column: str) -> None:
-    """``column`` holds one kind of id (integer, real, text) in every table: ids of different
-    kinds never match, so a mix is a mistake (Spark refuses it too)."""
+def table_label(role: str, path: str | os.PathLike | None = None) -> str:
+    """How messages of both engines name an input table: its argument (``role``, e.g.
+    ``held_out`` or ``recommendations['A']``) and its file, if it was read from one.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import table_label
+    >>> table_label("recommendations['A']", "a.csv"), table_label("held_out")
+    ("recommendations['A'] file 'a.csv'", 'held_out table')
+    """
+    return f"{role} table" if path is None else f"{role} file {str(path)!r}"
+
+
+def _index_labels(table):
+    """The labels of a table's rows when it came from a pandas DataFrame with an index other
+    than 0..n−1 (``pyarrow.Table.from_pandas`` keeps it), else None."""
     import pyarrow as pa
 
-    def kind(t) -> str:
-        if pa.types.is_dictionary(t):
-            t = t.value_type
-        if pa.types.is_integer(t):
-            return "integer"
-        if pa.types.is_floating(t):
-            return "real"
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return "text"
-        return str(t)
+    index = (table.schema.pandas_metadata or {}).get("index_columns") or []
+    if len(index) != 1:
+        return None
+    if isinstance(index[0], str):
+        return table.column(index[0]) if index[0] in table.column_names else None
+    start, step = index[0].get("start", 0), index[0].get("step", 1)
+    if (start, step) == (0, 1):
+        return None
+    return pa.array(range(start, start + step * table.num_rows, step))
 
-    kinds = {f.label: kind(f.table.schema.field(column).type) for f in frames}
+
+def id_message(label: str, column: str, row: str) -> str:
+    """The refusal of an id that is neither an integer nor text (NaN, 1.5, or a float beyond
+    2**53 that may be a rounded id), the same on every engine; ``row`` shows it.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import id_message
+    >>> id_message("held_out table", "user", "row 2 (user=nan)")[:62]
+    "held_out table column 'user' must hold ids: integers, text, or"
+    """
+    return (
+        f"{label} column {column!r} must hold ids: integers, text, or whole real numbers of "
+        f"size at most 2**53 (a float beyond it may hold a rounded id), got {row}"
+    )
+
+
+def mixed_ids_message(column: str, kinds: Mapping[str, str]) -> str:
+    """The refusal of integer ids in one table and text ids in another (``kinds``: table
+    label → ``"integer"`` or ``"text"``), the same on every engine: they never match.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import mixed_ids_message
+    >>> mixed_ids_message("user", {"held_out table": "integer", "propensity table": "text"})
+    "column 'user' must hold one kind of id in every table, got integer ids in held_out \
+table, text ids in propensity table"
+    """
+    return f"column {column!r} must hold one kind of id in every table, got " + ", ".join(
+        f"{k} ids in {label}" for label, k in kinds.items()
+    )
+
+
+#: What a column of a table must hold, by column, for :func:`value_message`.
+VALUE_RULES = {
+    "reward": "finite rewards >= 0",
+    "score": "finite scores",
+    "rank": "finite ranks",
+}
+
+
+def null_message(label: str, column: str, row: str) -> str:
+    """The refusal of a null in ``column`` of the table ``label``, the same on every engine;
+    ``row`` shows it.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import null_message
+    >>> null_message("held_out table", "item", "row 3 (user=1, item=None, reward=1.0)")
+    "held_out table has a null in column 'item', e.g. row 3 (user=1, item=None, reward=1.0)"
+    """
+    return f"{label} has a null in column {column!r}, e.g. {row}"
+
+
+def value_message(label: str, column: str, row: str) -> str:
+    """The refusal of a value of ``column`` outside :data:`VALUE_RULES` (a negative or
+    non-finite reward, a non-finite score or rank), the same on every engine.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import value_message
+    >>> value_message("held_out table", "reward", "row 0 (user=1, item=2, reward=-1.0)")
+    "held_out table column 'reward' must hold finite rewards >= 0, got row 0 (user=1, \
+item=2, reward=-1.0)"
+    """
+    return f"{label} column {column!r} must hold {VALUE_RULES[column]}, got {row}"
+
+
+def repeat_message(label: str, names, values, first: str, second: str, per: str) -> str:
+    """The refusal of a key (``values`` of the columns ``names``) that two rows of the table
+    ``label`` share, shown as ``first`` and ``second``, the same on every engine; ``per`` says
+    what must be unique.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import repeat_message
+    >>> repeat_message("held_out table", ("user", "item"), (1, 2), "row 0 (…)", "row 4 (…)",
+    ...                "(user, item)")
+    'held_out table has the (user, item) pair (1, 2) more than once, in row 0 (…) and \
+row 4 (…): one row per (user, item)'
+    """
+    key = (
+        f"{names[0]} {values[0]!r}"
+        if len(names) == 1
+        else f"the ({', '.join(names)}) pair ({', '.join(repr(v) for v in values)})"
+    )
+    return f"{label} has {key} more than once, in {first} and {second}: one row per {per}"
+
+
+def missing_propensity_message(label: str, item, held_label: str, held_row: str) -> str:
+    """The refusal of a held-out item (``held_row`` of ``held_label``) without a row in the
+    propensity table ``label``, the same on every engine.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import missing_propensity_message
+    >>> missing_propensity_message("propensity table", 7, "held_out table", "row 2 (…)")
+    'propensity table has no row for item 7 of held_out table row 2 (…): every held-out item \
+needs a propensity'
+    """
+    return (
+        f"{label} has no row for item {item!r} of {held_label} {held_row}: every held-out item "
+        "needs a propensity"
+    )
+
+
+def propensity_range_message(label: str, row: str, held_label: str, held_row: str) -> str:
+    """The refusal of a propensity outside (0, 1] (``row`` of ``label``) for a held-out item
+    (``held_row`` of ``held_label``), the same on every engine.
+
+    Examples
+    --------
+    >>> from recpack_ope.io.tables import propensity_range_message
+    >>> propensity_range_message("propensity table", "row 0 (…)", "held_out table", "row 1 (…)")
+    "propensity table column 'propensity' must lie in (0, 1] for every held-out item, got \
+row 0 (…) for held_out table row 1 (…)"
+    """
+    return (
+        f"{label} column 'propensity' must lie in (0, 1] for every held-out item, got {row} "
+        f"for {held_label} {held_row}"
+    )
+
+
+def _exact_ids(frames, column: str) -> None:
+    """Put every frame's ``column`` (as read) as numpy ids that compare exactly across the
+    frames (module docstring): integers of any width, signedness and whole real numbers up to
+    2**53 as one integer type (int64, uint64 beyond it, Python ints for a mix of negative ids
+    and ids beyond 2**63 − 1), or text; refuses anything else, and a mix of the two."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kinds, values = {}, []
+    for frame in frames:
+        read = frame.columns[column]
+        kind = read.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            kinds[frame.label] = "text"
+            values.append(np.asarray(read.to_numpy(), dtype=object))
+            continue
+        if not (
+            pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+        ):
+            raise ValueError(
+                f"{frame.label} column {column!r} must hold integer or text ids, got {kind}"
+            )
+        kinds[frame.label] = "integer"
+        for exact in (pa.int64(), pa.uint64()) if pa.types.is_decimal(kind) else ():
+            try:
+                read = pc.cast(read, exact)
+                break
+            except pa.ArrowInvalid:
+                continue
+        if pa.types.is_integer(read.type):
+            values.append(read.to_numpy())
+            continue
+        if pa.types.is_decimal(kind):
+            # Beyond both casts: exact in Python, whole values as ints of any size.
+            whole = [int(v) if v == v.to_integral_value() else None for v in read.to_pylist()]
+            bad = np.array([v is None for v in whole])
+            ids = np.array(whole, dtype=object)
+        else:
+            real = pc.cast(read, pa.float64()).to_numpy()
+            with np.errstate(invalid="ignore"):
+                bad = ~(
+                    np.isfinite(real) & (real == np.trunc(real)) & (np.abs(real) <= EXACT_FLOAT)
+                )
+            ids = np.where(bad, 0, real).astype(np.int64)
+        if bad.any():
+            raise ValueError(id_message(frame.label, column, frame.row(np.flatnonzero(bad)[0])))
+        values.append(ids)
     if len(set(kinds.values())) > 1:
-        raise ValueError(
-            f"column {column!r} must hold one kind of id in every table, got "
-            + ", ".join(f"{k} ids in {label}" for label, k in kinds.items())
+        raise ValueError(mixed_ids_message(column, kinds))
+    if "integer" in kinds.values():
+        big = any(
+            v.dtype == np.uint64 and v.size and v.max() > np.iinfo(np.int64).max for v in values
         )
+        negative = any(v.dtype.kind == "i" and v.size and v.min() < 0 for v in values)
+        # Python ints hold every id exactly: for a mix of negative ids and ids beyond int64,
+        # or decimals beyond 64 bits.
+        exact = any(v.dtype == object for v in values) or big and negative
+        common = object if exact else np.uint64 if big else np.int64
+        values = [v.astype(common) for v in values]
+    for frame, ids in zip(frames, values, strict=True):
+        frame.columns[column] = ids
 
 
 def _positions(known: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -253,35 +659,25 @@ def _refuse_repeats(frame: _Frame, codes, names: tuple[str, ...], per: str) -> N
     twice = np.flatnonzero(same)
     if twice.size:
         first, second = order[twice[0]], order[twice[0] + 1]
-        key = (
-            f"{names[0]} {frame.value(first, names[0])!r}"
-            if len(names) == 1
-            else f"the ({', '.join(names)}) pair "
-            f"({', '.join(repr(frame.value(first, n)) for n in names)})"
-        )
+        values = [frame.value(first, n) for n in names]
         raise ValueError(
-            f"{frame.label} has {key} more than once, in {frame.row(first)} and "
-            f"{frame.row(second)}: one row per {per}"
+            repeat_message(frame.label, names, values, frame.row(first), frame.row(second), per)
         )
 
 
-def _refuse(frame: _Frame, bad: np.ndarray, what: str) -> None:
-    """Refuse the first row where ``bad`` holds, saying what its column must hold."""
+def _refuse(frame: _Frame, bad: np.ndarray, column: str) -> None:
+    """Refuse the first row where ``bad`` holds, saying what ``column`` must hold."""
     rows = np.flatnonzero(bad)
     if rows.size:
-        raise ValueError(f"{frame.label} {what}, got {frame.row(rows[0])}")
+        raise ValueError(value_message(frame.label, column, frame.row(rows[0])))
 
 
-def _score_matrix(
-    frame: _Frame, key: str, keys: np.ndarray, items: np.ndarray, *, unknown_keys: str
-) -> sp.csr_matrix:
-    """Sparse ``keys × items`` scores of a ranked table (``key``: user or context).
-
-    ``unknown_keys``: ``"refuse"`` rows whose key is not in ``keys``, or ``"drop"`` them.
-    """
+def _score_matrix(frame: _Frame, key: str, keys: np.ndarray, items: np.ndarray) -> sp.csr_matrix:
+    """Sparse ``keys × items`` scores of a ranked table (``key``: user or context); rows whose
+    key is not in ``keys`` (contexts a feed log does not hold) are left out."""
     values = frame.ranked_values()
     column = "score" if "score" in frame.columns else "rank"
-    _refuse(frame, ~np.isfinite(values), f"column {column!r} must hold finite {column}s")
+    _refuse(frame, ~np.isfinite(values), column)
     rows = _positions(keys, frame.columns[key])
     cols = _positions(items, frame.columns["item"])
     own_keys, own = np.unique(frame.columns[key], return_inverse=True)  # unknown keys too
@@ -290,12 +686,6 @@ def _score_matrix(
         _check_ranks(frame.label, key, own_keys, own, frame.columns["rank"])
     _refuse_repeats(frame, (own, cols), (key, "item"), f"({key}, item)")
     known = rows >= 0
-    if unknown_keys == "refuse" and not known.all():
-        k = int(np.flatnonzero(~known)[0])
-        raise ValueError(
-            f"{key} {frame.value(k, key)!r} of {frame.label} has no held-out rows, e.g. "
-            f"{frame.row(k)}: filter the recommendations to the held-out users"
-        )
     return sp.csr_matrix((values[known], (rows[known], cols[known])), shape=(keys.size, items.size))
 
 
@@ -315,7 +705,12 @@ def _check_ranks(label: str, key: str, keys: np.ndarray, own: np.ndarray, rank) 
     bad = np.flatnonzero(~(whole & (low == 1) & (high == n) & (n_distinct == n)))
     if bad.size:
         k = int(bad[0])  # keys are sorted: the smallest
-        raise ValueError(ranks_message(label, key, keys[k].item(), n[k], low[k], high[k]))
+        raise ValueError(ranks_message(label, key, _plain(keys[k]), n[k], low[k], high[k]))
+
+
+def _plain(value):
+    """An id of a numpy array as a Python value, for messages."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def ranks_message(label: str, key: str, value, n: int, low: float, high: float) -> str:
@@ -345,11 +740,13 @@ def held_out_tables(held_out, recommendations: Mapping, propensity=None) -> Held
     ----------
     held_out : path or pyarrow.Table
         Columns ``user``, ``item``, ``reward`` (finite, ``>= 0``), one row per (user, item).
-        Its users are the rows of every matrix; users whose rewards are all 0 are kept (the
-        estimators count them as excluded).
+        Users whose rewards are all 0 are kept (the estimators count them as excluded over
+        ``population="observed"``).
     recommendations : mapping of model name → path or pyarrow.Table
         Columns ``user``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top), one
-        row per (user, item), only for held-out users.
+        row per (user, item). A user with recommendations but no held-out rows is a user
+        without held-out rewards: an empty row of ``y_true``, counted as
+        :attr:`HeldOutTables.n_users_without_held_out`.
     propensity : path or pyarrow.Table, optional
         Columns ``item``, ``propensity``, one row per item; every held-out item needs one in
         (0, 1].
@@ -365,13 +762,29 @@ def held_out_tables(held_out, recommendations: Mapping, propensity=None) -> Held
     ValueError
         Naming the table and an offending row: a missing or non-numeric column, a null,
         a (user, item) pair twice, a negative or non-finite reward, a non-finite score or rank,
-        recommendations for a user without held-out rows, a held-out item without a
-        propensity or with one outside (0, 1], an item listed twice in ``propensity``, ids of
-        different kinds (integer, text) across tables.
+        ranks of a user other than 1..n, a held-out item without a propensity or with one
+        outside (0, 1], an item listed twice in ``propensity``, an id that is neither an integer
+        nor text (NaN, 1.5), ids of different kinds (integer, text) across tables; a file that
+        cannot be read, is empty or has no rows (:func:`read_table`).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from recpack_ope.io.tables import held_out_tables
+    >>> big = pa.array([2**64 - 1, 5], pa.uint64())  # ids compare by value across types
+    >>> held = pa.table({"user": big, "item": [1, 1], "reward": [1.0, 0.0]})
+    >>> recs = pa.table({"user": pa.array([7, 5], pa.int8()), "item": [1, 1], "rank": [1, 1]})
+    >>> tables = held_out_tables(held, {"A": recs})
+    >>> tables.users.tolist(), tables.y_true.toarray().ravel().tolist()
+    ([5, 7, 18446744073709551615], [0.0, 0.0, 1.0])
+    >>> tables.n_users_without_held_out  # user 7: recommended, no held-out rows
+    1
     """
     held = _frame(held_out, "held_out", ("user", "item", "reward"), numeric=("reward",))
     models = {
-        name: _frame(source, f"recommendations[{name!r}]", ("user", "item"), ranked=True)
+        name: _frame(
+            source, ROLES["recommendations"].format(name=name), ("user", "item"), ranked=True
+        )
         for name, source in _models(recommendations, "recommendations").items()
     }
     weights = (
@@ -379,16 +792,15 @@ def held_out_tables(held_out, recommendations: Mapping, propensity=None) -> Held
         if propensity is None
         else _frame(propensity, "propensity", ("item", "propensity"), numeric=("propensity",))
     )
-    _same_ids([held, *models.values()], "user")
-    _same_ids([held, *models.values(), *([weights] if weights else [])], "item")
+    _exact_ids([held, *models.values()], "user")
+    _exact_ids([held, *models.values(), *([weights] if weights else [])], "item")
 
     reward = held.columns["reward"]
-    _refuse(
-        held,
-        ~(np.isfinite(reward) & (reward >= 0)),
-        "column 'reward' must hold finite rewards >= 0",
-    )
-    users = np.unique(held.columns["user"])
+    _refuse(held, ~(np.isfinite(reward) & (reward >= 0)), "reward")
+    # The users of the evaluation: held-out users and recommended ones, as in the Python API,
+    # where a row of y_true without entries is a user without held-out rewards.
+    held_users = np.unique(held.columns["user"])
+    users = np.unique(np.concatenate([held_users, *(m.columns["user"] for m in models.values())]))
     items = np.unique(
         np.concatenate([held.columns["item"], *(m.columns["item"] for m in models.values())])
     )
@@ -396,10 +808,7 @@ def held_out_tables(held_out, recommendations: Mapping, propensity=None) -> Held
     i = _positions(items, held.columns["item"])
     _refuse_repeats(held, (u, i), ("user", "item"), "(user, item)")
     y_true = sp.csr_matrix((reward, (u, i)), shape=(users.size, items.size))
-    scores = {
-        name: _score_matrix(frame, "user", users, items, unknown_keys="refuse")
-        for name, frame in models.items()
-    }
+    scores = {name: _score_matrix(frame, "user", users, items) for name, frame in models.items()}
 
     vector = None
     if weights is not None:
@@ -410,20 +819,33 @@ def held_out_tables(held_out, recommendations: Mapping, propensity=None) -> Held
         if (at < 0).any():
             k = int(np.flatnonzero(at < 0)[0])
             raise ValueError(
-                f"{weights.label} has no row for item {held.value(k, 'item')!r} of "
-                f"{held.label} {held.row(k)}: every held-out item needs a propensity"
+                missing_propensity_message(
+                    weights.label, held.value(k, "item"), held.label, held.row(k)
+                )
             )
         p = weights.columns["propensity"][order][at]
         outside = np.flatnonzero(~((p > 0) & (p <= 1)))
         if outside.size:
             k = int(outside[0])
             raise ValueError(
-                f"{weights.label} column 'propensity' must lie in (0, 1] for every held-out "
-                f"item, got {weights.row(order[at[k]])} for {held.label} {held.row(k)}"
+                propensity_range_message(
+                    weights.label, weights.row(order[at[k]]), held.label, held.row(k)
+                )
             )
         vector = np.ones(items.size)
         vector[i] = p
-    return HeldOutTables(users=users, items=items, y_true=y_true, scores=scores, propensity=vector)
+    return HeldOutTables(
+        users=users,
+        items=items,
+        y_true=y_true,
+        scores=scores,
+        propensity=vector,
+        n_users_without_held_out=users.size - held_users.size,
+        n_users_without_recommendations={
+            name: int((_positions(np.unique(frame.columns["user"]), held_users) < 0).sum())
+            for name, frame in models.items()
+        },
+    )
 
 
 def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
@@ -451,9 +873,12 @@ def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
     ValueError
         Naming the table and an offending row: a missing or non-numeric column, a null, a
         session showing one item twice or two items at one rank, a (context, item) pair
-        twice in a target, a non-finite score or rank, ids of different kinds across tables,
-        and what :meth:`FeedLog.from_arrays` refuses (ranks, rewards, propensities, sessions
-        with several contexts).
+        twice in a target, a non-finite score or rank, a target's ranks of a context other
+        than 1..n, an id that is neither an integer nor text, ids of different kinds across
+        tables, a file that cannot be read, is empty or has no rows (:func:`read_table`), and
+        what :meth:`FeedLog.from_arrays` refuses (ranks below 1, rewards, propensities,
+        sessions with several contexts). Session ids are labels: negative ones and ones beyond
+        int64 are kept, in increasing order.
     """
     log = _frame(
         feed_log,
@@ -463,11 +888,12 @@ def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
         optional=LOG_PROBABILITIES,
     )
     ranked = {
-        name: _frame(source, f"target[{name!r}]", ("context", "item"), ranked=True)
+        name: _frame(source, ROLES["targets"].format(name=name), ("context", "item"), ranked=True)
         for name, source in _models(targets, "targets").items()
     }
+    _exact_ids([log], "session")
     for column in ("context", "item"):
-        _same_ids([log, *ranked.values()], column)
+        _exact_ids([log, *ranked.values()], column)
     contexts = np.unique(log.columns["context"])
     items = np.unique(
         np.concatenate([log.columns["item"], *(t.columns["item"] for t in ranked.values())])
@@ -478,19 +904,46 @@ def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
         log, (sessions, item), ("session", "item"), "(session, item): a feed shows an item once"
     )
     rank = log.columns["rank"]
+    session = log.columns["session"]
+    if (
+        session.dtype.kind == "u"
+        or session.dtype.kind == "i"
+        and session.size
+        and session.min() < 0
+    ):
+        # Session ids are labels here: as Python ints FeedLog encodes them, where it would take
+        # non-negative int64 ids as they are and refuse negative ones or ones beyond int64.
+        session = session.astype(object)
     _refuse_repeats(
         log,
         (sessions, rank),
         ("session", "rank"),
         "(session, rank): a feed shows one item per rank",
     )
+    context = _positions(contexts, log.columns["context"])
+    n_sessions = int(sessions.max(initial=-1)) + 1
+    low, high = np.full(n_sessions, contexts.size), np.full(n_sessions, -1)
+    np.minimum.at(low, sessions, context)
+    np.maximum.at(high, sessions, context)
+    mixed = np.flatnonzero(low != high)
+    if mixed.size:
+        # Named here by their ids: FeedLog sees the contexts' positions.
+        s = int(np.flatnonzero(sessions == mixed[0])[0])
+        raise ValueError(
+            f"{log.label}: "
+            + mixed_contexts_message(
+                _plain(log.columns["session"][s]),
+                _plain(contexts[low[mixed[0]]]),
+                _plain(contexts[high[mixed[0]]]),
+            )
+        )
     try:
         feeds = FeedLog.from_arrays(
-            log.columns["session"],
+            session,
             item,
             rank,
             log.columns["reward"],
-            context=_positions(contexts, log.columns["context"]),
+            context=context,
             **{c: log.columns.get(c) for c in LOG_PROBABILITIES},
             n_items=items.size,
             n_contexts=contexts.size,
@@ -498,7 +951,6 @@ def feed_log_tables(feed_log, targets: Mapping) -> FeedLogTables:
     except ValueError as error:
         raise ValueError(f"{log.label}: {error}") from None
     scores = {
-        name: _score_matrix(frame, "context", contexts, items, unknown_keys="drop")
-        for name, frame in ranked.items()
+        name: _score_matrix(frame, "context", contexts, items) for name, frame in ranked.items()
     }
     return FeedLogTables(log=feeds, contexts=contexts, items=items, scores=scores)

@@ -24,7 +24,6 @@ import io
 import mmap
 import os
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -332,6 +331,9 @@ def read_trec(
     # queries never blocks the pool. A second pass ranks the runs, in parallel too, once the
     # collection's document codes are known.
     workers = max(1, min(len(runs) + 1, os.cpu_count() or 1))
+    # imported on use: start-up time (docs/performance.md)
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         try:
             return _collection(pool, workers, qrels, runs, names, relevance_threshold, depth)

@@ -23,12 +23,11 @@ import scipy.sparse as sp
 from .._validation import (
     check_float_exact,
     check_key_space,
-    check_propensities,
     check_sparse,
     real_array,
 )
 
-__all__ = ["FeedLog"]
+__all__ = ["FeedLog", "ROW_RULES", "mixed_contexts_message", "row_message"]
 
 
 # Ranks beyond this are refused: float64 no longer holds every integer above it.
@@ -223,16 +222,11 @@ class FeedLog:
                 ~np.isfinite(rank) | (rank < 1) | (rank > MAX_RANK) | (rank != np.round(rank))
             )
             if bad.size:
-                raise ValueError(
-                    f"rank of row {bad[0]} is {rank[bad[0]]}; ranks are integers >= 1 "
-                    "(at most 2**53)"
-                )
+                raise ValueError(row_message("rank", f"row {bad[0]}", rank[bad[0]]))
         rank = rank.astype(np.int64)
         if not (reward.min() >= 0 and np.isfinite(reward.max())):  # NaN fails the first test
             bad = np.flatnonzero(~np.isfinite(reward) | (reward < 0))
-            raise ValueError(
-                f"reward of row {bad[0]} is {reward[bad[0]]}; rewards are finite and >= 0"
-            )
+            raise ValueError(row_message("reward", f"row {bad[0]}", reward[bad[0]]))
         codes, session_labels, _ = _codes(session, "session")
         if session_labels is None:  # integer session ids: still renumber them densely
             session_labels, codes = _dense(codes)
@@ -274,26 +268,24 @@ class FeedLog:
         if context is not None:
             mixed = np.flatnonzero((contexts[1:] != contexts[:-1]) & (codes[1:] == codes[:-1]))
             if mixed.size:
-                k = mixed[0]
+                s = codes[mixed[0] + 1]
+                # Its smallest and largest context, as Spark's check names them.
+                own = contexts[indptr[s] : indptr[s + 1]]
                 raise ValueError(
-                    f"session {_label(session_labels, codes[k + 1])!r} has rows with "
-                    f"different contexts ({_label(context_labels, contexts[k])!r} and "
-                    f"{_label(context_labels, contexts[k + 1])!r}); a session is one context's"
+                    mixed_contexts_message(
+                        _label(session_labels, s),
+                        _label(context_labels, own.min()),
+                        _label(context_labels, own.max()),
+                    )
                 )
         if propensity is not None:
             propensity = _column(propensity, "propensity", n, np.float64)
             propensity = propensity.copy() if order is None else propensity[order]
-            if not (propensity.min() > 0 and propensity.max() <= 1):  # NaN fails the first test
-                check_propensities(propensity, lambda k: f"row {k if order is None else order[k]}")
+            _check_probabilities(propensity, "propensity", order)
         if logging_weight is not None:
             logging_weight = _column(logging_weight, "logging_weight", n, np.float64)
             logging_weight = logging_weight.copy() if order is None else logging_weight[order]
-            if not (logging_weight.min() > 0 and logging_weight.max() <= 1):
-                k = int(np.flatnonzero(~(logging_weight > 0) | ~(logging_weight <= 1))[0])
-                raise ValueError(
-                    f"logging_weight {logging_weight[k]} of row {k if order is None else order[k]} "
-                    "lies outside (0, 1]; weights are normalised over the session's candidates"
-                )
+            _check_probabilities(logging_weight, "logging_weight", order)
             totals = np.add.reduceat(logging_weight, indptr[:-1])
             over = np.flatnonzero(totals > 1 + 1e-9)
             if over.size:
@@ -485,12 +477,7 @@ def _probabilities(values, name: str, n: int, order: np.ndarray | None) -> np.nd
         return None
     column = _column(values, name, n, np.float64)
     column = column.copy() if order is None else column[order]
-    if not (column.min() > 0 and column.max() <= 1):  # NaN fails the first test
-        k = int(np.flatnonzero(~(column > 0) | ~(column <= 1))[0])
-        raise ValueError(
-            f"{name} {column[k]} of row {k if order is None else order[k]} lies outside (0, 1]; "
-            "it is a probability of the logging policy"
-        )
+    _check_probabilities(column, name, order)
     return column
 
 
@@ -578,6 +565,64 @@ def _size(given: int | None, seen: int, name: str, what: str) -> int:
     if given < seen:
         raise ValueError(f"{name}={given!r} but the log has {what} index {seen - 1}")
     return int(given)
+
+
+def _check_probabilities(column: np.ndarray, name: str, order: np.ndarray | None) -> None:
+    """Refuse the first value (in session and rank order) of ``column`` outside (0, 1]."""
+    if not (column.min() > 0 and column.max() <= 1):  # NaN fails the first test
+        k = int(np.flatnonzero(~(column > 0) | ~(column <= 1))[0])
+        raise ValueError(row_message(name, f"row {k if order is None else order[k]}", column[k]))
+
+
+#: What a row of a feed log must hold, by column (:func:`row_message`).
+ROW_RULES = {
+    "rank": "rank of {row} is {value}; ranks are integers >= 1 (at most 2**53)",
+    "reward": "reward of {row} is {value}; rewards are finite and >= 0",
+    "propensity": (
+        "propensity {value} of {row} lies outside (0, 1]; propensities are exposure probabilities"
+    ),
+    "logging_weight": (
+        "logging_weight {value} of {row} lies outside (0, 1]; weights are normalised over the "
+        "session's candidates"
+    ),
+    "position_propensity": (
+        "position_propensity {value} of {row} lies outside (0, 1]; it is a probability of the "
+        "logging policy"
+    ),
+    "prefix_propensity": (
+        "prefix_propensity {value} of {row} lies outside (0, 1]; it is a probability of the "
+        "logging policy"
+    ),
+}
+
+
+def row_message(column: str, row: str, value) -> str:
+    """The refusal of a feed log's ``value`` of ``column`` in ``row`` (e.g. ``"row 3"``)
+    outside :data:`ROW_RULES`, the same on every engine.
+
+    Examples
+    --------
+    >>> from recpack_ope.logged.feed_log import row_message
+    >>> row_message("rank", "row 3", 0.0)
+    'rank of row 3 is 0.0; ranks are integers >= 1 (at most 2**53)'
+    """
+    return ROW_RULES[column].format(row=row, value=value)
+
+
+def mixed_contexts_message(session, low, high) -> str:
+    """The refusal of a session logged under two contexts (its smallest ``low`` and largest
+    ``high``), the same on every engine.
+
+    Examples
+    --------
+    >>> from recpack_ope.logged.feed_log import mixed_contexts_message
+    >>> mixed_contexts_message("s", "u1", "u2")
+    "session 's' has rows with different contexts ('u1' and 'u2'); a session is one context's"
+    """
+    return (
+        f"session {session!r} has rows with different contexts ({low!r} and {high!r}); "
+        "a session is one context's"
+    )
 
 
 def _label(labels: np.ndarray | None, code: int):

@@ -46,6 +46,10 @@ __all__ = ["logged_dcg", "logging_exposure", "SessionControl"]
 
 _NORMALISE = (None, "per_user", "post")
 
+#: The refusal of a normalised estimate on a log without a rewarded session, the same on every
+#: engine: every session's ideal DCG is 0.
+NO_REWARDED_SESSION = "no session has a positive reward: normalised DCG is undefined"
+
 
 def _exposure(policy, log: FeedLog, discount: Discount, role: str, rows: np.ndarray) -> Exposure:
     """A policy's exposure of the log's ``rows``; an ``Exposure`` computed earlier for the
@@ -269,7 +273,7 @@ def logged_dcg(
         )
         kept = idcg_s > 0
         if not kept.any():
-            raise ValueError("no session has a positive reward: normalised DCG is undefined")
+            raise ValueError(NO_REWARDED_SESSION)
         position = np.cumsum(kept) - 1  # every active row's session is kept: it has a reward
         user = position[log.session[active]]
         weighting = replace(

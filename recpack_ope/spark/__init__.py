@@ -23,12 +23,19 @@ Estimators are named as in :data:`recpack_ope.registry.ESTIMATORS` and the core:
 * ``rpp``      – :func:`win_rates`: recall-paired preference win rates of M systems
 """
 
-from .held_out import HeldOutEvaluation, evaluate, per_user
-from .logged import logged_dcg, ranking_ips
-from .propensity import fit_propensity
-from .rpp import win_rates
-from .session import find_java_home, local_session
-from .stratified import stratified
+from typing import TYPE_CHECKING
+
+from .._lazy import export_lazily
+
+if TYPE_CHECKING:  # imported on first use (recpack_ope._lazy)
+    from .held_out import HeldOutEvaluation, evaluate, per_user
+    from .logged import logged_dcg, ranking_ips
+    from .propensity import fit_propensity
+    from .rpp import win_rates
+    from .session import find_java_home, local_session
+    from .stratified import stratified
+
+export_lazily(__name__)
 
 __all__ = [
     "local_session",

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,11 +42,17 @@ from ..inference.diagnostics import (
 from ..inference.leaderboard import Leaderboard, labelled, leaderboard
 from ..inference.moments import Moments, SummaryComparison, SummaryEstimate, WeightSums
 from ..inference.summary import robustness_columns
+from ..io.tables import (
+    missing_propensity_message,
+    null_message,
+    propensity_range_message,
+    value_message,
+)
 from ..metrics.dcg import check_population
 from ..propensity.discount import Discount
 from ..registry import ESTIMATORS, Estimator, estimator
 from . import _frames, _partitions
-from ._frames import held_out_frame
+from ._frames import diagnose, held_out_frame, held_out_inputs
 
 __all__ = ["HeldOutEvaluation", "evaluate", "per_user"]
 
@@ -98,10 +106,13 @@ class _Plan:
     weighted: bool
     ess_threshold: float
     population: str = "observed"
+    checked: bool = False
     key: str = "user"
-    nullable: tuple[str, ...] = ("propensity", "stratify")
+    nullable: tuple[str, ...] = ("value", "propensity", "stratify")
     what: str = "the held-out data or recommendations"
-    shown: tuple[str, ...] = ("user", "item", "value", "source")
+    shown: tuple[str, ...] = ("user", "item")
+    #: The Spark type of the users of :meth:`per_key`'s rows (None: as the chunk holds them).
+    user_type: str | None = None
 
     def call(self, metric: str, y_true, y_score, propensity):
         """The registry's estimator ``metric`` on one chunk, over the plan's population; a
@@ -133,7 +144,7 @@ class _Plan:
         order = np.argsort(key)
         ordered = key[order]
         twice = np.flatnonzero(ordered[1:] == ordered[:-1])
-        self._check(chunk, held, u, users.size, None if twice.size == 0 else order[twice[0] + 1])
+        self._check(chunk, held, None if twice.size == 0 else order[twice[0] + 1])
         shape = (users.size, items.size)
         bounds = np.searchsorted(
             ordered, np.arange(len(self.models) + 2) * (users.size * np.int64(items.size))
@@ -150,14 +161,24 @@ class _Plan:
             propensity[i[held]] = chunk["propensity"][held]
         return users, matrices[0], propensity, matrices[1:]
 
-    def _check(self, chunk, held, u, n_users, repeated) -> None:
+    def _check(self, chunk, held, repeated) -> None:
+        """Refuse a chunk with bad rows; the driver then names the in-memory engine's first
+        problem (:func:`~recpack_ope.spark._frames.diagnose`)."""
         value, source = chunk["value"], chunk["source"]
-        names = ("user", "item", "value")
+        names = ("user", "item")
+        bad = np.flatnonzero(chunk["value:null"])
+        if bad.size:
+            example = _partitions.example(chunk, bad[0], names)
+            if held[bad[0]]:
+                raise _partitions.InputError(null_message("held_out", "reward", example))
+            raise _partitions.InputError(
+                f"recommendations of {self.models[int(source[bad[0]])]!r} have a null score or "
+                f"rank, e.g. {example}"
+            )
         bad = np.flatnonzero(held & ~(np.isfinite(value) & (value >= 0)))
         if bad.size:
             raise _partitions.InputError(
-                "held_out column 'reward' must hold finite rewards >= 0, got "
-                f"{_partitions.example(chunk, bad[0], names)}"
+                value_message("held_out", "reward", _partitions.example(chunk, bad[0], names))
             )
         bad = np.flatnonzero(~held & ~np.isfinite(value))
         if bad.size:
@@ -166,20 +187,21 @@ class _Plan:
                 f"recommendations of {model!r} must hold finite scores or ranks, got "
                 f"{_partitions.example(chunk, bad[0], names)}"
             )
-        if self.weighted:
+        if self.checked:
             p = chunk["propensity"]
             bad = np.flatnonzero(held & np.isnan(p))
             if bad.size:
+                item = _partitions._plain(chunk["item"][bad[0]])
+                held_row = _partitions.example(chunk, bad[0], names)
                 raise _partitions.InputError(
-                    f"propensity has no row for item {_partitions._plain(chunk['item'][bad[0]])!r} "
-                    f"of held-out {_partitions.example(chunk, bad[0], names)}"
+                    missing_propensity_message("propensity", item, "held_out", held_row)
                 )
             bad = np.flatnonzero(held & ~((p > 0) & (p <= 1)))
             if bad.size:
+                row = f"(propensity={_partitions._plain(p[bad[0]])})"
+                held_row = _partitions.example(chunk, bad[0], names)
                 raise _partitions.InputError(
-                    "propensities must lie in (0, 1] for every held-out item, got "
-                    f"propensity={_partitions._plain(p[bad[0]])} for held-out "
-                    f"{_partitions.example(chunk, bad[0], names)}"
+                    propensity_range_message("propensity", row, "held_out", held_row)
                 )
         if repeated is not None:
             row = repeated
@@ -190,22 +212,12 @@ class _Plan:
             )
             pair = _partitions.example(chunk, row, ("user", "item"))
             raise _partitions.InputError(f"{where} has the (user, item) pair {pair} more than once")
-        known = np.zeros(n_users, dtype=bool)
-        known[u[held]] = True
-        bad = np.flatnonzero(~known[u])
-        if bad.size:
-            model = self.models[int(source[bad[0]])]
-            raise _partitions.InputError(
-                f"user {_partitions._plain(chunk['user'][bad[0]])!r} has recommendations of "
-                f"{model!r} but no held-out rows, e.g. "
-                f"{_partitions.example(chunk, bad[0], names)}: "
-                "filter the recommendations to the held-out users"
-            )
 
     def evaluate(self, chunk: dict):
         """The chunk's users, which of them are evaluated, and their per-user terms of every
         model and metric (None if none is), with names, weight diagnostics and the weight sums
-        of the estimators whose bounds merge."""
+        of the estimators whose bounds merge. A user with recommendations but no held-out rows
+        is a user without held-out rewards (an empty row of ``y_true``), as in memory."""
         users, y_true, propensity, scores = self.matrices(chunk)
         positive = np.diff(sp.csr_matrix(y_true > 0).indptr) > 0
         evaluated = positive if self.population == "observed" else np.ones_like(positive)
@@ -235,8 +247,22 @@ class _Plan:
         users, evaluated, terms, names, groups, sums = self.evaluate(chunk)
         d = _width(self.metrics) * len(self.models)
         moments = Moments.empty(d) if terms is None else Moments.from_terms(terms)
+        held = chunk["user"][chunk["source"] == -1]
+        held_users = np.unique(held)
         return _Partial(
-            moments, int((~evaluated).sum()), names, {k: [g] for k, g in groups.items()}, sums
+            moments,
+            int((~evaluated).sum()),
+            names,
+            {k: [g] for k, g in groups.items()},
+            sums,
+            # Rows arrive grouped by user: a user's held-out rows are one run of ``held``.
+            users.size - int(np.sum(np.r_[True, held[1:] != held[:-1]]) if held.size else 0),
+            {
+                model: int(
+                    held_users.size - np.isin(held_users, chunk["user"][chunk["source"] == m]).sum()
+                )
+                for m, model in enumerate(self.models)
+            },
         )
 
     def per_key(self, chunk: dict):
@@ -253,7 +279,48 @@ class _Plan:
         per_model = terms.reshape(evaluated.size * len(self.models), -1)
         for j, name in enumerate(_term_columns(self.metrics)):
             columns[name] = per_model[:, j]
+        if self.user_type == "decimal(20,0)":
+            # Ids beyond int64 arrive as Python ints: exact as decimals, as Spark holds them.
+            columns["user"] = pa.array(
+                [Decimal(int(u)) for u in columns["user"]], pa.decimal128(20, 0)
+            )
         return pa.RecordBatch.from_pydict(columns)
+
+
+class NoReward(ValueError):
+    """No held-out reward is positive and an estimator has no value: ``reason`` is the core's
+    own refusal, ``str`` names the held-out table before it."""
+
+    def __init__(self, label: str, reason: str):
+        super().__init__(f"{label}: {reason}")
+        self.reason = reason
+
+
+def core_refusal(label: str, call) -> NoReward:
+    """The core's refusal by ``call()`` of held-out rewards all 0, naming the held-out table
+    ``label``: Spark raises the core's own message, so that both engines word it alike."""
+    try:
+        call()
+    except ValueError as error:
+        return NoReward(label, str(error))
+    raise AssertionError(f"the core accepted held-out rewards all 0 in {label}")
+
+
+def _names_without_rewards(plan: _Plan, n_users: int, label: str) -> dict:
+    """The estimators' names when no held-out reward is positive (each user's terms are then
+    0), or the core's refusal as :class:`NoReward`: the core itself runs on ``n_users`` (at
+    most one kept) users without rewards, so that both engines give the same value (plain and
+    IPS-DCG over population "all" are exactly 0) or the same message."""
+    y_true = sp.csr_matrix((min(n_users, 1), 1))
+    names = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReliabilityWarning)
+        for metric in plan.metrics:
+            try:
+                names[metric] = plan.call(metric, y_true, y_true, np.ones(1)).name
+            except ValueError as error:
+                raise NoReward(label, str(error)) from None
+    return names
 
 
 def _width(metrics) -> int:
@@ -280,6 +347,9 @@ class _Partial:
     names: dict
     groups: dict = field(default_factory=dict)
     sums: dict = field(default_factory=dict)
+    n_without_held_out: int = 0
+    #: Model → held-out users without any of its recommendations.
+    n_without_recommendations: dict = field(default_factory=dict)
 
     def merge(self, other: _Partial) -> _Partial:
         groups = {
@@ -295,6 +365,12 @@ class _Partial:
             {**self.names, **other.names},
             groups,
             sums,
+            self.n_without_held_out + other.n_without_held_out,
+            {
+                model: self.n_without_recommendations.get(model, 0)
+                + other.n_without_recommendations.get(model, 0)
+                for model in {**self.n_without_recommendations, **other.n_without_recommendations}
+            },
         )
 
 
@@ -308,10 +384,17 @@ class HeldOutEvaluation:
         ``estimates[model][metric]`` is a :class:`~recpack_ope.inference.moments.SummaryEstimate`.
     moments : Moments
         The joint moments of every model's and metric's per-user terms.
+    n_users_without_held_out : int
+        Users with recommendations but no held-out rows: users without held-out rewards.
+    n_users_without_recommendations : dict
+        Model → held-out users without any of its recommendations, who count as 0 for it
+        (as :attr:`recpack_ope.io.tables.HeldOutTables.n_users_without_recommendations`).
     """
 
     estimates: dict
     moments: Moments
+    n_users_without_held_out: int = 0
+    n_users_without_recommendations: dict = field(default_factory=dict)
 
     def __getitem__(self, model: str) -> dict:
         return self.estimates[model]
@@ -409,6 +492,7 @@ def evaluate(
     n_partitions: int | None = None,
     ess_threshold: float = registry.default("ess_threshold"),
     population: str = registry.default("population"),
+    labels: Mapping[str, str] | None = None,
 ) -> HeldOutEvaluation:
     """Held-out estimates of one or more models on Spark, in one pass over the data.
 
@@ -420,8 +504,9 @@ def evaluate(
         ``population="all"`` evaluated with reward 0.
     recommendations : pyspark.sql.DataFrame or mapping of name → DataFrame
         Columns ``user``, ``item`` and ``score`` (higher is better) or ``rank`` (1 = top),
-        one row per (user, item); unlisted items are not ranked. Every user must have
-        held-out rows. One frame is evaluated as the model ``"model"``.
+        one row per (user, item); unlisted items are not ranked. A user without held-out
+        rows is a user without held-out rewards. One frame is evaluated as the model
+        ``"model"``.
     metrics : str or sequence of str
         Names of held-out estimators of :data:`recpack_ope.registry.ESTIMATORS`, each the
         core function of the same name: ``"dcg"``, ``"ndcg"``, ``"pn_dcg"``, ``"recall"``
@@ -435,21 +520,26 @@ def evaluate(
         Cutoff of ``recall`` and ``ips_recall``; default the discount's cutoff.
     propensity : pyspark.sql.DataFrame, optional
         Columns ``item``, ``propensity`` in (0, 1], one row per item; every held-out item
-        needs one. Read only by the weighted estimators.
+        needs one. Checked whenever given, read only by the weighted estimators.
         :func:`recpack_ope.spark.fit_propensity` fits one from interactions.
     clip : float, optional
         Clip IPS weights at m; None for the unclipped estimators. Default the held-out
         estimators' own (:func:`recpack_ope.registry.default`, their core functions'
         :data:`~recpack_ope.propensity.weights.RECOMMENDED_CLIP`).
     n_partitions : int, optional
-        Partitions users are spread over; default ``spark.sql.shuffle.partitions``.
+        Partitions users are spread over (a positive integer); default
+        ``spark.sql.shuffle.partitions``.
     ess_threshold : float
         ESS ratio below which a weighted estimate warns (``ReliabilityWarning``).
     population : {"observed", "all"}
         The users estimates average over (:data:`~recpack_ope.metrics.dcg.POPULATIONS`):
-        ``"observed"``, those with a positive reward; ``"all"``, every user of ``held_out``,
-        as the core's estimators with that ``population`` over the same matrix. Estimators
-        normalised per user refuse ``"all"``.
+        ``"observed"``, those with a positive reward; ``"all"``, every user of ``held_out``
+        and of the recommendations, as the core's estimators with that ``population`` over
+        the same matrix. Estimators normalised per user refuse ``"all"``.
+    labels : mapping, optional
+        How messages name the inputs (:func:`recpack_ope.io.tables.table_label`):
+        ``{"held_out": label, "propensity": label, "recommendations": {model: label}}``;
+        default the arguments' names.
 
     Returns
     -------
@@ -461,7 +551,8 @@ def evaluate(
     ValueError
         On an unknown estimator name, a weighted one without ``propensity`` (naming the plain
         one), an estimator Spark does not compute or without a value over ``population``, an
-        unknown ``population``, or bad rows (with the column and an example row).
+        unknown ``population``, an ``n_partitions`` below 1, or bad rows: the first problem
+        the in-memory engine would name, with its message (column and an example row).
 
     Examples
     --------
@@ -484,7 +575,8 @@ def evaluate(
     >>> result["model"]["dcg"].value, result["model"]["ips_dcg"].value  # doctest: +SKIP
     (1.0, 1.5)
     """
-    plan, frame = _prepare(
+    _partitions.check_partitions(n_partitions)
+    plan, frame, inputs = _prepare(
         held_out,
         recommendations,
         metrics,
@@ -494,11 +586,20 @@ def evaluate(
         clip,
         ess_threshold,
         population=population,
+        labels=labels,
     )
-    partial = _partitions.run(frame, plan, n_partitions)
-    # Only chunks with a positive reward call the estimators and name their results.
-    if partial is None or not partial.names:
-        raise ValueError("held_out has no positive reward: no user can be evaluated")
+
+    def summed():
+        partial = _partitions.run(frame, plan, n_partitions)
+        # Only chunks with a positive reward call the estimators and name their results.
+        if partial is None:
+            _names_without_rewards(plan, 0, inputs[0][0].label)
+        if not partial.names:
+            n_users = partial.moments.n + partial.n_excluded
+            partial.names = _names_without_rewards(plan, n_users, inputs[0][0].label)
+        return partial
+
+    partial = _diagnosed(summed, inputs)
     ids, raw = WeightSums.shared_units(partial.sums.values())
     estimates, column = {}, 0
     for model in plan.models:
@@ -527,7 +628,13 @@ def evaluate(
                 with naming(model):
                     diagnostics.warn(partial.names[metric])
             column += width
-    return HeldOutEvaluation(estimates, partial.moments)
+    return HeldOutEvaluation(
+        estimates,
+        partial.moments,
+        partial.n_without_held_out,
+        # Every chunk counts every model: a model without a key had no chunk, and no user.
+        {model: partial.n_without_recommendations.get(model, 0) for model in plan.models},
+    )
 
 
 def per_user(
@@ -552,6 +659,12 @@ def per_user(
     ``snips_dcg_weight_sum``). Their means make up the estimates of :func:`evaluate`. Write
     it with ``.write.parquet(...)``. Parameters as for :func:`evaluate`.
 
+    ``user`` has the type the users are compared as: ``bigint``, ``string`` for text ids, or
+    ``decimal(20,0)`` when some are uint64 ids beyond int64, which it holds exactly (a parquet
+    file of it reads back as decimals; ``int(value)`` gives the id). The input rows are
+    checked before the frame is returned (a few Spark jobs), so bad rows are refused here with
+    :func:`evaluate`'s ValueError, not inside Spark's exception when the frame is written.
+
     Examples
     --------
     >>> from recpack_ope import LogDiscount
@@ -560,7 +673,8 @@ def per_user(
     >>> frame.columns  # doctest: +SKIP
     ['user', 'model', 'pn_dcg_dcg', 'pn_dcg_idcg']
     """
-    plan, frame = _prepare(
+    _partitions.check_partitions(n_partitions)
+    plan, frame, inputs = _prepare(
         held_out,
         recommendations,
         metrics,
@@ -571,7 +685,11 @@ def per_user(
         registry.default("ess_threshold"),
         population=population,
     )
+    # The frame is lazy: a refusal found in its partitions would reach the caller inside
+    # Spark's exception, so its rows are checked first, with evaluate's messages.
+    diagnose(*inputs)
     user_type = frame.schema["user"].dataType.simpleString()
+    plan = replace(plan, user_type=user_type)
     schema = ", ".join(
         [f"user {user_type}", "model string", *(f"{c} double" for c in _term_columns(plan.metrics))]
     )
@@ -589,8 +707,10 @@ def _prepare(
     ess_threshold,
     stratify_by=None,
     population="observed",
+    labels=None,
 ):
-    """(plan, long frame); propensities are joined only when an estimator reads them."""
+    """(plan, long frame, the input tables for :func:`_diagnosed`); a propensity table is
+    checked whenever given, as in memory."""
     plan = _plan(
         metrics,
         _frames.models(recommendations),
@@ -601,7 +721,17 @@ def _prepare(
         ess_threshold,
         population,
     )
-    frame = held_out_frame(
-        held_out, recommendations, propensity if plan.weighted else None, stratify_by
-    )[1]
-    return plan, frame
+    plan = replace(plan, checked=propensity is not None)
+    names, tables, weights = held_out_inputs(held_out, recommendations, propensity, labels)
+    frame = _diagnosed(lambda: held_out_frame(tables, weights, stratify_by), (tables, weights))
+    return plan, frame, (tables, weights)
+
+
+def _diagnosed(step, inputs):
+    """``step()``; when it refuses the inputs, the first problem in the in-memory engine's
+    order, with its message (:func:`~recpack_ope.spark._frames.diagnose`)."""
+    try:
+        return step()
+    except ValueError:
+        diagnose(*inputs)
+        raise

@@ -29,9 +29,10 @@ from ..inference.diagnostics import (
     WeightGroups,
 )
 from ..inference.moments import Moments, SummaryEstimate
-from ..io.tables import LOG_PROBABILITIES
+from ..io.tables import LOG_PROBABILITIES, id_message, null_message, repeat_message, value_message
 from ..logged import ranking_ips as _ranking
-from ..logged.feed_log import FeedLog
+from ..logged.feed_log import MAX_RANK, FeedLog, mixed_contexts_message, row_message
+from ..logged.logged_dcg import NO_REWARDED_SESSION
 from ..logged.logged_dcg import logged_dcg as _core_logged_dcg
 from ..logged.policies import DeterministicRanker
 from ..propensity.discount import Discount
@@ -64,10 +65,14 @@ class _LoggedPlan:
     clip: float | None
     ess_threshold: float
     probabilities: tuple[str, ...]
+    log_label: str = "feed_log"
+    target_label: str = "target"
     key: str = "context"
-    nullable: tuple[str, ...] = ("session", "rank", *LOG_PROBABILITIES)
+    nullable: tuple[str, ...] = ("session", "rank", "value", *LOG_PROBABILITIES)
     what: str = "the feed log or target"
-    shown: tuple[str, ...] = ("session", "context", "item", "rank", "value", "source")
+    shown: tuple[str, ...] = ("session", "context", "item")
+    #: The target's column its values come from, for messages.
+    target_column: str = "score"
 
     def chunk(self, chunk: dict) -> _Partial:
         context, item, source = chunk["context"], chunk["item"], chunk["source"]
@@ -77,10 +82,6 @@ class _LoggedPlan:
         if not logged.any():
             # Only the target's rankings of contexts without sessions: nothing to evaluate.
             return _Partial(Moments.empty(width), 0, {})
-        normalised = self.entry.options.get("normalise") is not None
-        if normalised and not (chunk["value"][logged] > 0).any():
-            # Normalised estimates leave out sessions without reward; here that is all of them.
-            return _Partial(Moments.empty(width), int(np.unique(chunk["session"][logged]).size), {})
         contexts, c = np.unique(context, return_inverse=True)
         items, i = np.unique(item, return_inverse=True)
         log = FeedLog.from_arrays(
@@ -93,6 +94,10 @@ class _LoggedPlan:
             n_items=items.size,
             n_contexts=contexts.size,
         )
+        # After the log's own checks (a NaN reward is refused before a missing click).
+        if self.entry.options.get("normalise") is not None and not (log.reward > 0).any():
+            # Normalised estimates leave out sessions without reward; here that is all of them.
+            return _Partial(Moments.empty(width), int(log.n_sessions), {})
         target = ~logged
         scores = sp.csr_matrix(
             (chunk["value"][target], (c[target], i[target])), shape=(contexts.size, items.size)
@@ -115,8 +120,7 @@ class _LoggedPlan:
         )
 
     def _check(self, chunk: dict, logged: np.ndarray) -> None:
-        names = ("context", "item", "value")
-        for column in ("session", "rank", *self.probabilities):
+        for column in ("session", "rank", "value", *self.probabilities):
             values = chunk[column][logged]
             if column + ":null" in chunk:
                 missing = np.flatnonzero(chunk[column + ":null"][logged])
@@ -126,34 +130,42 @@ class _LoggedPlan:
                 missing = np.flatnonzero(np.array([v is None for v in values], dtype=bool))
             if missing.size:
                 row = np.flatnonzero(logged)[missing[0]]
-                raise _partitions.InputError(
-                    f"feed_log has a null in column {column!r}, e.g. row "
-                    f"{_partitions.example(chunk, row, ('session', 'context', 'item'))}"
-                )
+                name = "reward" if column == "value" else column
+                shown = _partitions.example(chunk, row, ("session", "context", "item"))
+                raise _partitions.InputError(null_message(self.log_label, name, f"row {shown}"))
         for column in self.probabilities:
             values = chunk[column][logged]
             outside = np.flatnonzero(~(values > 0) | ~(values <= 1))
             if outside.size:
                 row = np.flatnonzero(logged)[outside[0]]
+                shown = _partitions.example(chunk, row, ("session", "context", "item"))
                 raise _partitions.InputError(
-                    f"feed_log column {column!r} must lie in (0, 1] (a probability of the "
-                    "logging policy), got "
-                    f"{_partitions.example(chunk, row, ('session', 'context', 'item', column))}"
+                    f"{self.log_label}: " + row_message(column, f"row {shown}", chunk[column][row])
                 )
         target = np.flatnonzero(~logged)
+        # The target's rows as its table holds them: a ranking's value is minus its rank.
+        column = self.target_column
+        shown = {**chunk, column: chunk["value"] if column == "score" else -chunk["value"]}
+        names = ("context", "item", column)
+
+        def row_of(k: int) -> str:
+            return f"row {_partitions.example(shown, k, names)}"
+
+        bad = target[chunk["value:null"][target]]
+        if bad.size:
+            raise _partitions.InputError(null_message(self.target_label, column, row_of(bad[0])))
         bad = target[~np.isfinite(chunk["value"][target])]
         if bad.size:
-            raise _partitions.InputError(
-                "target must hold finite scores or ranks, got "
-                f"{_partitions.example(chunk, bad[0], names)}"
-            )
+            raise _partitions.InputError(value_message(self.target_label, column, row_of(bad[0])))
         _, c = np.unique(chunk["context"][target], return_inverse=True)
         _, i = np.unique(chunk["item"][target], return_inverse=True)
         row = _partitions.first_repeat(c, i) if target.size else None
         if row is not None:
+            first = np.flatnonzero((c == c[row]) & (i == i[row]))[0]
+            pair = [_partitions._plain(chunk[n][target[row]]) for n in ("context", "item")]
+            rows = (row_of(target[first]), row_of(target[row]))
             raise _partitions.InputError(
-                "target has the (context, item) pair "
-                f"{_partitions.example(chunk, target[row], ('context', 'item'))} more than once"
+                repeat_message(self.target_label, names[:2], pair, *rows, "(context, item)")
             )
 
 
@@ -308,58 +320,83 @@ def feed_log_estimate(
     n_partitions: int | None,
     ess_threshold: float = registry.default("ess_threshold", "feed_log"),
     target_name: str = "target",
+    log_label: str = "feed_log",
+    target_label: str = "target",
 ) -> SummaryEstimate:
     """The estimate of the feed-log estimator ``name`` of :data:`FEED_LOG` on Spark frames
     (:func:`logged_dcg` and :func:`ranking_ips` check their own arguments, then call this);
-    messages name the target ``target_name``."""
+    messages name the target ``target_name`` where it lacks contexts, and the frames
+    ``log_label`` and ``target_label`` (their files, :func:`recpack_ope.io.tables.table_label`)
+    where they hold bad rows."""
     from pyspark.sql import functions as F
 
     entry = FEED_LOG[name]
+    _partitions.check_partitions(n_partitions)
     if clip == "auto":
         raise ValueError(
             'clip="auto" selects the clipping from every weight at once; on Spark give a number'
         )
-    _frames.require(feed_log, "feed_log", _KEYS, numeric=("rank", "reward"))
-    probabilities = tuple(c for c in LOG_PROBABILITIES if c in feed_log.columns)
-    _frames.require(feed_log, "feed_log", probabilities, numeric=probabilities)
-    entry.check_log_columns(feed_log.columns, "feed_log")
-    ranked = _frames.ranked(target, "target", key="context").withColumnRenamed("user", "context")
-    for column in ("context", "item"):
-        _frames.same_type({"feed_log": feed_log, "target": target}, column)
-    session_type = feed_log.schema["session"].dataType.simpleString()
-    logged = feed_log.select(
-        "session",
-        "context",
-        "item",
-        F.col("rank").cast("double").alias("rank"),
-        F.col("reward").cast("double").alias("value"),
-        *(F.col(c).cast("double").alias(c) for c in probabilities),
-        F.lit(-1).alias("source"),
-    )
-    ranking = ranked.select(
-        F.lit(None).cast(session_type).alias("session"),
-        "context",
-        "item",
-        F.lit(None).cast("double").alias("rank"),
-        "value",
-        *(F.lit(None).cast("double").alias(c) for c in probabilities),
-        F.lit(0).alias("source"),
-    )
-    # Contexts decide the partitions: a session over two contexts would be split, not refused.
-    mixed = (
-        feed_log.groupBy("session")
-        .agg(F.countDistinct("context").alias("n"))
-        .where(F.col("n") > 1)
-        .limit(1)
-        .collect()
-    )
-    if mixed:
-        raise ValueError(f"session {mixed[0]['session']!r} has rows with different contexts")
-    _refuse_contexts_without_ranking(feed_log, target, target_name)
-    plan = _LoggedPlan(entry, discount, clip, ess_threshold, probabilities)
-    partial = _partitions.run(logged.unionByName(ranking), plan, n_partitions)
+
+    def evaluate():
+        _frames.require(feed_log, log_label, _KEYS, numeric=("rank", "reward"))
+        probabilities = tuple(c for c in LOG_PROBABILITIES if c in feed_log.columns)
+        _frames.require(feed_log, log_label, probabilities, numeric=probabilities)
+        entry.check_log_columns(_frames.present(feed_log), log_label)
+        # Ids compare by value across the two frames, as in memory (integers of any width).
+        ids = {
+            c: _frames.id_type({log_label: feed_log, target_label: target}, c)
+            for c in ("context", "item")
+        }
+        session_type = _frames.id_type({log_label: feed_log}, "session")
+        ranked = _frames.ranked(target, target_label, key="context", ids=ids).withColumnRenamed(
+            "user", "context"
+        )
+        logged = feed_log.select(
+            _frames.id_column(feed_log, "session", session_type),
+            _frames.id_column(feed_log, "context", ids["context"]),
+            _frames.id_column(feed_log, "item", ids["item"]),
+            F.col("rank").cast("double").alias("rank"),
+            F.col("reward").cast("double").alias("value"),
+            *(F.col(c).cast("double").alias(c) for c in probabilities),
+            F.lit(-1).alias("source"),
+        )
+        ranking = ranked.select(
+            # Not null: partitions read sessions beyond int64 as Python integers, never null.
+            F.lit(0).cast(session_type).alias("session"),
+            "context",
+            "item",
+            F.lit(None).cast("double").alias("rank"),
+            "value",
+            *(F.lit(None).cast("double").alias(c) for c in probabilities),
+            F.lit(0).alias("source"),
+        )
+        # Contexts decide the partitions: a session over two contexts would be split, not refused.
+        _refuse_mixed_contexts(logged, log_label)
+        _refuse_contexts_without_ranking(feed_log, target, target_name)
+        plan = _LoggedPlan(
+            entry,
+            discount,
+            clip,
+            ess_threshold,
+            probabilities,
+            log_label,
+            target_label,
+            what=log_label,
+            target_column="rank" if "rank" in target.columns else "score",
+        )
+        return _partitions.run(logged.unionByName(ranking), plan, n_partitions)
+
+    try:
+        partial = evaluate()
+    except ValueError:
+        # Some check refused the input: the first problem in the in-memory engine's order.
+        diagnose(feed_log, target, log_label, target_label)
+        raise
+    if partial is not None and partial.moments.n == 0 and entry.options.get("normalise"):
+        # Every partition left out all its sessions, none of which has a reward.
+        raise ValueError(f"{log_label}: {NO_REWARDED_SESSION}")
     if partial is None or partial.moments.n == 0:
-        raise ValueError("feed_log has no session to evaluate")
+        raise ValueError(f"{log_label} has no session to evaluate")
     diagnostics = WeightDiagnostics.from_groups(
         WeightGroups.concatenate(partial.groups["logged"]), ess_threshold
     )
@@ -392,3 +429,122 @@ def _refuse_contexts_without_ranking(feed_log, target, name: str) -> None:
                 feed_log.select("context").distinct().count(),
             )
         )
+
+
+def _refuse_mixed_contexts(logged, log_label: str) -> None:
+    """Refuse the smallest session of ``logged`` (ids as compared) with rows under two
+    contexts, naming its smallest and largest, as in memory
+    (:func:`~recpack_ope.logged.feed_log.mixed_contexts_message`)."""
+    from pyspark.sql import functions as F
+
+    mixed = _partitions.collect(
+        logged.groupBy("session")
+        .agg(
+            F.countDistinct("context").alias("n"),
+            F.min("context").alias("low"),
+            F.max("context").alias("high"),
+        )
+        .where((F.col("n") > 1) | F.col("session").isNull())
+        .orderBy("session")
+        .limit(1)
+    )
+    if mixed and mixed[0]["session"] is None:
+        # Refused here, on the pass this check makes anyway: partitions read sessions beyond
+        # int64 as Python integers, which cannot be null. The caller names the row.
+        raise ValueError(f"{log_label} has a null session or one that is not an id")
+    if mixed:
+        row = mixed[0]
+        raise ValueError(
+            f"{log_label}: "
+            + mixed_contexts_message(*(_frames._python(row[c]) for c in ("session", "low", "high")))
+        )
+
+
+def diagnose(feed_log, target, log_label: str = "feed_log", target_label: str = "target") -> None:
+    """Raise the first problem of a feed log and a target in the order the in-memory engine
+    checks them (:func:`recpack_ope.io.tables.feed_log_tables`), with its message; return when
+    there is none. Called only after some check refused the inputs: it runs a few small Spark
+    jobs."""
+    from pyspark.sql import functions as F
+
+    probabilities = tuple(c for c in LOG_PROBABILITIES if c in feed_log.columns)
+    log = _frames.Table(
+        log_label, feed_log, (*_KEYS, *probabilities), ("rank", "reward", *probabilities)
+    )
+    ranking = _frames.Table(target_label, target, ("context", "item"), ranked=True)
+    rank, reward = F.col("rank").cast("double"), F.col("reward").cast("double")
+    found = {}
+    for table in (log, ranking):
+        columns = table.columns()
+        conditions = {("null", c): F.col(c).isNull() for c in columns}
+        for column in ("session", "context", "item"):
+            kind = table.frame.schema[column].dataType.simpleString() if column in columns else ""
+            if kind.startswith(_frames.NUMERIC):
+                conditions["id", column] = ~_frames._is_id(table.frame, column)
+        if table is log:
+            conditions["rank"] = ~(
+                _frames._finite(rank) & (rank >= 1) & (rank <= MAX_RANK) & (rank == F.round(rank))
+            )
+            conditions["reward"] = ~(_frames._finite(reward) & (reward >= 0))
+        else:
+            conditions["bad"] = ~_frames._finite(F.col(columns[-1]))
+        found[id(table)] = first = _frames._first_rows(table, conditions)
+        for column in columns:
+            if first["null", column] is not None:
+                raise ValueError(
+                    null_message(table.label, column, table.show(first["null", column]))
+                )
+    for column, group in (
+        ("session", [log]),
+        ("context", [log, ranking]),
+        ("item", [log, ranking]),
+    ):
+        for table in group:
+            _frames._id_kind(table.frame, table.label, column)
+            bad = found[id(table)].get(("id", column))
+            if bad is not None:
+                raise ValueError(id_message(table.label, column, table.show(bad)))
+        _frames.id_type({t.label: t.frame for t in group}, column)
+    _frames._refuse_repeats(log, ("session", "item"), "(session, item): a feed shows an item once")
+    _frames._refuse_repeats(
+        log, ("session", "rank"), "(session, rank): a feed shows one item per rank"
+    )
+    ids = {
+        "session": _frames.id_type({log_label: feed_log}, "session"),
+        "context": _frames.id_type({log_label: feed_log, target_label: target}, "context"),
+    }
+    _refuse_mixed_contexts(
+        feed_log.select(*(_frames.id_column(feed_log, c, ids[c]) for c in ("session", "context"))),
+        log_label,
+    )
+
+    def refuse(column: str, record) -> None:
+        where = f"row {record[_frames.ROW]}" if log.indexed else log.show(record)
+        raise ValueError(f"{log_label}: " + row_message(column, where, float(record[column])))
+
+    for column in ("rank", "reward"):
+        if found[id(log)][column] is not None:
+            refuse(column, found[id(log)][column])
+    for column in probabilities:
+        # The core checks probabilities in session and rank order.
+        p = F.col(column).cast("double")
+        first = _partitions.collect(
+            log.numbered()
+            # NaN named apart: a filter on the range alone reaches parquet, whose statistics
+            # leave NaN out, so that a row group holding one would be skipped.
+            .where(F.isnan(p) | ~((p > 0) & (p <= 1)))
+            .orderBy(_frames.id_column(feed_log, "session", ids["session"]), rank)
+            .select(_frames.ROW, *log.columns())
+            .limit(1)
+        )
+        if first:
+            refuse(column, first[0])
+    value = ranking.columns()[-1]
+    bad = found[id(ranking)]["bad"]
+    if bad is not None:
+        raise ValueError(value_message(ranking.label, value, ranking.show(bad)))
+    if value == "rank":
+        _frames._check_ranks(
+            target, target_label, "context", _frames.id_type({"": target}, "context")
+        )
+    _frames._refuse_repeats(ranking, ("context", "item"), "(context, item)")

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import scipy.sparse as sp
+
 from ..inference.moments import Moments, SummaryEstimate
 from ..metrics.rpp import WEIGHTINGS
 from ..metrics.rpp import win_rates as _core_win_rates
 from . import _partitions
-from ._frames import held_out_frame
-from .held_out import _Partial, _Plan
+from ._frames import held_out_frame, held_out_inputs
+from .held_out import _Partial, _Plan, core_refusal
 
 __all__ = ["win_rates"]
 
@@ -79,7 +81,9 @@ def win_rates(
         raise ValueError(f"graded must be True or False, got {graded!r}")
     if not hasattr(recommendations, "items") or len(recommendations) < 2:
         raise ValueError("recommendations must map at least two system names to their frames")
-    models, frame = held_out_frame(held_out, recommendations, None)
+    _partitions.check_partitions(n_partitions)
+    models, tables, _ = held_out_inputs(held_out, recommendations, None)
+    frame = held_out_frame(tables, None)
     plan = _RppPlan(
         models=models,
         metrics=(),
@@ -93,7 +97,11 @@ def win_rates(
     )
     partial = _partitions.run(frame, plan, n_partitions)
     if partial is None or partial.moments.n == 0:
-        raise ValueError("held_out has no relevant item: no user can be evaluated")
+        empty = sp.csr_matrix((1, 1))
+        raise core_refusal(
+            tables[0].label,
+            lambda: _core_win_rates(empty, dict.fromkeys(models, empty), weighting=weighting),
+        )
     return {
         model: SummaryEstimate.product(
             partial.names["rpp"], partial.moments, [m], (1,), n_excluded_users=partial.n_excluded

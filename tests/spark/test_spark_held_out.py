@@ -19,6 +19,7 @@ descending, ties to the lower item id), and Spark's mean over all rows is ours �
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -189,17 +190,30 @@ def test_text_reward_is_refused_from_the_schema(frames):
         run(held, frames["make"](frames["recs"]))
 
 
-def test_null_is_refused_with_its_row(frames):
+def test_null_is_refused_naming_the_users_column_and_row(frames):
+    """A frame not read from a file has no row index: the row shows its values only."""
     held = frames["make"](frames["held"], reward=(2, None))
-    with pytest.raises(ValueError, match=r"null in column 'value'.*user=2, item=10"):
+    with pytest.raises(
+        ValueError,
+        match=r"^held_out has a null in column 'reward', e.g. row "
+        r"\(user=2, item=10, reward=None\)$",
+    ):
         run(held, frames["make"](frames["recs"]))
+    recs = frames["make"](frames["recs"], score=(3, None))
+    with pytest.raises(
+        ValueError,
+        match=r"^recommendations has a null in column 'score', e.g. row "
+        r"\(user=3, item=12, score=None\)$",
+    ):
+        run(frames["make"](frames["held"]), recs)
 
 
 def test_negative_reward_is_refused_with_its_row(frames):
     held = frames["make"](frames["held"], reward=(3, -1.0))
     with pytest.raises(
         ValueError,
-        match=r"'reward' must hold finite rewards >= 0, got \(user=3, item=12, value=-1.0\)",
+        match=r"^held_out column 'reward' must hold finite rewards >= 0, got row "
+        r"\(user=3, item=12, reward=-1.0\)$",
     ):
         run(held, frames["make"](frames["recs"]))
 
@@ -207,21 +221,42 @@ def test_negative_reward_is_refused_with_its_row(frames):
 def test_duplicate_pairs_are_refused(frames):
     held = frames["spark"].createDataFrame(pd.concat([frames["held"], frames["held"].iloc[[2]]]))
     with pytest.raises(
-        ValueError, match=r"held_out has the \(user, item\) pair \(user=2, item=10\) more than once"
+        ValueError,
+        match=r"^held_out has the \(user, item\) pair \(2, 10\) more than once, in row "
+        r"\(user=2, item=10, reward=2.0\) and row \(user=2, item=10, reward=2.0\): one row per "
+        r"\(user, item\)$",
     ):
         run(held, frames["make"](frames["recs"]))
     recs = frames["spark"].createDataFrame(pd.concat([frames["recs"], frames["recs"].iloc[[0]]]))
     with pytest.raises(
         ValueError,
-        match=r"recommendations of 'model' has the \(user, item\) pair \(user=1, item=10\)",
+        match=r"^recommendations has the \(user, item\) pair \(1, 10\) more than once",
     ):
         run(frames["make"](frames["held"]), recs)
 
 
+def nan_at(frame, column: str, key: str, at):
+    """``frame`` with NaN in ``column`` where ``key`` is ``at`` (pandas would make it a null)."""
+    from pyspark.sql import functions as F
+
+    return frame.withColumn(
+        column,
+        F.when(F.col(key) == at, F.lit(float("nan"))).otherwise(F.col(column).cast("double")),
+    )
+
+
 @pytest.mark.parametrize("value", [0.0, 1.5, float("nan")])
 def test_propensity_outside_unit_interval_is_refused(frames, value):
+    """NaN too is a propensity outside (0, 1], not a missing row."""
     prop = frames["make"](frames["prop"], propensity=(1, value))
-    with pytest.raises(ValueError, match=r"propensit.*item 11|item=11"):
+    if value != value:
+        prop = nan_at(frames["make"](frames["prop"]), "propensity", "item", 11)
+    with pytest.raises(
+        ValueError,
+        match=rf"^propensity column 'propensity' must lie in \(0, 1\] for every held-out item, "
+        rf"got row \(item=11, propensity={value}\) for held_out row "
+        r"\(user=1, item=11, reward=0.0\)$",
+    ):
         run(
             frames["make"](frames["held"]),
             frames["make"](frames["recs"]),
@@ -231,16 +266,25 @@ def test_propensity_outside_unit_interval_is_refused(frames, value):
 
 
 def test_held_out_item_without_propensity_and_duplicate_propensity_rows(frames):
+    """Refused whenever a propensity table is given, as in memory, even to plain metrics."""
     prop = frames["spark"].createDataFrame(frames["prop"].iloc[[0, 2]])
-    with pytest.raises(ValueError, match="propensity has no row for item 11"):
+    with pytest.raises(
+        ValueError,
+        match=r"^propensity has no row for item 11 of held_out row \(user=1, item=11, "
+        r"reward=0.0\): every held-out item needs a propensity$",
+    ):
         run(
             frames["make"](frames["held"]),
             frames["make"](frames["recs"]),
             propensity=prop,
-            metrics="ips_ndcg",
+            metrics="dcg",
         )
     prop = frames["spark"].createDataFrame(pd.concat([frames["prop"], frames["prop"].iloc[[1]]]))
-    with pytest.raises(ValueError, match="propensity has 2 rows for item 11"):
+    with pytest.raises(
+        ValueError,
+        match=r"^propensity has item 11 more than once, in row \(item=11, propensity=0.2\) and "
+        r"row \(item=11, propensity=0.2\): one row per item$",
+    ):
         run(
             frames["make"](frames["held"]),
             frames["make"](frames["recs"]),
@@ -249,19 +293,82 @@ def test_held_out_item_without_propensity_and_duplicate_propensity_rows(frames):
         )
 
 
-def test_recommended_user_without_held_out_rows_is_refused(frames):
+@pytest.mark.parametrize("population", ["observed", "all"])
+def test_recommended_user_without_held_out_rows_is_a_user_without_rewards(frames, population):
+    """User 9 has recommendations only: excluded over the observed users, a 0 over all of them
+    (DCG@3 2/3 over users 1–3, test_valid_input_gives_the_hand_computed_dcg; (1 + 0 + 1 + 0)
+    / 4 over all four users)."""
     recs = frames["spark"].createDataFrame(
         pd.concat([frames["recs"], pd.DataFrame({"user": [9], "item": [10], "score": [1.0]})])
     )
+    result = run(frames["make"](frames["held"]), recs, metrics="dcg", population=population)
+    est = result["model"]["dcg"]
+    assert result.n_users_without_held_out == 1
+    if population == "observed":
+        assert est.value == pytest.approx(2 / 3, rel=1e-15)
+        assert (est.n_users, est.n_excluded_users) == (3, 1)
+    else:
+        assert est.value == pytest.approx(2 / 4, rel=1e-15)
+        assert (est.n_users, est.n_excluded_users) == (4, 0)
+
+
+def test_integer_ids_of_any_width_and_whole_real_ids_compare_by_value(frames):
+    """int user ids with bigint ones (scipy's int32 indices), and float ids that are whole
+    numbers, are the same users: the hand-computed DCG@3 2/3 of
+    test_valid_input_gives_the_hand_computed_dcg."""
+    from pyspark.sql import functions as F
+
+    held = frames["make"](frames["held"]).withColumn("user", F.col("user").cast("int"))
+    recs = frames["make"](frames["recs"]).withColumn("item", F.col("item").cast("tinyint"))
+    assert run(held, recs, metrics="dcg")["model"]["dcg"].value == pytest.approx(2 / 3, rel=1e-15)
+    recs = recs.withColumn("user", F.col("user").cast("double"))
+    assert run(held, recs, metrics="dcg")["model"]["dcg"].value == pytest.approx(2 / 3, rel=1e-15)
+
+
+def test_ids_beyond_int64_compare_exactly(frames):
+    """uint64 ids (Spark reads them from parquet as decimal(20,0)) keep every digit: users
+    2**64 − 1 and 2**64 − 2 stay two users (through a float they would merge)."""
+    from pyspark.sql import functions as F
+
+    big = {1: str(2**64 - 1), 2: str(2**64 - 2), 3: "3"}
+    held = frames["make"](frames["held"].assign(user=frames["held"]["user"].map(big)))
+    recs = frames["make"](frames["recs"].assign(user=frames["recs"]["user"].map(big)))
+    held = held.withColumn("user", F.col("user").cast("decimal(20,0)"))
+    recs = recs.withColumn("user", F.col("user").cast("decimal(20,0)"))
+    est = run(held, recs, metrics="dcg")["model"]["dcg"]
+    assert est.value == pytest.approx(2 / 3, rel=1e-15) and est.n_users == 3
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 1.5, 2.0**60])
+def test_real_ids_that_are_not_ids_are_refused(frames, bad):
+    """NaN (which would be two users: NaN ≠ NaN), 1.5 and a float beyond 2**53 (maybe a
+    rounded id) are refused naming the column and row."""
+    recs = frames["make"](frames["recs"].astype({"user": float}), user=(2, bad))
+    if bad != bad:
+        recs = nan_at(frames["make"](frames["recs"]), "user", "item", 11)
     with pytest.raises(
-        ValueError, match=r"user 9 has recommendations of 'model' but no held-out rows"
+        ValueError,
+        match=r"^recommendations column 'user' must hold ids: integers, text, or whole real "
+        r"numbers of size at most 2\*\*53 \(a float beyond it may hold a rounded id\), got row "
+        rf"\(user={re.escape(repr(bad))}, item=11, score=1.0\)$",
     ):
         run(frames["make"](frames["held"]), recs)
 
 
+@pytest.mark.parametrize("n, error", [(0, ValueError), (-1, ValueError), (True, TypeError)])
+def test_n_partitions_must_be_positive(frames, n, error):
+    held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
+    with pytest.raises(error, match=rf"^n_partitions must be a positive integer .*, got {n!r}$"):
+        rs.evaluate(held, recs, discount=D3, n_partitions=n)
+
+
 def test_id_types_must_agree_and_options_are_checked(frames):
     recs = frames["spark"].createDataFrame(frames["recs"].astype({"user": str}))
-    with pytest.raises(ValueError, match="column 'user' must have one type in every frame"):
+    with pytest.raises(
+        ValueError,
+        match=r"^column 'user' must hold one kind of id in every table, got integer ids in "
+        r"held_out, text ids in recommendations$",
+    ):
         run(frames["make"](frames["held"]), recs)
     held, recs = frames["make"](frames["held"]), frames["make"](frames["recs"])
     with pytest.raises(ValueError, match=r"ips_dcg needs propensity=.*'dcg'"):
@@ -457,7 +564,7 @@ def test_duplicate_recommendations(spark):
     assert spark_ndcg(spark, [([7, 7], [7])], 2) == pytest.approx(1 + 1 / math.log2(3), abs=1e-12)
     held = pd.DataFrame([(1, 7, 1.0)], columns=["user", "item", "reward"])
     recs = pd.DataFrame([(1, 7, 0.9), (1, 7, 0.8)], columns=["user", "item", "score"])
-    with pytest.raises(ValueError, match=r"recommendations of 'model' has the \(user, item\) pair"):
+    with pytest.raises(ValueError, match=r"recommendations has the \(user, item\) pair"):
         our_ndcg(spark, held, recs, 2)
 
 
@@ -519,6 +626,123 @@ def test_populations_are_checked_before_any_spark_job(frames):
             call(held, recs, metrics="dcg", discount=D3, population="any")
         with pytest.raises(ValueError, match="population 'all' .* but recall divides each"):
             call(held, recs, metrics=("dcg", "recall"), discount=D3, population="all")
+
+
+def test_partition_checks_word_their_rows_as_in_memory():
+    """A partition's own checks (the fallback when the driver finds no problem first) use the
+    file engines' wording, with the row as the partition holds it."""
+    from recpack_ope.spark._partitions import _text
+    from recpack_ope.spark.held_out import _Plan
+
+    plan = _Plan(("m",), ("ips_dcg",), D3, 3, None, True, 1.0, checked=True)
+    chunk = {
+        "user": np.array([1, 1]),
+        "item": np.array([10, 10]),
+        "value": np.array([-1.0, 2.0]),
+        "value:null": np.array([False, False]),
+        "source": np.array([-1, 0]),
+        "propensity": np.array([np.nan, np.nan]),
+    }
+    held = chunk["source"] == -1
+
+    def refusal() -> str:
+        with pytest.raises(ValueError) as refused:
+            plan._check(chunk, held, None)
+        return _text(str(refused.value))
+
+    assert refusal() == (
+        "held_out column 'reward' must hold finite rewards >= 0, got (user=1, item=10)"
+    )
+    chunk["value"][0] = 1.0
+    assert refusal() == (
+        "propensity has no row for item 10 of held_out (user=1, item=10): every held-out item "
+        "needs a propensity"
+    )
+    chunk["propensity"][0] = 1.5
+    assert refusal() == (
+        "propensity column 'propensity' must lie in (0, 1] for every held-out item, got "
+        "(propensity=1.5) for held_out (user=1, item=10)"
+    )
+    chunk["value:null"][0] = True
+    assert refusal() == "held_out has a null in column 'reward', e.g. (user=1, item=10)"
+
+
+# --- held-out rewards all 0 ------------------------------------------------------------------
+
+
+def core_refusal(metric: str, population: str) -> str:
+    """The in-memory estimator's refusal of three users without rewards."""
+    with pytest.raises(ValueError) as refused:
+        estimator(metric)(
+            np.zeros((3, 3)),
+            np.ones((3, 3)),
+            discount=D3,
+            propensity=np.full(3, 0.5),
+            population=population,
+        )
+    return str(refused.value)
+
+
+@pytest.fixture(scope="module")
+def no_rewards(frames):
+    """The hand case with every held-out reward 0 (row 1's already is)."""
+    return frames["make"](frames["held"], reward=([0, 2, 3], 0.0))
+
+
+@pytest.mark.parametrize("n_partitions", [1, 4])
+def test_dcg_over_all_users_without_rewards_is_exactly_zero(frames, no_rewards, n_partitions):
+    # Σ c·w·δ over rewards c all 0: every user's term is 0, so the mean and its standard
+    # error are 0 exactly.
+    result = rs.evaluate(
+        no_rewards,
+        frames["make"](frames["recs"]),
+        metrics=("dcg", "ips_dcg"),
+        discount=D3,
+        propensity=frames["make"](frames["prop"]),
+        population="all",
+        n_partitions=n_partitions,
+    )["model"]
+    for metric, name in (("dcg", "DCG@3"), ("ips_dcg", "IPS-DCG@3")):
+        assert (result[metric].name, result[metric].value) == (name, 0.0)
+        assert result[metric].standard_error == 0.0
+        assert (result[metric].n_users, result[metric].n_excluded_users) == (3, 0)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "population", "reason"),
+    [
+        (("dcg", "ndcg"), "observed", "y_true has no non-zero held-out rewards"),
+        (("ndcg", "dcg"), "observed", "ndcg divides each user's DCG by a per-user total"),
+        (("recall",), "observed", "recall divides each user's DCG"),
+        (("dcg", "pn_dcg"), "all", r"pnDCG = mean DCG / mean ideal DCG is 0/0"),
+        (("ips_dcg", "snips_dcg"), "all", r"SNIPS-DCG = IPS-DCG · N / Σ w"),
+        (("ips_pn_dcg",), "all", r"IPS-pnDCG = mean DCG / mean ideal DCG is 0/0"),
+    ],
+)
+def test_estimators_without_a_value_refuse_with_the_core_message(
+    frames, no_rewards, metrics, population, reason
+):
+    # The first estimator without a value is refused, as in memory, with its message.
+    first = next(m for m in metrics if m not in ("dcg", "ips_dcg") or population == "observed")
+    with pytest.raises(ValueError, match=reason) as refused:
+        rs.evaluate(
+            no_rewards,
+            frames["make"](frames["recs"]),
+            metrics=metrics,
+            discount=D3,
+            propensity=frames["make"](frames["prop"]),
+            population=population,
+            n_partitions=4,
+        )
+    assert str(refused.value) == f"held_out: {core_refusal(first, population)}"
+
+
+def test_stratified_and_win_rates_without_rewards_refuse_with_the_core_message(frames, no_rewards):
+    recs = frames["make"](frames["recs"])
+    with pytest.raises(ValueError, match="held_out: y_true has no non-zero held-out rewards: "):
+        rs.stratified(no_rewards, recs, stratify_by=frames["make"](frames["prop"]), discount=D3)
+    with pytest.raises(ValueError, match=r"held_out: y_true has no relevant \(> 0\) labels"):
+        rs.win_rates(no_rewards, {"a": recs, "b": recs})
 
 
 # --- sensitivity to wrong propensities --------------------------------------------------------
@@ -676,3 +900,48 @@ def test_what_spark_cannot_bound_is_refused_with_what_to_use(world, frames, spar
         )
     with pytest.raises(ValueError, match=r"per-row or per-\(user, item\) propensities.*in memory"):
         logged.sensitivity(2.0)
+
+
+def test_per_user_frame_holds_ids_beyond_int64_exactly(frames, tmp_path):
+    """Users 2**64 − 1, 2**64 − 2 and 3 keep their ids in the per-user frame and in a parquet
+    file of it; their DCG@3 terms are those of the hand calculation in
+    test_valid_input_gives_the_hand_computed_dcg (1, 0, 1)."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    big = {1: str(2**64 - 1), 2: str(2**64 - 2), 3: "3"}
+    held = frames["make"](frames["held"].assign(user=frames["held"]["user"].map(big)))
+    recs = frames["make"](frames["recs"].assign(user=frames["recs"]["user"].map(big)))
+    held = held.withColumn("user", F.col("user").cast("decimal(20,0)"))
+    recs = recs.withColumn("user", F.col("user").cast("decimal(20,0)"))
+    frame = rs.per_user(held, recs, metrics="dcg", discount=D3, n_partitions=4)
+    assert frame.schema["user"].dataType.simpleString() == "decimal(20,0)"
+    terms = {int(r["user"]): r["dcg"] for r in frame.collect()}
+    assert terms == {2**64 - 1: 1.0, 2**64 - 2: 0.0, 3: 1.0}
+    frame.write.parquet(str(tmp_path / "per_user"))
+    written = pq.read_table(tmp_path / "per_user").column("user").to_pylist()
+    assert sorted(int(u) for u in written) == [3, 2**64 - 2, 2**64 - 1]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"held": {"reward": (2, None)}},
+        {"held": {"reward": (3, -1.0)}},
+        {"recs": {"user": (2, 1.5)}},
+        {"recs": {"item": (1, 10)}},
+    ],
+    ids=["null", "negative reward", "id 1.5", "repeated pair"],
+)
+def test_per_user_refuses_bad_rows_with_evaluates_one_line_message(frames, change):
+    """Refused when the frame is made, not inside Spark's exception when it is written."""
+    make = frames["make"]
+    held = make(frames["held"], **change.get("held", {}))
+    recs = make(frames["recs"], **change.get("recs", {}))
+    with pytest.raises(ValueError) as evaluated:
+        run(held, recs, metrics="dcg")
+    message = str(evaluated.value)
+    assert "\n" not in message and re.search(r"column '(reward|user)'|pair \(1, 10\)", message)
+    with pytest.raises(ValueError) as per_user:
+        rs.per_user(held, recs, metrics="dcg", discount=D3, n_partitions=4)
+    assert type(per_user.value) is ValueError and str(per_user.value) == message

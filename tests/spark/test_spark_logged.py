@@ -105,6 +105,76 @@ def test_feed_log_errors_name_the_problem(spark):
     )
 
 
+@pytest.mark.parametrize("normalise", ["per_user", "post"])
+def test_normalised_estimates_on_a_log_without_clicks_refuse_as_in_memory(spark, normalise):
+    d = ro.LogDiscount(3)
+    log = pd.DataFrame(
+        {
+            "session": [1, 1, 2],
+            "context": [5, 5, 6],
+            "item": [10, 11, 10],
+            "rank": [1, 2, 1],
+            "reward": [0.0, 0.0, 0.0],
+            "propensity": [0.5, 0.5, 0.5],
+        }
+    )
+    scores = np.zeros((7, 12))
+    feed = FeedLog.from_arrays(
+        log.session,
+        log.item,
+        log["rank"],
+        log.reward,
+        context=log.context,
+        propensity=log.propensity,
+        n_items=12,
+        n_contexts=7,
+    )
+    with pytest.raises(ValueError) as in_memory:
+        ro.logged_dcg(feed, DeterministicRanker(scores), discount=d, normalise=normalise)
+    target = spark.createDataFrame(
+        pd.DataFrame({"context": [5, 6], "item": [10, 10], "score": [1.0, 1.0]})
+    )
+    frame = spark.createDataFrame(log)
+    with pytest.raises(ValueError, match="no session has a positive reward") as refused:
+        rs.logged_dcg(frame, target, discount=d, normalise=normalise, n_partitions=4)
+    assert str(refused.value) == f"feed_log: {in_memory.value}"
+    # Unnormalised: every session's DCG is Σ c·w·δ with rewards c all 0, exactly 0.
+    with pytest.warns(ro.ReliabilityWarning, match="no evaluated interaction"):
+        assert rs.logged_dcg(frame, target, discount=d, n_partitions=4).value == 0.0
+
+
+def test_partition_checks_of_the_target_word_its_rows_as_in_memory():
+    """A partition's own check of the target (the fallback when the driver finds no problem
+    first) names the target's column and rows as the file engines do."""
+    from recpack_ope.spark._partitions import _text
+    from recpack_ope.spark.logged import FEED_LOG, _LoggedPlan
+
+    plan = _LoggedPlan(FEED_LOG["logged_dcg"], D, None, 1.0, (), target_column="rank")
+    # One logged row, then the target's two rows of (context 5, item 10): ranks 1 and 2,
+    # held as minus the rank.
+    chunk = {
+        "session": np.array([1, 0, 0]),
+        "context": np.array([5, 5, 5]),
+        "item": np.array([10, 10, 10]),
+        "rank": np.array([1.0, np.nan, np.nan]),
+        "value": np.array([1.0, -1.0, -2.0]),
+        "value:null": np.zeros(3, dtype=bool),
+        "source": np.array([-1, 0, 0]),
+    }
+    with pytest.raises(ValueError) as refused:
+        plan._check(chunk, chunk["source"] == -1)
+    assert _text(str(refused.value)) == (
+        "target has the (context, item) pair (5, 10) more than once, in row (context=5, "
+        "item=10, rank=1.0) and row (context=5, item=10, rank=2.0): one row per (context, item)"
+    )
+    chunk["value"][2] = np.nan
+    with pytest.raises(ValueError) as refused:
+        plan._check(chunk, chunk["source"] == -1)
+    assert _text(str(refused.value)) == (
+        "target column 'rank' must hold finite ranks, got row (context=5, item=10, rank=nan)"
+    )
+
+
 def test_session_ids_beyond_2_53_stay_distinct(spark):
     log = spark.createDataFrame(
         [(2**60, 1, 5, 1, 1.0, 0.5), (2**60 + 1, 1, 6, 2, 1.0, 0.5)],
@@ -118,3 +188,29 @@ def test_session_ids_beyond_2_53_stay_distinct(spark):
     est = rs.logged_dcg(log, target, discount=ro.LogDiscount(2), n_partitions=2)
     assert est.n_users == 2
     assert est.value == pytest.approx((2 + 2 / np.log2(3)) / 2, rel=1e-14)
+
+
+def test_a_session_over_two_contexts_is_refused_and_context_widths_mix(spark):
+    """Session 1 logged under contexts 5 and 6: they go to different partitions, where each
+    half would look like a whole session; refused before the pass, naming both contexts. A
+    target whose context ids are int while the log's are bigint ranks the same contexts:
+    the hand value of test_feed_log_errors_name_the_problem, 2."""
+    from pyspark.sql import functions as F
+
+    schema = (
+        "session bigint, context bigint, item bigint, rank int, reward double, propensity double"
+    )
+    log = spark.createDataFrame([(1, 5, 10, 1, 1.0, 0.5), (1, 6, 11, 2, 0.0, 0.5)], schema)
+    target = spark.createDataFrame(
+        [(5, 10, 1.0), (6, 10, 1.0)], "context int, item int, score double"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"^feed_log: session 1 has rows with different contexts \(5 and 6\); a session is "
+        "one context's$",
+    ):
+        rs.logged_dcg(log, target, discount=ro.LogDiscount(3), n_partitions=8)
+    one = log.withColumn("context", F.lit(5).cast("bigint"))
+    assert rs.logged_dcg(one, target, discount=ro.LogDiscount(3)).value == pytest.approx(2.0)
+    with pytest.raises(ValueError, match=r"^n_partitions must be a positive integer .*, got -1$"):
+        rs.logged_dcg(one, target, discount=ro.LogDiscount(3), n_partitions=-1)

@@ -173,7 +173,7 @@ def test_the_cli_on_spark_reports_what_the_local_engine_does(tmp_path, pl_feed, 
     for ours, theirs in zip(on_spark["rows"], local["rows"], strict=True):
         assert ours["value"] == pytest.approx(theirs["value"], rel=1e-12)
         assert ours["standard_error"] == pytest.approx(theirs["standard_error"], rel=1e-9)
-        assert ours["n_users"] == theirs["n_users"] == 200
+        assert ours["n_sessions"] == theirs["n_sessions"] == 200
     # Adaptive IPS chooses its behaviour from every session at once: in memory only.
     with pytest.raises(SystemExit) as stop:
         main([*base, "--metrics", "adaptive_ips", "--engine", "spark"])

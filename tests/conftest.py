@@ -84,6 +84,12 @@ def rpp_without_pandas(monkeypatch, tmp_path) -> pytest.ExceptionInfo[SystemExit
     return stop
 
 
+#: Every integer type of Arrow: ids of any width and signedness must compare by value.
+INTEGER_TYPES = [
+    getattr(pa, f"{sign}int{bits}")() for sign in ("", "u") for bits in (8, 16, 32, 64)
+]
+
+
 def write_table(path, columns: dict) -> str:
     """A CSV or parquet file of ``columns``, by the extension of ``path``."""
     table = pa.table(columns)

@@ -12,20 +12,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import INTEGER_TYPES
 from conftest import write_table as write
 
 from recpack_ope.io.tables import feed_log_tables, held_out_tables, read_table
-
-INTEGER_TYPES = [
-    pa.int8(),
-    pa.int16(),
-    pa.int32(),
-    pa.int64(),
-    pa.uint8(),
-    pa.uint16(),
-    pa.uint32(),
-    pa.uint64(),
-]
 
 
 def test_csv_ids_beyond_int64_are_two_users(tmp_path):

@@ -33,16 +33,11 @@ from recpack_ope.io.tables import ID_COLUMNS
 from recpack_ope.registry import ESTIMATORS
 from recpack_ope.spark.files import evaluate_files as spark_evaluate
 
-INTEGERS = [
-    pa.int8(),
-    pa.int16(),
-    pa.int32(),
-    pa.int64(),
-    pa.uint8(),
-    pa.uint16(),
-    pa.uint32(),
-    pa.uint64(),
+#: Every integer type of Arrow (the root conftest holds the same list; this folder has its own).
+INTEGER_TYPES = [
+    getattr(pa, f"{sign}int{bits}")() for sign in ("", "u") for bits in (8, 16, 32, 64)
 ]
+
 #: ids beyond int64: uint64 only (Spark reads them as decimal(20,0)).
 BIG = 2**64 - 16
 PLAIN = ["dcg", "ndcg", "pn_dcg", "recall"]
@@ -72,7 +67,7 @@ def inputs(draw):
             return pa.float64()
         if mode == "text":
             return pa.string()
-        return draw(st.sampled_from(INTEGERS))
+        return draw(st.sampled_from(INTEGER_TYPES))
 
     def ids(values, kind):
         if kind == pa.string():
@@ -193,18 +188,48 @@ def write(folder: Path, columns: dict) -> dict:
     return paths
 
 
-def outcome(evaluate, paths, options, **extra):
-    """The evaluation's rows and users without held-out rows, or its refusal."""
-    models = {n: p for n, p in paths.items() if n.startswith("m")}
+def attempt(run):
+    """``("evaluated", run())``, or ``("refused", whether a ValueError, its message)``; the
+    reliability warnings of small random tables are silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReliabilityWarning)
         try:
-            result = evaluate(
-                paths["held_out"], models, paths.get("propensity"), clip=None, **options, **extra
-            )
+            return "evaluated", run()
         except (ValueError, TypeError) as error:
             return "refused", isinstance(error, ValueError), str(error)
-    return "evaluated", result.rows(), getattr(result, "n_users_without_held_out", None)
+
+
+def outcome(evaluate, paths, options, **extra):
+    """The evaluation's rows and users without held-out rows, or its refusal."""
+    models = {n: p for n, p in paths.items() if n.startswith("m")}
+    found = attempt(
+        lambda: evaluate(
+            paths["held_out"], models, paths.get("propensity"), clip=None, **options, **extra
+        )
+    )
+    if found[0] == "refused":
+        return found
+    return "evaluated", found[1].rows(), getattr(found[1], "n_users_without_held_out", None)
+
+
+#: Hypothesis settings of both properties: one Spark job per example is slow, by design.
+SLOW = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+}
+
+
+def on_both_engines(outcome_of, case, session, n_partitions: int):
+    """``outcome_of`` the local and the Spark engine on the generated tables ``case``,
+    written as parquet files."""
+    columns, options = case
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write(Path(folder), columns)
+        local = outcome_of(local_evaluate, paths, options)
+        spark = outcome_of(
+            spark_evaluate, paths, options, session=session, n_partitions=n_partitions
+        )
+    return local, spark
 
 
 def close(a, b, rtol: float) -> bool:
@@ -213,18 +238,10 @@ def close(a, b, rtol: float) -> bool:
     return bool(np.isclose(a, b, rtol=rtol, atol=0.0, equal_nan=True))
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=60, **SLOW)
 @given(inputs())
 def test_local_and_spark_engines_agree(session, case):
-    columns, options = case
-    with tempfile.TemporaryDirectory() as folder:
-        paths = write(Path(folder), columns)
-        local = outcome(local_evaluate, paths, options)
-        spark = outcome(spark_evaluate, paths, options, session=session, n_partitions=3)
+    local, spark = on_both_engines(outcome, case, session, n_partitions=3)
     assert local[0] == spark[0], (local, spark)
     if local[0] == "refused":
         assert local[2] == spark[2]
@@ -252,7 +269,7 @@ def feed_logs(draw):
         if mode == "big":
             return pa.uint64()
         return {"real": pa.float64(), "text": pa.string()}.get(mode) or draw(
-            st.sampled_from(INTEGERS)
+            st.sampled_from(INTEGER_TYPES)
         )
 
     def ids(values, kind):
@@ -337,36 +354,27 @@ def two_contexts(draw, log) -> None:
 def feed_log_outcome(evaluate, paths, options, **extra):
     """The evaluation's (model, metric, value, sessions, excluded sessions) rows, or its
     refusal."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ReliabilityWarning)
-        try:
-            rows = evaluate(
-                feed_log=paths["feed_log"],
-                targets={"T": paths["target"]},
-                clip=None,
-                **options,
-                **extra,
-            ).rows()
-        except (ValueError, TypeError) as error:
-            return "refused", isinstance(error, ValueError), str(error)
+    found = attempt(
+        lambda: evaluate(
+            feed_log=paths["feed_log"],
+            targets={"T": paths["target"]},
+            clip=None,
+            **options,
+            **extra,
+        ).rows()
+    )
+    if found[0] == "refused":
+        return found
     return "evaluated", [
         (r["model"], r["metric"], r["value"], r["n_sessions"], r["n_excluded_sessions"])
-        for r in rows
+        for r in found[1]
     ]
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=40, **SLOW)
 @given(feed_logs())
 def test_local_and_spark_engines_agree_on_feed_logs(session, case):
-    columns, options = case
-    with tempfile.TemporaryDirectory() as folder:
-        paths = write(Path(folder), columns)
-        local = feed_log_outcome(local_evaluate, paths, options)
-        spark = feed_log_outcome(spark_evaluate, paths, options, session=session, n_partitions=2)
+    local, spark = on_both_engines(feed_log_outcome, case, session, n_partitions=2)
     assert local[0] == spark[0], (local, spark)
     if local[0] == "refused":
         assert local[1:] == spark[1:]

@@ -69,15 +69,6 @@ def inputs(draw):
             return pa.string()
         return draw(st.sampled_from(INTEGER_TYPES))
 
-    def ids(values, kind):
-        if kind == pa.string():
-            return [None if v is None else f"id{v}" for v in values]
-        if mode == "big":
-            return [None if v is None else BIG + v for v in values]
-        if kind == pa.float64():
-            return [None if v is None else float(v) for v in values]
-        return values
-
     users, items = range(draw(st.integers(2, 5))), range(draw(st.integers(1, 6)))
     # A table without rows now and then (refused): otherwise at least one row.
     # (Hypothesis draws boundary values often: the rare case is the last of the list.)
@@ -121,7 +112,7 @@ def inputs(draw):
         types[draw(st.sampled_from(sorted(tables)))]["item"] = pa.string()
     columns = {
         name: {
-            c: (ids(v, types[name][c]) if c in ("user", "item") else v, types[name][c])
+            c: (id_values(v, types[name][c], mode) if c in ("user", "item") else v, types[name][c])
             for c, v in table.items()
         }
         for name, table in tables.items()
@@ -232,6 +223,18 @@ def on_both_engines(outcome_of, case, session, n_partitions: int):
     return local, spark
 
 
+def id_values(values, kind, mode: str) -> list:
+    """Small integer ids (None for a null) written as ids of Arrow type ``kind``: text,
+    uint64 beyond int64 (``mode`` "big"), whole reals, or the integers themselves."""
+    if kind == pa.string():
+        return [None if v is None else f"id{v}" for v in values]
+    if mode == "big":
+        return [None if v is None else BIG + v for v in values]
+    if kind == pa.float64():
+        return [None if v is None else float(v) for v in values]
+    return values
+
+
 def close(a, b, rtol: float) -> bool:
     if a is None or b is None or isinstance(a, str):
         return a == b
@@ -271,15 +274,6 @@ def feed_logs(draw):
         return {"real": pa.float64(), "text": pa.string()}.get(mode) or draw(
             st.sampled_from(INTEGER_TYPES)
         )
-
-    def ids(values, kind):
-        if kind == pa.string():
-            return [None if v is None else f"id{v}" for v in values]
-        if mode == "big":
-            return [None if v is None else BIG + v for v in values]
-        if kind == pa.float64():
-            return [None if v is None else float(v) for v in values]
-        return values
 
     contexts, items = range(draw(st.integers(1, 3))), range(draw(st.integers(1, 4)))
     log = {"session": [], "context": [], "item": [], "rank": [], "reward": [], "propensity": []}
@@ -321,7 +315,7 @@ def feed_logs(draw):
     }
     columns = {
         name: {
-            c: (ids(v, types[name][c]) if c in ID_COLUMNS else v, types[name][c])
+            c: (id_values(v, types[name][c], mode) if c in ID_COLUMNS else v, types[name][c])
             for c, v in table.items()
         }
         for name, table in (("feed_log", log), ("target", target))

@@ -93,13 +93,7 @@ def inputs(draw):
             st.lists(st.sampled_from([*users, 5, 6]), min_size=least, max_size=5, unique=True)
         )
         for user in recommended:
-            chosen = draw(st.lists(st.sampled_from(items), min_size=1, max_size=4, unique=True))
-            rows["user"] += [user] * len(chosen)
-            rows["item"] += chosen
-            if ranked:
-                rows["rank"] += list(draw(st.permutations(range(1, len(chosen) + 1))))
-            else:  # few values: ties, broken by the lower item id
-                rows["score"] += [draw(st.sampled_from([0.5, 1.0, 2.0])) for _ in chosen]
+            draw_ranking(draw, rows, "user", user, items, ranked)
         value = pa.int32() if ranked else pa.float64()
         tables[f"m{m}"] = rows
         types[f"m{m}"] = {"user": id_type(), "item": id_type(), list(rows)[2]: value}
@@ -223,6 +217,18 @@ def on_both_engines(outcome_of, case, session, n_partitions: int):
     return local, spark
 
 
+def draw_ranking(draw, rows: dict, key: str, value, items, ranked: bool) -> None:
+    """Append to ``rows`` a ranking of 1-4 of ``items`` for ``key`` = ``value``: ranks 1..n
+    in a random order, or scores of few values (ties, broken by the lower item id)."""
+    chosen = draw(st.lists(st.sampled_from(items), min_size=1, max_size=4, unique=True))
+    rows[key] += [value] * len(chosen)
+    rows["item"] += chosen
+    if ranked:
+        rows["rank"] += list(draw(st.permutations(range(1, len(chosen) + 1))))
+    else:
+        rows["score"] += [draw(st.sampled_from([0.5, 1.0, 2.0])) for _ in chosen]
+
+
 def id_values(values, kind, mode: str) -> list:
     """Small integer ids (None for a null) written as ids of Arrow type ``kind``: text,
     uint64 beyond int64 (``mode`` "big"), whole reals, or the integers themselves."""
@@ -291,13 +297,7 @@ def feed_logs(draw):
     ranked = draw(st.booleans())
     target = {"context": [], "item": [], "rank" if ranked else "score": []}
     for context in contexts:
-        chosen = draw(st.lists(st.sampled_from(items), min_size=1, max_size=4, unique=True))
-        target["context"] += [context] * len(chosen)
-        target["item"] += chosen
-        if ranked:
-            target["rank"] += list(draw(st.permutations(range(1, len(chosen) + 1))))
-        else:
-            target["score"] += [draw(st.sampled_from([0.5, 1.0, 2.0])) for _ in chosen]
+        draw_ranking(draw, target, "context", context, items, ranked)
     types = {
         "feed_log": {
             "session": id_type(),

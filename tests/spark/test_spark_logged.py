@@ -69,18 +69,23 @@ def test_logged_dcg_equals_in_memory(spark, normalise, same):
     same(ours, reference)
 
 
-def test_feed_log_errors_name_the_problem(spark):
-    d = ro.LogDiscount(3)
-    log = pd.DataFrame(
+def two_sessions(reward: list) -> pd.DataFrame:
+    """A feed log of two sessions (contexts 5 and 6) with the given rewards, propensity 0.5."""
+    return pd.DataFrame(
         {
             "session": [1, 1, 2],
             "context": [5, 5, 6],
             "item": [10, 11, 10],
             "rank": [1, 2, 1],
-            "reward": [1.0, 0.0, 1.0],
+            "reward": reward,
             "propensity": [0.5, 0.5, 0.5],
         }
     )
+
+
+def test_feed_log_errors_name_the_problem(spark):
+    d = ro.LogDiscount(3)
+    log = two_sessions([1.0, 0.0, 1.0])
     target = spark.createDataFrame(
         pd.DataFrame({"context": [5, 6], "item": [10, 10], "score": [1.0, 1.0]})
     )
@@ -108,16 +113,7 @@ def test_feed_log_errors_name_the_problem(spark):
 @pytest.mark.parametrize("normalise", ["per_user", "post"])
 def test_normalised_estimates_on_a_log_without_clicks_refuse_as_in_memory(spark, normalise):
     d = ro.LogDiscount(3)
-    log = pd.DataFrame(
-        {
-            "session": [1, 1, 2],
-            "context": [5, 5, 6],
-            "item": [10, 11, 10],
-            "rank": [1, 2, 1],
-            "reward": [0.0, 0.0, 0.0],
-            "propensity": [0.5, 0.5, 0.5],
-        }
-    )
+    log = two_sessions([0.0, 0.0, 0.0])
     scores = np.zeros((7, 12))
     feed = FeedLog.from_arrays(
         log.session,

@@ -26,26 +26,18 @@ from typing import TextIO
 import numpy as np
 
 from .._progress import progress_bar
+from ..evaluation.chunks import ChunkError
 from ..io.tables import null_message
 
 CHUNK_ROWS = 200_000
 _MARK = "recpack-ope input error: "
 
 
-class InputError(ValueError):
+class InputError(ChunkError):
     """Bad input found in a partition; its text is carried to the driver."""
 
     def __init__(self, message: str):
         super().__init__(_MARK + message + " :end")
-
-
-def example(columns: dict, row: int, names) -> str:
-    """``(name=value, …)`` of one row, for messages."""
-    return "(" + ", ".join(f"{n}={_plain(columns[n][row])}" for n in names) + ")"
-
-
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def first_repeat(*codes: np.ndarray) -> int | None:
@@ -170,6 +162,8 @@ def run(frame, plan, n_partitions: int | None, *, per_key_schema: str | None = N
                 partial = part if partial is None else partial.merge(part)
         except InputError as error:
             partial = _Refusal(str(error))
+        except ChunkError as error:
+            partial = _Refusal(_MARK + str(error) + " :end")
         except ValueError as error:
             # The core refused the chunk: its message names the problem.
             partial = _Refusal(_MARK + f"{plan.what}: {error} :end")

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+from ..evaluation.chunks import NoReward
 from ..evaluation.files import ArgumentError, FileEvaluation, check_log_columns, plan_files
 from ..inference.diagnostics import naming
 from ..io.tables import (
@@ -26,7 +27,7 @@ from ..io.tables import (
 from ..registry import DEFAULT, default
 from . import _partitions
 from ._frames import ROW, FileLabel
-from .held_out import NoReward, evaluate
+from .held_out import evaluate
 from .logged import FEED_LOG, feed_log_estimate
 from .session import local_session
 

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import registry
+from ..evaluation.chunks import Partial, example, plain
 from ..evaluation.files import no_ranking_message
 from ..inference.diagnostics import (
     ReliabilityWarning,
@@ -38,7 +39,6 @@ from ..logged.policies import DeterministicRanker
 from ..propensity.discount import Discount
 from ..registry import ESTIMATORS, Estimator
 from . import _frames, _partitions
-from .held_out import _Partial
 
 __all__ = ["logged_dcg", "ranking_ips"]
 
@@ -74,14 +74,14 @@ class _LoggedPlan:
     #: The target's column its values come from, for messages.
     target_column: str = "score"
 
-    def chunk(self, chunk: dict) -> _Partial:
+    def chunk(self, chunk: dict) -> Partial:
         context, item, source = chunk["context"], chunk["item"], chunk["source"]
         logged = source == -1
         self._check(chunk, logged)
         width = len(self.entry.terms)
         if not logged.any():
             # Only the target's rankings of contexts without sessions: nothing to evaluate.
-            return _Partial(Moments.empty(width), 0, {})
+            return Partial(Moments.empty(width), 0, {})
         contexts, c = np.unique(context, return_inverse=True)
         items, i = np.unique(item, return_inverse=True)
         log = FeedLog.from_arrays(
@@ -97,7 +97,7 @@ class _LoggedPlan:
         # After the log's own checks (a NaN reward is refused before a missing click).
         if self.entry.options.get("normalise") is not None and not (log.reward > 0).any():
             # Normalised estimates leave out sessions without reward; here that is all of them.
-            return _Partial(Moments.empty(width), int(log.n_sessions), {})
+            return Partial(Moments.empty(width), int(log.n_sessions), {})
         target = ~logged
         scores = sp.csr_matrix(
             (chunk["value"][target], (c[target], i[target])), shape=(contexts.size, items.size)
@@ -112,7 +112,7 @@ class _LoggedPlan:
                 ess_threshold=self.ess_threshold,
                 **self.entry.options,
             )
-        return _Partial(
+        return Partial(
             Moments.from_terms(result.terms),
             result.n_excluded_users,
             {"logged": result.name},
@@ -131,14 +131,14 @@ class _LoggedPlan:
             if missing.size:
                 row = np.flatnonzero(logged)[missing[0]]
                 name = "reward" if column == "value" else column
-                shown = _partitions.example(chunk, row, ("session", "context", "item"))
+                shown = example(chunk, row, ("session", "context", "item"))
                 raise _partitions.InputError(null_message(self.log_label, name, f"row {shown}"))
         for column in self.probabilities:
             values = chunk[column][logged]
             outside = np.flatnonzero(~(values > 0) | ~(values <= 1))
             if outside.size:
                 row = np.flatnonzero(logged)[outside[0]]
-                shown = _partitions.example(chunk, row, ("session", "context", "item"))
+                shown = example(chunk, row, ("session", "context", "item"))
                 raise _partitions.InputError(
                     f"{self.log_label}: " + row_message(column, f"row {shown}", chunk[column][row])
                 )
@@ -149,7 +149,7 @@ class _LoggedPlan:
         names = ("context", "item", column)
 
         def row_of(k: int) -> str:
-            return f"row {_partitions.example(shown, k, names)}"
+            return f"row {example(shown, k, names)}"
 
         bad = target[chunk["value:null"][target]]
         if bad.size:
@@ -162,7 +162,7 @@ class _LoggedPlan:
         row = _partitions.first_repeat(c, i) if target.size else None
         if row is not None:
             first = np.flatnonzero((c == c[row]) & (i == i[row]))[0]
-            pair = [_partitions._plain(chunk[n][target[row]]) for n in ("context", "item")]
+            pair = [plain(chunk[n][target[row]]) for n in ("context", "item")]
             rows = (row_of(target[first]), row_of(target[row]))
             raise _partitions.InputError(
                 repeat_message(self.target_label, names[:2], pair, *rows, "(context, item)")

@@ -11,26 +11,27 @@ from dataclasses import dataclass
 
 import scipy.sparse as sp
 
+from ..evaluation.chunks import ChunkPlan, Partial, core_refusal
 from ..inference.moments import Moments, SummaryEstimate
 from ..metrics.rpp import WEIGHTINGS
 from ..metrics.rpp import win_rates as _core_win_rates
 from . import _partitions
 from ._frames import held_out_frame, held_out_inputs
-from .held_out import _Partial, _Plan, core_refusal
 
 __all__ = ["win_rates"]
 
 
 @dataclass(frozen=True)
-class _RppPlan(_Plan):
+class _RppPlan(ChunkPlan):
     weighting: str = "uniform"
     graded: bool = True
 
-    def chunk(self, chunk: dict) -> _Partial:
-        _, y_true, _, scores = self.matrices(chunk)
+    def chunk(self, chunk: dict) -> Partial:
+        coded = self.matrices(chunk)
+        y_true, scores = coded.y_true, coded.scores
         m = len(self.models)
         if y_true.nnz == 0 or not (y_true.data > 0).any():
-            return _Partial(Moments.empty(m), int(y_true.shape[0]), {})
+            return Partial(Moments.empty(m), int(y_true.shape[0]), {})
         result = _core_win_rates(
             y_true,
             dict(zip(self.models, scores, strict=True)),
@@ -38,7 +39,7 @@ class _RppPlan(_Plan):
             graded=self.graded,
             k=self.k,
         )
-        return _Partial(
+        return Partial(
             Moments.from_terms(result.per_user), result.n_excluded_users, {"rpp": result.name}
         )
 

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import registry
+from ..evaluation.chunks import ChunkPlan, Partial, core_refusal
 from ..inference.diagnostics import (
     ReliabilityWarning,
     WeightDiagnostics,
@@ -28,13 +29,13 @@ from ..metrics.stratified import stratified as _core_stratified
 from ..propensity.discount import Discount
 from ..registry import ESTIMATORS
 from . import _partitions
-from .held_out import _Partial, _Plan, _prepare, core_refusal
+from .held_out import _prepare
 
 __all__ = ["stratified"]
 
 
 @dataclass(frozen=True)
-class _StratifiedPlan(_Plan):
+class _StratifiedPlan(ChunkPlan):
     bins: StrataBins | None = None
 
     def _core(self, metric: str):
@@ -46,16 +47,17 @@ class _StratifiedPlan(_Plan):
         call.__name__ = ESTIMATORS[metric].function.__name__
         return call
 
-    def chunk(self, chunk: dict) -> _Partial:
-        users, y_true, propensity, scores = self.matrices(chunk)
+    def chunk(self, chunk: dict) -> Partial:
+        coded = self.matrices(chunk)
+        users, y_true, propensity = coded.users, coded.y_true, coded.propensity
+        scores = coded.scores
         strata = np.ones(y_true.shape[1])
         held = chunk["source"] == -1
-        items = np.unique(chunk["item"], return_inverse=True)[1]
-        strata[items[held]] = chunk["stratify"][held]
+        strata[coded.column[held]] = chunk["stratify"][held]
         positive = np.diff(sp.csr_matrix(y_true > 0).indptr) > 0
         width = self.width
         if not positive.any():
-            return _Partial(Moments.empty(width), int(users.size), {})
+            return Partial(Moments.empty(width), int(users.size), {})
         blocks, names, groups = [], {}, {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReliabilityWarning)
@@ -83,7 +85,7 @@ class _StratifiedPlan(_Plan):
                         if r is not None and r.diagnostics is not None
                     }
                 )
-        return _Partial(
+        return Partial(
             Moments.from_terms(np.hstack([shared, *blocks])), int((~positive).sum()), names, groups
         )
 

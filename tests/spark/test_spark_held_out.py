@@ -631,10 +631,10 @@ def test_populations_are_checked_before_any_spark_job(frames):
 def test_partition_checks_word_their_rows_as_in_memory():
     """A partition's own checks (the fallback when the driver finds no problem first) use the
     file engines' wording, with the row as the partition holds it."""
+    from recpack_ope.evaluation.chunks import ChunkPlan
     from recpack_ope.spark._partitions import _text
-    from recpack_ope.spark.held_out import _Plan
 
-    plan = _Plan(("m",), ("ips_dcg",), D3, 3, None, True, 1.0, checked=True)
+    plan = ChunkPlan(("m",), ("ips_dcg",), D3, 3, None, True, 1.0, checked=True)
     chunk = {
         "user": np.array([1, 1]),
         "item": np.array([10, 10]),
@@ -874,7 +874,10 @@ def test_what_spark_cannot_bound_is_refused_with_what_to_use(world, frames, spar
             call()
     for metric in ("ips_ndcg", "ips_pn_dcg", "ips_recall"):
         name = result["m0"][metric].name
-        expected = rf"{name} has no sensitivity bounds on Spark.*recpack_ope\.metrics\.{metric}"
+        expected = (
+            rf"{name} has no sensitivity bounds when computed in parts \(on Spark"
+            rf".*recpack_ope\.metrics\.{metric}"
+        )
         with pytest.raises(ValueError, match=expected):
             result["m0"][metric].sensitivity(2.0)
         with pytest.raises(ValueError, match=expected):

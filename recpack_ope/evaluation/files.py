@@ -21,6 +21,7 @@ import json
 import math
 import numbers
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -489,8 +490,10 @@ def evaluate_files(
     level: float = 0.95,
     compare: Sequence[str] | None = None,
     population: str = default("population"),
+    stream: bool | None = None,
 ) -> FileEvaluation:
-    """Evaluate models from parquet or CSV files with the registry's estimators, in memory.
+    """Evaluate models from parquet or CSV files with the registry's estimators, in memory
+    or as a stream of whole users.
 
     Give ``held_out`` with ``recommendations`` (and optionally ``propensity``), or
     ``feed_log`` with ``targets``. Files are ``.parquet``/``.pq`` or ``.csv`` with a header
@@ -565,6 +568,17 @@ def evaluate_files(
         the online reward per user
         (:data:`~recpack_ope.metrics.dcg.POPULATIONS`). Estimators normalised per user
         (``ndcg``, ``recall``, …) take only ``"observed"``.
+    stream : bool, optional
+        Read held-out parquet files as a stream of whole users, in memory bounded by a batch
+        (:mod:`~recpack_ope.evaluation.streaming`; every file sorted by user). The default,
+        None, streams files of more than :data:`~recpack_ope.evaluation.streaming.STREAM_ROWS`
+        rows in all and reads smaller ones in memory; True streams whatever the size,
+        refusing files that are not sorted by user; False reads in memory. Streamed
+        estimates are computed from merged sums, as on Spark: their values and intervals are
+        the in-memory ones, but ``ips_ndcg``, ``ips_pn_dcg`` and ``ips_recall`` carry no
+        sensitivity bounds. Large files that are not sorted by user are read in memory with
+        an :class:`~recpack_ope.evaluation.streaming.InMemoryWarning` (refused, naming the
+        first row out of order, when they would not fit). ``clip="auto"`` reads in memory.
 
     Returns
     -------
@@ -661,30 +675,104 @@ def evaluate_files(
         except ValueError as error:  # the core refused the log: name the file
             raise ValueError(f"{label}: {error}") from None
     else:
+        if stream is not False:
+            streamed = _streamed(plan, stream)
+            if streamed is not None:
+                return streamed
         tables = held_out_tables(plan.data, plan.models, plan.propensity)
-        options = {
-            "discount": plan.discount,
-            "propensity": tables.propensity,
-            "clip": plan.clip,
-            "population": plan.population,
-        }
-        estimates = {}
-        for name, scores in tables.scores.items():
-            try:
-                with naming(name):
-                    estimates[name] = {
-                        m: ESTIMATORS[m](tables.y_true, scores, **options) for m in plan.metrics
-                    }
-            except ValueError as error:  # the core refused the data: name the files
-                held = table_label(ROLES["held_out"], plan.data)
-                raise ValueError(f"{held} with {plan.label(name)}: {error}") from None
         return plan.result(
-            estimates,
+            _in_memory(plan, tables),
             "local",
             tables.n_users_without_held_out,
             tables.n_users_without_recommendations,
         )
     return plan.result(estimates, "local")
+
+
+def _in_memory(plan: FilePlan, tables) -> dict:
+    """Every model's estimates on the matrices of :func:`held_out_tables`; the core's refusal
+    names the held-out file and the model."""
+    options = {
+        "discount": plan.discount,
+        "propensity": tables.propensity,
+        "clip": plan.clip,
+        "population": plan.population,
+    }
+    estimates = {}
+    for name, scores in tables.scores.items():
+        try:
+            with naming(name):
+                estimates[name] = {
+                    m: ESTIMATORS[m](tables.y_true, scores, **options) for m in plan.metrics
+                }
+        except ValueError as error:  # the core refused the data: name the files
+            held = table_label(ROLES["held_out"], plan.data)
+            raise ValueError(f"{held} with {plan.label(name)}: {error}") from None
+    return estimates
+
+
+def _streamed(plan: FilePlan, stream: bool | None) -> FileEvaluation | None:
+    """The evaluation of held-out files read as a stream of whole users
+    (:mod:`~recpack_ope.evaluation.streaming`), or None when they are to be read in memory:
+    ``stream`` None and at most :data:`~recpack_ope.evaluation.streaming.STREAM_ROWS` rows,
+    ``clip="auto"``, or files the stream does not read (a note says why for large files)."""
+    from .chunks import ChunkPlan, summary_estimates
+    from .streaming import (
+        STREAM_ROWS,
+        InMemoryWarning,
+        NotSorted,
+        NotStreamable,
+        check_memory,
+        stream_held_out,
+        total_rows,
+    )
+
+    rows = total_rows([plan.data, *plan.models.values()])
+    if plan.clip == "auto" or (stream is None and (rows is None or rows <= STREAM_ROWS)):
+        return None
+    chunk_plan = ChunkPlan(
+        models=tuple(plan.models),
+        metrics=plan.metrics,
+        discount=plan.discount,
+        k=plan.k,
+        clip=plan.clip,
+        weighted=any("propensity" in ESTIMATORS[m].needs for m in plan.metrics),
+        ess_threshold=default("ess_threshold"),
+        population=plan.population,
+        checked=plan.propensity is not None,
+    )
+
+    def diagnose(held, recommendations) -> None:
+        models = dict(zip(plan.models, recommendations, strict=True))
+        tables = held_out_tables(held, models, plan.propensity)
+        _in_memory(plan, tables)
+
+    try:
+        partial = stream_held_out(
+            plan, chunk_plan, table_label(ROLES["held_out"], plan.data), diagnose
+        )
+    except NotStreamable as why:
+        if stream:
+            hint = (
+                "sort the files by user to stream them"
+                if isinstance(why, NotSorted)
+                else "read them in memory (stream=False)"
+            )
+            raise ValueError(f"{why}: {hint}") from None
+        check_memory(rows, str(why))
+        warnings.warn(
+            f"{why}: reading the files in memory (sort them by user to stream them in "
+            "memory bounded by a batch)",
+            InMemoryWarning,
+            stacklevel=3,
+        )
+        return None
+    return plan.result(
+        summary_estimates(chunk_plan, partial),
+        "local",
+        partial.n_without_held_out,
+        {model: partial.n_without_recommendations.get(model, 0) for model in plan.models},
+    )
 
 
 def no_ranking_message(

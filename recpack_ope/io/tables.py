@@ -59,6 +59,8 @@ __all__ = [
     "FeedLogTables",
     "HeldOutTables",
     "FILE_PROBLEMS",
+    "TableSlice",
+    "csv_id_facts",
     "csv_id_type",
     "feed_log_tables",
     "file_message",
@@ -246,6 +248,37 @@ def csv_id_type(canonical: bool, int64: bool, uint64: bool) -> str:
     return "string"
 
 
+def csv_id_facts(texts) -> tuple[bool, bool, bool]:
+    """What holds for every value of a CSV id column read as text (``texts``, a pyarrow
+    array; the texts a numeric column reads as a null left out): every one a canonical
+    decimal integer (:data:`INTEGER_ID`), an int64, a uint64 — the arguments of
+    :func:`csv_id_type`, which the facts of parts of a file combine into with ``and``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from recpack_ope.io.tables import csv_id_facts
+    >>> csv_id_facts(pa.array(["10", "18446744073709551615", ""]))
+    (True, False, True)
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+
+    missing = pc.is_in(texts, value_set=pa.array(list(pcsv.ConvertOptions().null_values)))
+    given = pc.filter(texts, pc.invert(missing))
+
+    def fits(kind) -> bool:
+        try:
+            pc.cast(given, kind)
+        except pa.ArrowInvalid:
+            return False
+        return True
+
+    canonical = pc.all(pc.match_substring_regex(given, INTEGER_ID)).as_py() is not False
+    return canonical, canonical and fits(pa.int64()), canonical and fits(pa.uint64())
+
+
 def _read_csv(path):
     """A CSV file with its id columns read as text, then typed by :func:`csv_id_type`:
     pyarrow alone would read ``010`` as 10 and round integers beyond int64 through a float."""
@@ -260,23 +293,11 @@ def _read_csv(path):
     )
     for name in (c for c in ID_COLUMNS if c in table.column_names):
         texts = table[name]
-        # The texts pyarrow reads as a null in a numeric column (empty, NA, …): nulls of an
-        # integer column, for the null check to refuse naming their row.
-        missing = pc.is_in(texts, value_set=pa.array(list(options.null_values)))
-        given = pc.filter(texts, pc.invert(missing))
-
-        def fits(kind, given=given) -> bool:
-            try:
-                pc.cast(given, kind)
-            except pa.ArrowInvalid:
-                return False
-            return True
-
-        canonical = pc.all(pc.match_substring_regex(given, INTEGER_ID)).as_py() is not False
-        kind = csv_id_type(
-            canonical, canonical and fits(pa.int64()), canonical and fits(pa.uint64())
-        )
+        kind = csv_id_type(*csv_id_facts(texts))
         if kind != "string":
+            # The texts pyarrow reads as a null in a numeric column (empty, NA, …): nulls of
+            # an integer column, for the null check to refuse naming their row.
+            missing = pc.is_in(texts, value_set=pa.array(list(options.null_values)))
             typed = pc.cast(pc.if_else(missing, pa.scalar(None, pa.string()), texts), kind)
             table = table.set_column(table.column_names.index(name), name, typed)
     return table
@@ -342,6 +363,17 @@ class FeedLogTables:
 
 
 @dataclass(frozen=True, eq=False)
+class TableSlice:
+    """Consecutive rows of an input file, read in parts: ``table`` holds the file's rows from
+    row ``offset`` on, and messages name them by their row in the file, as if it were read
+    whole (``label`` names the file, :func:`table_label`)."""
+
+    table: object
+    label: str
+    offset: int = 0
+
+
+@dataclass(frozen=True, eq=False)
 class _Frame:
     """The checked columns of one input table and how messages name it."""
 
@@ -349,6 +381,7 @@ class _Frame:
     table: object
     columns: dict
     index: object = None
+    offset: int = 0
 
     def value(self, k: int, name: str):
         """Row ``k``'s value of column ``name`` as the table holds it (for messages)."""
@@ -359,7 +392,7 @@ class _Frame:
         when the table came from pandas with an index other than 0..n−1, the label its user
         knows the row by."""
         where = (
-            f"row {int(k)}"
+            f"row {int(k) + self.offset}"
             if self.index is None
             else f"row with index label {self.index[int(k)].as_py()!r}"
         )
@@ -377,11 +410,14 @@ def _frame(source, role: str, required, numeric=(), ranked: bool = False, option
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    offset = 0
     if isinstance(source, (str, os.PathLike)):
         label = table_label(role, source)
         table = read_table(source, label)
     elif isinstance(source, pa.Table):
         table, label = source, table_label(role)
+    elif isinstance(source, TableSlice):
+        table, label, offset = source.table, source.label, source.offset
     else:
         raise TypeError(
             f"{role} must be a file path or a pyarrow Table, got {type(source).__name__}"
@@ -411,7 +447,7 @@ def _frame(source, role: str, required, numeric=(), ranked: bool = False, option
             pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
         ):
             raise ValueError(f"{label} column {name!r} must be numeric, got {kind}")
-    frame = _Frame(label, table, {name: None for name in required}, index)
+    frame = _Frame(label, table, {name: None for name in required}, index, offset)
     for name in required:
         column = table.column(name)
         if column.null_count:

@@ -45,8 +45,9 @@ __all__ = [
     "total_rows",
 ]
 
-#: Rows read from each file at a time.
-BATCH_ROWS = 1 << 20
+#: Rows read from each file at a time: small enough that a chunk's arrays are reused by the
+#: allocator rather than mapped afresh.
+BATCH_ROWS = 1 << 17
 
 #: The number of rows in all (held-out and recommendations) above which
 #: :func:`~recpack_ope.evaluation.files.evaluate_files` streams files sorted by user by

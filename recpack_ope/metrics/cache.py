@@ -28,9 +28,13 @@ from ..inference.result import EstimateResult
 from ..propensity.discount import Discount
 from ..propensity.weights import resolve_propensity
 from .dcg import HeldOut, prepare_held_out
-from .ranking import ScoreSource, TopK
+from .ranking import ScoreSource, TopK, exact_order, rank_rows
 
 __all__ = ["RankingCache", "Snapshot", "WinRatePools", "rank_ties_by"]
+
+#: Cells of the mask that checks a chunk of dense rows for repeated items: the mask and the
+#: chunk's keys (8 bytes per entry) stay in the core's cache.
+_MARK_CELLS = 1 << 16
 
 
 def rank_ties_by(y_pred, K: int, rank_tied: Callable[[sp.csr_matrix, int], np.ndarray]) -> TopK:
@@ -68,7 +72,7 @@ def rank_ties_by(y_pred, K: int, rank_tied: Callable[[sp.csr_matrix, int], np.nd
     K = check_positive_int(K, "K")
     # Checked before scipy's compiled conversion reads a corrupt structure.
     scores = sp.csr_matrix(check_sparse(y_pred, "y_pred") if sp.issparse(y_pred) else y_pred)
-    source, n_users = ScoreSource(scores, scores.shape), scores.shape[0]
+    source, n_users = _StoredOrder.of(scores) or ScoreSource(scores, scores.shape), scores.shape[0]
     items = np.full((n_users, min(K, scores.shape[1])), -1, dtype=np.int64)
     tied, step = [np.zeros(0, dtype=np.int64)], rows_per_chunk(source.width)
     for start in range(0, n_users, step):
@@ -84,6 +88,62 @@ def rank_ties_by(y_pred, K: int, rank_tied: Callable[[sp.csr_matrix, int], np.nd
     if tied.size:
         items[tied] = rank_tied(scores[tied], K)
     return TopK(items)
+
+
+class _StoredOrder:
+    """The rows of a CSR matrix that stores a score for most items, ranked in stored order.
+
+    :func:`rank_ties_by` needs no row's items sorted: the framework orders the rows with a tie
+    among their K+1 largest scores, and the other rows rank alike in any order. So such
+    scores, e.g. RecPack's ``X @ B`` predictions (every row full, items unsorted), are ranked
+    as one block of views of the matrix's arrays, where :class:`ScoreSource` would first sort
+    every row's items into a copy.
+    """
+
+    def __init__(self, scores: sp.csr_matrix, values: np.ndarray, columns: np.ndarray) -> None:
+        self._scores, self._values, self._columns = scores, values, columns
+        self.width = values.shape[1]
+
+    @classmethod
+    def of(cls, scores: sp.csr_matrix) -> _StoredOrder | None:
+        """The ranking of ``scores`` in stored order, or None for :class:`ScoreSource`: when
+        the rows differ in length or store fewer than half the items, when the matrix is
+        canonical (ranked as views already), or when it stores an entry twice (named there)."""
+        n_rows, n_items = scores.shape
+        width = scores.nnz // n_rows if n_rows else 0
+        if (
+            not width
+            or 2 * width < n_items
+            or scores.nnz != n_rows * width
+            or scores.has_canonical_format
+            or not np.array_equal(scores.indptr, np.arange(0, scores.nnz + 1, width))
+        ):
+            return None
+        columns = scores.indices.reshape(n_rows, width)
+        # Each row's items are distinct when marking them marks as many cells as it stores.
+        # A chunk's mask (at most twice its entries) and keys stay in the core's cache.
+        step = max(1, _MARK_CELLS // n_items)
+        for start in range(0, n_rows, step):
+            block = columns[start : start + step]
+            seen = np.zeros(block.shape[0] * n_items, dtype=bool)
+            # Index arrays of numpy's own integer type are not converted before scattering.
+            seen[np.arange(0, seen.size, n_items, dtype=np.intp)[:, None] + block] = True
+            if np.count_nonzero(seen) != block.size:
+                return None
+        return cls(scores, exact_order(scores.data).reshape(n_rows, width), columns)
+
+    def top_scored(
+        self, users: np.ndarray, cutoff: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`ScoreSource.top_scored` of consecutive ``users``, ties in any order."""
+        rows = slice(int(users[0]), int(users[-1]) + 1)
+        values = self._values[rows]
+        try:
+            entries, counts = rank_rows(values, min(cutoff, self.width))
+        except ValueError:  # a NaN, which rank_rows always finds: named by its (user, item)
+            ScoreSource(self._scores, self._scores.shape)
+            raise
+        return self._columns[rows].reshape(-1)[entries], values.reshape(-1)[entries], counts
 
 
 class Snapshot:

@@ -9,6 +9,10 @@ reproductions are the studies of :data:`recpack_ope.studies.registry.STUDIES`, a
 ``recpack-ope-reports/`` by default, one folder per study (and data set), so runs do not
 overwrite each other. A missing optional package or data set that cannot be downloaded ends the
 command with a one-line hint on standard error and exit status 2.
+
+A subcommand's options are added to its parser when the subcommand is looked up, and the
+modules that commands and options read are imported then: ``recpack-ope --help`` lists the
+commands with their one-line help and imports none of them (nor numpy).
 """
 
 from __future__ import annotations
@@ -16,24 +20,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib.metadata
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from .evaluation.files import (
-    FILE_METRICS,
-    PARAMETERS,
-    REPORT_FORMATS,
-    ArgumentError,
-    evaluate_files,
-    offered,
-)
-from .evaluation.rpp_report import MEASURES, TESTS, rpp_report
-from .io.movielens import DownloadError
-from .registry import DEFAULT, ESTIMATORS, default
 from .studies import quiet_frameworks
 from .studies.registry import STUDIES, Study, from_clone
 
@@ -42,12 +34,32 @@ REPORTS = Path("recpack-ope-reports")
 
 
 def _version() -> str:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("recpack-ope")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
         from . import __version__
 
         return __version__
+
+
+class _Version(argparse.Action):
+    """``--version``, which reads the installed version only when asked, as importlib.metadata
+    is slow to import."""
+
+    def __init__(self, option_strings: list[str], dest: str) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show program's version number and exit",
+        )
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -70,6 +82,8 @@ def _fail(message: str) -> NoReturn:
 def _hints(command: str, install: Mapping[str, str]) -> Iterator[None]:
     """Turn a failed download, or a missing package named in ``install`` (package → how to
     install it), into a one-line hint; any other error propagates."""
+    from .io.movielens import DownloadError
+
     try:
         yield
     except DownloadError as error:
@@ -99,6 +113,8 @@ def _run_study(study: Study, args: argparse.Namespace) -> int:
 
 
 def _rpp(args: argparse.Namespace) -> int:
+    from .evaluation.rpp_report import rpp_report
+
     try:
         with _hints("rpp", {"pandas": from_clone('".[trec]"')}):
             report = rpp_report(
@@ -126,15 +142,12 @@ _EVALUATE_INSTALL = {
     "local": {"pyarrow": from_clone('".[trec]"')},
     "spark": dict.fromkeys(("pyspark", "pyarrow", "pandas"), from_clone('".[spark]"')),
 }
-# The feed-log estimators of whole rankings: the file engines pass them the discount of --k,
-# where their Python functions default to none.
-_RANKING = [m for m in offered("feed-log").split(", ") if not m.startswith("logged_")]
-# The options of ``evaluate`` that spell the arguments of evaluate_files.
-_OPTIONS = {p: "--" + p.replace("_", "-") for p in PARAMETERS} | {"targets": "--target"}
 
 
 def _clip(text: str) -> float | str | None:
     """``--clip``: a number >= 1, ``none`` (unclipped), ``auto`` or ``default``."""
+    from .registry import DEFAULT
+
     word = text.lower()
     if word == "none":
         return None
@@ -150,6 +163,8 @@ def _clip(text: str) -> float | str | None:
 
 def _clip_defaults() -> str:
     """The estimators' defaults of ``clip``, by kind of data, for ``--clip``'s help."""
+    from .registry import default
+
     held_out, feed_log = default("clip", "held_out"), default("clip", "feed_log")
 
     def spelled(m: float | None) -> str:
@@ -250,8 +265,10 @@ def _evaluate(args: argparse.Namespace) -> int:
             for name in ("metrics", "k", "clip", "level", "compare", "population")
         },
     }
-    from .evaluation.files import plan_files
+    from .evaluation.files import PARAMETERS, ArgumentError, evaluate_files, plan_files
 
+    # The options of ``evaluate`` that spell the arguments of evaluate_files.
+    options = {p: "--" + p.replace("_", "-") for p in PARAMETERS} | {"targets": "--target"}
     plan = None
     try:
         plan = plan_files(**arguments)
@@ -272,16 +289,16 @@ def _evaluate(args: argparse.Namespace) -> int:
                 f"{error.strerror or error}"
             )
     except ArgumentError as error:
-        message = error.spelled(_OPTIONS)
+        message = error.spelled(options)
         _fail(
-            f"recpack-ope evaluate: {message if plan is None else plan.spelled(message, _OPTIONS)}"
+            f"recpack-ope evaluate: {message if plan is None else plan.spelled(message, options)}"
         )
     except RuntimeError as error:  # no Java for Spark: a hint, like a missing package
         if args.engine != "spark":
             raise
         _fail(f"recpack-ope evaluate: {error}")
     except (OSError, ValueError) as error:
-        message = str(error) if plan is None else plan.spelled(str(error), _OPTIONS)
+        message = str(error) if plan is None else plan.spelled(str(error), options)
         raise SystemExit(f"recpack-ope evaluate: {message}") from None
     print(report, end="" if args.format == "csv" else "\n")
     if result.n_users_without_held_out:
@@ -298,29 +315,95 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _study_parser(commands, study: Study) -> None:
+class _Parsers(MutableMapping[str, argparse.ArgumentParser]):
+    """Subcommand → parser, whose options its function in :attr:`pending` adds on the first
+    lookup: when argparse meets the subcommand on the command line, or a caller reads it.
+    Listing the subcommands (their names and the help of each) builds none."""
+
+    def __init__(self) -> None:
+        self.parsers: dict[str, argparse.ArgumentParser] = {}
+        self.pending: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        parser = self.parsers[name]
+        if name in self.pending:
+            self.pending.pop(name)(parser)
+        return parser
+
+    def __setitem__(self, name: str, parser: argparse.ArgumentParser) -> None:
+        self.parsers[name] = parser
+
+    def __delitem__(self, name: str) -> None:
+        del self.parsers[name]
+        self.pending.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.parsers)
+
+    def __len__(self) -> int:
+        return len(self.parsers)
+
+    def __contains__(self, name: object) -> bool:  # without adding the options
+        return name in self.parsers
+
+
+class _Commands(argparse._SubParsersAction):
+    """Subcommands whose options are added when first looked up (:class:`_Parsers`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.choices = self._name_parser_map = _Parsers()
+
+    def add_parser(
+        self, name: str, *, options: Callable[[argparse.ArgumentParser], None], **kwargs: Any
+    ) -> argparse.ArgumentParser:
+        """The parser of the subcommand ``name``, empty until ``options(parser)`` adds its
+        options on its first lookup; ``kwargs`` go to :class:`argparse.ArgumentParser`."""
+        parser = super().add_parser(name, formatter_class=_HelpFormatter, **kwargs)
+        self.choices.pending[name] = options
+        return parser
+
+
+def _study_parser(commands: _Commands, study: Study) -> None:
     """The subcommand of ``study``: its options, where its report goes and how much it shows."""
     parser = commands.add_parser(
-        study.name, formatter_class=_HelpFormatter, help=study.help, description=study.description
+        study.name,
+        options=functools.partial(study.add_arguments, reports=REPORTS),
+        help=study.help,
+        description=study.description,
     )
-    study.add_arguments(parser, REPORTS)
     parser.set_defaults(run=functools.partial(_run_study, study))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``recpack-ope`` argument parser."""
+    """The ``recpack-ope`` argument parser.
+
+    A subcommand's options are added to its parser when the subcommand is first looked up
+    (parsed, or read from its ``choices``), so that listing the commands imports none of the
+    modules the options read.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser of ``recpack-ope`` and its subcommands.
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["rpp", "run.txt", "--qrels", "qrels.txt"])
+    >>> args.command, args.runs, args.test
+    ('rpp', ['run.txt'], 'bonferroni')
+    """
     parser = argparse.ArgumentParser(
         prog="recpack-ope",
         formatter_class=_HelpFormatter,
         description="Evaluation that tells whether offline numbers track online reward.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action=_Version)
+    sub = parser.add_subparsers(dest="command", required=True, action=_Commands)
     _study_parser(sub, STUDIES["demo"])
-
-    rp = sub.add_parser(
+    sub.add_parser(
         "rpp",
-        formatter_class=_HelpFormatter,
+        options=_rpp_options,
         help="recall-paired preference between trec_eval-format runs (Diaz & Ferraro, SIGIR'22)",
         description=(
             "Compare runs directly with RPP, dcgRPP and invRPP: the pairwise preference matrix, "
@@ -328,7 +411,31 @@ def build_parser() -> argparse.ArgumentParser:
             "significance. Qrels: 'query subtopic doc grade'; runs: 'query iter doc rank score "
             "[run]', ranked by score (ties by doc id, descending)."
         ),
-    )
+    ).set_defaults(run=_rpp)
+    sub.add_parser(
+        "evaluate",
+        options=_evaluate_options,
+        help="evaluate recommendations (or target rankings on a feed log) from parquet or CSV "
+        "files",
+        description=(
+            "Evaluate models from long tables (.parquet/.pq or .csv with a header line): "
+            "held-out rewards with one recommendations file per model, or a feed log with one "
+            "target ranking per model. Prints every model's estimates with confidence "
+            "intervals (IPS-weighted ones also with their bounds when every propensity may be "
+            "off by a factor of 2 either way), and optionally a paired comparison with Γ*, the "
+            "factor of propensity error that could flip it (docs/sensitivity.md); --engine "
+            "spark runs the same estimators on a local Spark session. Ties go to the lower "
+            "item id."
+        ),
+    ).set_defaults(run=_evaluate)
+    sub.add_parser("reproduce", options=_reproductions, help="reproduce a paper's result")
+    return parser
+
+
+def _rpp_options(rp: argparse.ArgumentParser) -> None:
+    """The options of ``rpp``."""
+    from .evaluation.rpp_report import MEASURES, TESTS
+
     rp.add_argument(
         "runs", nargs="+", metavar="RUN", help="run files (one system each; .gz allowed)"
     )
@@ -368,24 +475,16 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--alpha", type=float, default=0.05, help="significance level")
     rp.add_argument("--seed", type=int, default=0, help="Tukey HSD seed")
     rp.add_argument("--output", default=str(REPORTS / "rpp.json"), help="JSON report")
-    rp.set_defaults(run=_rpp)
 
-    ev = sub.add_parser(
-        "evaluate",
-        formatter_class=_HelpFormatter,
-        help="evaluate recommendations (or target rankings on a feed log) from parquet or CSV "
-        "files",
-        description=(
-            "Evaluate models from long tables (.parquet/.pq or .csv with a header line): "
-            "held-out rewards with one recommendations file per model, or a feed log with one "
-            "target ranking per model. Prints every model's estimates with confidence "
-            "intervals (IPS-weighted ones also with their bounds when every propensity may be "
-            "off by a factor of 2 either way), and optionally a paired comparison with Γ*, the "
-            "factor of propensity error that could flip it (docs/sensitivity.md); --engine "
-            "spark runs the same estimators on a local Spark session. Ties go to the lower "
-            "item id."
-        ),
-    )
+
+def _evaluate_options(ev: argparse.ArgumentParser) -> None:
+    """The options of ``evaluate``, whose names, defaults and help read the registry."""
+    from .evaluation.files import FILE_METRICS, REPORT_FORMATS, offered
+    from .registry import DEFAULT, ESTIMATORS, default
+
+    # The feed-log estimators of whole rankings: the file engines pass them the discount of --k,
+    # where their Python functions default to none.
+    ranking = [m for m in offered("feed-log").split(", ") if not m.startswith("logged_")]
     ev.add_argument(
         "--held-out",
         metavar="PATH",
@@ -443,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=10,
         help="cutoff K of the discount 1/log2(rank + 1) and of recall; the feed-log ranking "
-        f"estimators ({', '.join(_RANKING)}) weight the reward at rank k by that discount "
+        f"estimators ({', '.join(ranking)}) weight the reward at rank k by that discount "
         "too, 0 past K (their results are named '…@K'), while their Python functions default "
         "to weight 1 at every rank",
     )
@@ -501,16 +600,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write the table as JSON (PATH.json, with the comparisons) or CSV (PATH.csv) "
         "(default: print only)",
     )
-    ev.set_defaults(run=_evaluate)
 
-    reproduce = sub.add_parser(
-        "reproduce", help="reproduce a paper's result", formatter_class=_HelpFormatter
-    )
-    papers = reproduce.add_subparsers(dest="experiment", required=True)
+
+def _reproductions(reproduce: argparse.ArgumentParser) -> None:
+    """The subcommands of ``reproduce``, one per reproduction, each built when looked up."""
+    papers = reproduce.add_subparsers(dest="experiment", required=True, action=_Commands)
     for study in STUDIES.values():
         if study.reproduction:
             _study_parser(papers, study)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

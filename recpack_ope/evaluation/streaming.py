@@ -356,7 +356,9 @@ def _open(path: Path, role: str, values: tuple[str, ...]) -> _Source:
         kinds = [_id_kind(schema.field(c).type) for c in ("user", "item")]
         if None in kinds:
             raise NotStreamable(f"{label} has ids the stream does not read (decimals, uint64)")
-        batches = pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns)
+        # Pre-buffering keeps every row group read so far: memory would grow with the file.
+        parquet = pq.ParquetFile(path, pre_buffer=False)
+        batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
     else:
         kinds = _csv_id_kinds(path, label)
         ids = zip(columns[:2], kinds, strict=True)

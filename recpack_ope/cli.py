@@ -10,9 +10,10 @@ reproductions are the studies of :data:`recpack_ope.studies.registry.STUDIES`, a
 overwrite each other. A missing optional package or data set that cannot be downloaded ends the
 command with a one-line hint on standard error and exit status 2.
 
-A subcommand's options are added to its parser when the subcommand is looked up, and the
-modules that commands and options read are imported then: ``recpack-ope --help`` lists the
-commands with their one-line help and imports none of them (nor numpy).
+The parser gets the options of the subcommand on the command line only (:func:`build_parser`
+with the words :func:`main` finds naming it), and the modules that commands and options read
+are imported then: ``recpack-ope --help`` lists the commands with their one-line help and
+imports none of them (nor numpy).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import contextlib
 import functools
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from .studies import quiet_frameworks
 from .studies.registry import STUDIES, Study, from_clone
@@ -315,72 +316,34 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parsers(MutableMapping[str, argparse.ArgumentParser]):
-    """Subcommand → parser, whose options its function in :attr:`pending` adds on the first
-    lookup: when argparse meets the subcommand on the command line, or a caller reads it.
-    Listing the subcommands (their names and the help of each) builds none."""
-
-    def __init__(self) -> None:
-        self.parsers: dict[str, argparse.ArgumentParser] = {}
-        self.pending: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
-
-    def __getitem__(self, name: str) -> argparse.ArgumentParser:
-        parser = self.parsers[name]
-        if name in self.pending:
-            self.pending.pop(name)(parser)
-        return parser
-
-    def __setitem__(self, name: str, parser: argparse.ArgumentParser) -> None:
-        self.parsers[name] = parser
-
-    def __delitem__(self, name: str) -> None:
-        del self.parsers[name]
-        self.pending.pop(name, None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.parsers)
-
-    def __len__(self) -> int:
-        return len(self.parsers)
-
-    def __contains__(self, name: object) -> bool:  # without adding the options
-        return name in self.parsers
-
-
-class _Commands(argparse._SubParsersAction):
-    """Subcommands whose options are added when first looked up (:class:`_Parsers`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.choices = self._name_parser_map = _Parsers()
-
-    def add_parser(
-        self, name: str, *, options: Callable[[argparse.ArgumentParser], None], **kwargs: Any
-    ) -> argparse.ArgumentParser:
-        """The parser of the subcommand ``name``, empty until ``options(parser)`` adds its
-        options on its first lookup; ``kwargs`` go to :class:`argparse.ArgumentParser`."""
-        parser = super().add_parser(name, formatter_class=_HelpFormatter, **kwargs)
-        self.choices.pending[name] = options
-        return parser
-
-
-def _study_parser(commands: _Commands, study: Study) -> None:
-    """The subcommand of ``study``: its options, where its report goes and how much it shows."""
-    parser = commands.add_parser(
+def _study_parser(
+    add_parser: Callable[..., argparse.ArgumentParser], study: Study, options: bool
+) -> None:
+    """The subcommand of ``study``, added by ``add_parser`` (its parent's); with ``options``,
+    its options, where its report goes and how much it shows."""
+    parser = add_parser(
         study.name,
-        options=functools.partial(study.add_arguments, reports=REPORTS),
+        formatter_class=_HelpFormatter,
         help=study.help,
         description=study.description,
     )
+    if options:
+        study.add_arguments(parser, reports=REPORTS)
     parser.set_defaults(run=functools.partial(_run_study, study))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: tuple[str, ...] | None = None) -> argparse.ArgumentParser:
     """The ``recpack-ope`` argument parser.
 
-    A subcommand's options are added to its parser when the subcommand is first looked up
-    (parsed, or read from its ``choices``), so that listing the commands imports none of the
-    modules the options read.
+    Every subcommand is listed with its help, but only those of ``command`` get their options,
+    so that listing the commands imports none of the modules the options read.
+
+    Parameters
+    ----------
+    command : tuple of str, optional
+        The subcommand to add the options of, as typed: ``("evaluate",)``, ``("reproduce",
+        "sensitivity")``; ``("reproduce",)`` adds the reproductions without their options and
+        ``()`` no subcommand's options. Default: every subcommand's options.
 
     Returns
     -------
@@ -392,18 +355,25 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args = build_parser().parse_args(["rpp", "run.txt", "--qrels", "qrels.txt"])
     >>> args.command, args.runs, args.test
     ('rpp', ['run.txt'], 'bonferroni')
+    >>> build_parser(("reproduce", "rpp-power")).parse_args(["reproduce", "rpp-power"]).experiment
+    'rpp-power'
     """
+
+    def built(*words: str) -> bool:
+        """Whether the subcommand ``words`` gets its options."""
+        return command is None or command[: len(words)] == words
+
     parser = argparse.ArgumentParser(
         prog="recpack-ope",
         formatter_class=_HelpFormatter,
         description="Evaluation that tells whether offline numbers track online reward.",
     )
     parser.add_argument("--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", required=True, action=_Commands)
-    _study_parser(sub, STUDIES["demo"])
-    sub.add_parser(
+    sub = parser.add_subparsers(dest="command", required=True)
+    _study_parser(sub.add_parser, STUDIES["demo"], built("demo"))
+    rpp = sub.add_parser(
         "rpp",
-        options=_rpp_options,
+        formatter_class=_HelpFormatter,
         help="recall-paired preference between trec_eval-format runs (Diaz & Ferraro, SIGIR'22)",
         description=(
             "Compare runs directly with RPP, dcgRPP and invRPP: the pairwise preference matrix, "
@@ -411,10 +381,13 @@ def build_parser() -> argparse.ArgumentParser:
             "significance. Qrels: 'query subtopic doc grade'; runs: 'query iter doc rank score "
             "[run]', ranked by score (ties by doc id, descending)."
         ),
-    ).set_defaults(run=_rpp)
-    sub.add_parser(
+    )
+    rpp.set_defaults(run=_rpp)
+    if built("rpp"):
+        _rpp_options(rpp)
+    evaluate = sub.add_parser(
         "evaluate",
-        options=_evaluate_options,
+        formatter_class=_HelpFormatter,
         help="evaluate recommendations (or target rankings on a feed log) from parquet or CSV "
         "files",
         description=(
@@ -427,8 +400,18 @@ def build_parser() -> argparse.ArgumentParser:
             "spark runs the same estimators on a local Spark session. Ties go to the lower "
             "item id."
         ),
-    ).set_defaults(run=_evaluate)
-    sub.add_parser("reproduce", options=_reproductions, help="reproduce a paper's result")
+    )
+    evaluate.set_defaults(run=_evaluate)
+    if built("evaluate"):
+        _evaluate_options(evaluate)
+    reproduce = sub.add_parser(
+        "reproduce", formatter_class=_HelpFormatter, help="reproduce a paper's result"
+    )
+    if built("reproduce"):
+        papers = reproduce.add_subparsers(dest="experiment", required=True)
+        for study in STUDIES.values():
+            if study.reproduction:
+                _study_parser(papers.add_parser, study, built("reproduce", study.name))
     return parser
 
 
@@ -602,12 +585,11 @@ def _evaluate_options(ev: argparse.ArgumentParser) -> None:
     )
 
 
-def _reproductions(reproduce: argparse.ArgumentParser) -> None:
-    """The subcommands of ``reproduce``, one per reproduction, each built when looked up."""
-    papers = reproduce.add_subparsers(dest="experiment", required=True, action=_Commands)
-    for study in STUDIES.values():
-        if study.reproduction:
-            _study_parser(papers, study)
+def _command(argv: list[str]) -> tuple[str, ...]:
+    """The subcommand ``argv`` names, as :func:`build_parser` takes it: its first word that is
+    not an option (no option before it takes a value) and, after ``reproduce``, the next."""
+    words = [word for word in argv if not word.startswith("-")][:2]
+    return tuple(words if words[:1] == ["reproduce"] else words[:1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -623,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     int
         Exit status: 0 on success (failures raise SystemExit with status 1 or 2).
     """
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(_command(argv)).parse_args(argv)
     with warnings.catch_warnings():
         warnings.formatwarning = _format_warning
         return args.run(args)

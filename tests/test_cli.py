@@ -1353,7 +1353,7 @@ def _parsers(parser: argparse.ArgumentParser):
     """Every parser of the command line, subcommands and their subcommands included."""
     yield parser
     for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
+        if isinstance(action.choices, dict):  # subcommands: their names map to their parsers
             for child in action.choices.values():
                 yield from _parsers(child)
 
@@ -1416,7 +1416,7 @@ def test_every_option_shows_its_default(monkeypatch):
                 not action.option_strings
                 or action.default is None
                 or action.default == argparse.SUPPRESS
-                or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+                or action.nargs == 0  # flags
             ):
                 continue
             assert f"(default: {action.default})" in text, f"{parser.prog} {action.option_strings}"
@@ -1453,6 +1453,59 @@ def test_each_subcommand_help_lists_its_options(monkeypatch, capsys):
             # An option's line starts with it, or with an alias and a comma before it.
             line = rf"(?m)^  (?:-\S+(?: \S+)?, )?{re.escape(option)}(?![\w-])"
             assert re.search(line, text), f"{' '.join(words)} {option}"
+
+
+def test_a_parser_has_the_options_of_the_subcommand_named_only(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    tree = {p.prog: p.format_help() for p in _parsers(build_parser())}
+    assert len(tree) == 1 + 3 + len(STUDIES)  # recpack-ope, rpp, evaluate, reproduce, studies
+    for prog in tree:
+        words = tuple(prog.split()[1:])
+        parsers = list(_parsers(build_parser(words)))
+        # The reproductions are listed once reproduce is named.
+        assert {p.prog for p in parsers} == {
+            q for q in tree if len(q.split()) < 3 or words[:1] == ("reproduce",)
+        }
+        for parser in parsers:
+            path = tuple(parser.prog.split()[1:])
+            if words[: len(path)] == path:  # the named parser and those above it: whole
+                assert parser.format_help() == tree[parser.prog], (words, path)
+            else:  # listed only: no option but -h, no subcommand
+                assert [a.option_strings for a in parser._actions] == [["-h", "--help"]], path
+
+
+@pytest.mark.parametrize(
+    "argv, command",
+    [
+        (["--help"], ()),
+        (["--version", "evaluate"], ("evaluate",)),
+        (["rpp", "--help"], ("rpp",)),
+        (["evaluate", "--output", "reproduce", "--help"], ("evaluate",)),
+        (["reproduce", "--help"], ("reproduce",)),
+        (["reproduce", "-h", "sensitivity"], ("reproduce", "sensitivity")),
+        (["reproduce", "sensitivity", "--users", "9", "--help"], ("reproduce", "sensitivity")),
+        (["demo", "sensitivity", "--help"], ("demo",)),
+    ],
+)
+def test_main_builds_the_options_of_the_subcommand_on_the_command_line(
+    argv, command, monkeypatch, capsys
+):
+    import recpack_ope.cli as cli
+
+    asked = []
+    monkeypatch.setattr(cli, "build_parser", lambda words: asked.append(words) or build_parser())
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 0 and asked == [command]
+    assert capsys.readouterr().out.startswith(("usage: ", "recpack-ope "))
+
+
+def test_the_command_line_uses_argparse_s_public_api_only():
+    import recpack_ope.cli as cli
+
+    source = Path(cli.__file__).read_text()
+    for private in ("argparse._", "._name_parser_map", "._actions", "._SubParsersAction"):
+        assert private not in source, private
 
 
 # --- report folders ---------------------------------------------------------------------

@@ -256,7 +256,7 @@ def test_the_other_ranking_estimators_compute_what_their_references_say():
 
 def _choices(parser: argparse.ArgumentParser, *path: str) -> set[str]:
     for name in path:
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub = next(a for a in parser._actions if isinstance(a.choices, dict))
         parser = sub.choices[name]
     action = next(a for a in parser._actions if "--metrics" in a.option_strings)
     return set(action.names)

@@ -463,6 +463,7 @@ def _rpp_options(rp: argparse.ArgumentParser) -> None:
 def _evaluate_options(ev: argparse.ArgumentParser) -> None:
     """The options of ``evaluate``, whose names, defaults and help read the registry."""
     from .evaluation.files import FILE_METRICS, REPORT_FORMATS, offered
+    from .evaluation.streaming import STREAM_ROWS
     from .registry import DEFAULT, ESTIMATORS, default
 
     # The feed-log estimators of whole rankings: the file engines pass them the discount of --k,
@@ -558,7 +559,11 @@ def _evaluate_options(ev: argparse.ArgumentParser) -> None:
         "--engine",
         choices=("local", "spark"),
         default="local",
-        help="in memory (pyarrow reads the files) or on a local Spark session",
+        help=(
+            f"on this machine (held-out files of more than {STREAM_ROWS:,} rows in all, sorted "
+            "by user, are streamed in memory bounded by a batch; others are read whole) or on "
+            "a local Spark session"
+        ),
     )
     ev.add_argument(
         "--partitions",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._chunks import rows_per_chunk
+from .._chunks import CHUNK_ELEMENTS, rows_per_chunk
 from .._progress import progress_bar
 from .._sparse import find_sorted
 from .._validation import (
@@ -310,14 +310,7 @@ def _filtered_top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """
     n_rows, width = values.shape
     need = k + 1
-    groups = _GROUPS_PER_ENTRY * need
-    size = width // groups
-    # Group j holds the columns j, j + G, j + 2G, …: a reduction over whole contiguous rows.
-    maxima = values[:, : groups * size].reshape(n_rows, size, groups).max(axis=1)
-    tail = width - groups * size
-    if tail:
-        np.maximum(maxima[:, :tail], values[:, groups * size :], out=maxima[:, :tail])
-    threshold = np.partition(maxima, groups - need, axis=1)[:, groups - need]
+    threshold, maxima = _group_threshold(values, need)
     candidate = values >= threshold[:, None]
     counts = np.count_nonzero(candidate, axis=1)
     rest = np.flatnonzero((counts > _CANDIDATES_PER_ENTRY * need) | np.isnan(maxima).any(axis=1))
@@ -343,6 +336,24 @@ def _filtered_top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return top[:, :k], top[:, k]
 
 
+def _group_threshold(values: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(threshold, maxima)``: the maxima of each row's G = 4 ``need`` groups of columns
+    (:func:`_filtered_top`) and the ``need``-th largest of them, at most the row's
+    ``need``-th largest value (NaN when a group holds one). Rows hold at least 2 G columns."""
+    width = values.shape[1]
+    groups = _GROUPS_PER_ENTRY * need
+    size = width // groups
+    # Group j holds the columns j, j + G, j + 2G, …: elementwise maxima of whole column slices,
+    # which numpy runs faster than a reduction over a short middle axis.
+    maxima = np.maximum(values[:, :groups], values[:, groups : 2 * groups])
+    for j in range(2, size):
+        np.maximum(maxima, values[:, j * groups : (j + 1) * groups], out=maxima)
+    tail = width - groups * size
+    if tail:
+        np.maximum(maxima[:, :tail], values[:, groups * size :], out=maxima[:, :tail])
+    return np.partition(maxima, groups - need, axis=1)[:, groups - need], maxima
+
+
 def _exact_ranking(values: np.ndarray, k: int) -> np.ndarray:
     """Positions ranked 1 … k in rows with ties, by the rule itself: the k-th largest value
     decides which tied entries fit (the leftmost), then a stable sort orders them."""
@@ -358,6 +369,160 @@ def _exact_ranking(values: np.ndarray, k: int) -> np.ndarray:
         pos = np.broadcast_to(np.arange(width), (n_rows, width))
     selected = np.take_along_axis(values, pos, axis=1)
     return np.take_along_axis(pos, np.argsort(-selected, axis=1, kind="stable"), axis=1)
+
+
+def _counted_ranks(
+    values: np.ndarray,
+    structure: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rows: np.ndarray,
+    items: np.ndarray,
+    k: int,
+    n_items: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rank of each wanted ``(row, item)`` in its row, counted without ranking the rows.
+
+    Parameters
+    ----------
+    values : numpy.ndarray of float64, shape (n_rows, width)
+        Scores of a block of :func:`padded_csr`; ``-inf`` marks a non-candidate. No NaN.
+    structure : tuple of numpy.ndarray
+        ``(columns, indptr, indices)`` of the block (:meth:`ScoreSource._block`): the item at
+        each position, ascending within a row's stored entries, and the rows' CSR structure.
+    rows, items : numpy.ndarray of int
+        The wanted entries, sorted by row, then item.
+    k : int
+        Last rank, 1 ≤ k ≤ width.
+    n_items : int
+        Item indices are below it.
+
+    Returns
+    -------
+    ranks : numpy.ndarray of int64
+        1-based rank of each wanted entry (larger values first, ties to the lower item), 0
+        when it is not stored, not a candidate or ranked past k: as :func:`rank_rows` ranks.
+    counts : numpy.ndarray of int64
+        How many entries each row ranks: k, or its candidates when fewer.
+
+    Notes
+    -----
+    Only the entries of a row at least as large as its k-th largest value can rank within k.
+    On rows at least 8 (k+1) wide, the threshold t of the group maxima of
+    :func:`_filtered_top` is at most that value, and the wanted entries are looked up among
+    the few entries ≥ t (about 1.1 (k+1) per row). Narrower rows are sorted, values alone (no
+    indices), which gives the k-th largest value, and the wanted entries are looked up among
+    all stored ones. Each wanted entry that can rank within k is ranked by counting the
+    entries of its row ranked before it: larger ones, and equal ones at lower positions (lower
+    items). In sorted rows a binary search counts the larger ones, and only an entry with an
+    equal value elsewhere in its row is counted over the whole row.
+    """
+    n_rows, width = values.shape
+    columns = structure[0]
+    counts = np.full(n_rows, k, dtype=np.int64)
+    flat = values.reshape(-1)
+    if width >= 2 * _GROUPS_PER_ENTRY * (k + 1):
+        # At least k + 1 entries are ≥ the threshold: a row ranks k unless the threshold is -inf.
+        threshold = _group_threshold(values, k + 1)[0]
+        candidate = values >= threshold[:, None]
+        short = np.flatnonzero(threshold == -np.inf)
+        if short.size:
+            candidate[short] &= values[short] > -np.inf
+            counts[short] = np.minimum(np.count_nonzero(candidate[short], axis=1), k)
+        # Row-major positions of a block whose rows list ascending items: keys ascend too.
+        found = np.flatnonzero(candidate)
+        found_rows = found // width
+        keys = _row_keys(found_rows, columns.reshape(-1)[found], n_items, n_rows)
+        at, hit = _matches(keys, _row_keys(rows, items, n_items, n_rows))
+        row = rows[hit]
+        # A row's candidates are found[first[r] : first[r + 1]], and hold every entry that
+        # ranks before one of them.
+        first = np.searchsorted(found_rows, np.arange(n_rows + 1))
+        length = first[row + 1] - first[row]
+        if length.sum() <= CHUNK_ELEMENTS:
+            rank = _ranked_among(flat, found, at, first[row], length) + 1
+        else:  # many tied candidates
+            rank = _ranked_before(values, row, found[at] - row * width) + 1
+    else:
+        ascending = np.sort(values, axis=1)
+        threshold = ascending[:, width - k]
+        short = np.flatnonzero(threshold == -np.inf)
+        if short.size:
+            counts[short] = np.count_nonzero(ascending[short, width - k :] > -np.inf, axis=1)
+        entry, stored = _stored_entries(structure, rows, items, width, n_items)
+        score = flat[entry]
+        hit = np.flatnonzero(stored & (score >= threshold[rows]) & (score > -np.inf))
+        entry, row, score = entry[hit], rows[hit], score[hit]
+        # Past the last value ≤ score in the sorted row: the entry itself or a tie before it.
+        end = _upper_bounds(ascending, row, score, width - k + 1)
+        rank = width - end + 1
+        tied = ascending.reshape(-1)[row * width + np.maximum(end - 2, 0)] == score
+        tied = np.flatnonzero(tied & (end >= 2))
+        if tied.size:
+            rank[tied] = _ranked_before(values, row[tied], entry[tied] - row[tied] * width) + 1
+    ranks = np.zeros(rows.size, dtype=np.int64)
+    ranks[hit] = np.where(rank <= k, rank, 0)
+    return ranks, counts
+
+
+def _matches(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(at, hit)``: ``wanted[hit]`` are the ``wanted`` found in ``keys``, at ``keys[at]``;
+    both ascending without repeats. About as many keys as wanted ones are merged by a stable
+    sort (of two sorted runs: one linear merge); many more keys are searched."""
+    if keys.size > 4 * wanted.size:
+        at, found = find_sorted(keys, wanted)
+        hit = np.flatnonzero(found)
+        return at[hit], hit
+    both = np.concatenate([keys, wanted])
+    order = np.argsort(both, kind="stable")
+    merged = both[order]
+    # A key equal to a wanted one sorts just before it.
+    same = np.flatnonzero(merged[1:] == merged[:-1])
+    return order[same], order[same + 1] - keys.size
+
+
+def _upper_bounds(
+    ascending: np.ndarray, rows: np.ndarray, scores: np.ndarray, start: int
+) -> np.ndarray:
+    """For each ``(row, score)``, how many values of the ascending ``row`` of ``ascending`` are
+    ≤ score, known to be at least ``start``: one vectorised binary search of every row."""
+    width = ascending.shape[1]
+    flat = ascending.reshape(-1)
+    base = rows * width - 1
+    count = np.full(rows.size, start, dtype=np.int64)
+    # Steps of 2^j, j descending, add up to every count from start to width.
+    for j in reversed(range((width - start).bit_length())):
+        longer = np.minimum(count + (1 << j), width)
+        count = np.where(flat[base + longer] <= scores, longer, count)
+    return count
+
+
+def _ranked_among(
+    flat: np.ndarray, found: np.ndarray, at: np.ndarray, start: np.ndarray, length: np.ndarray
+) -> np.ndarray:
+    """How many of the entries ``found[start[i] : start[i] + length[i]]`` of the flat block
+    rank before ``found[at[i]]`` (larger, or equal at a lower index), which is one of them."""
+    if not at.size:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(length) - length
+    pair = np.arange(int(length.sum())) + np.repeat(start - offsets, length)
+    other, own = found[pair], np.repeat(found[at], length)
+    theirs, mine = flat[other], flat[own]
+    before = (theirs > mine) | ((theirs == mine) & (other < own))
+    return np.add.reduceat(before, offsets, dtype=np.int64)
+
+
+def _ranked_before(values: np.ndarray, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """How many entries of each ``rows[i]`` rank before the one at ``positions[i]``: larger
+    ones, and equal ones at lower positions; a few rows of the block at a time."""
+    width = values.shape[1]
+    before = np.empty(rows.size, dtype=np.int64)
+    step = rows_per_chunk(width)
+    for start in range(0, rows.size, step):
+        part = slice(start, start + step)
+        block = values[rows[part]]
+        own = block[np.arange(block.shape[0]), positions[part], None]
+        earlier = np.arange(width) < positions[part, None]
+        before[part] = np.count_nonzero((block > own) | ((block == own) & earlier), axis=1)
+    return before
 
 
 def exact_order(values: np.ndarray) -> np.ndarray:
@@ -480,10 +645,10 @@ class ScoreSource:
             data = exact_order(scores.data)
             if data is not scores.data:
                 scores = sp.csr_matrix((data, scores.indices, scores.indptr), shape=scores.shape)
-            # A NaN makes the sum NaN: the sum, which needs no temporary as large as the
-            # scores, rules out the common case before the search (+inf − inf is NaN too).
-            with np.errstate(invalid="ignore"):
-                suspect = np.isnan(scores.data.sum())
+            # numpy's maximum propagates NaN: the maximum, which needs no temporary as large as
+            # the scores (and is faster than their sum), rules out the common case before the
+            # search.
+            suspect = scores.data.size and np.isnan(scores.data.max())
             nan = np.flatnonzero(np.isnan(scores.data)) if suspect else _EMPTY
             if nan.size:
                 u, i = entry_position(scores, nan[0])
@@ -652,8 +817,10 @@ class ScoreSource:
     def _chunk_ranks(self, users, rows, items, cutoff, want_top: bool):
         """:meth:`held_out_ranks` of one chunk: ``(ranks, counts, top)`` for the entries
         ``(users[rows], items)``, sorted by row, then item; ``top`` as :meth:`top` (None
-        unless ``want_top``). Each row's ranks are written at its ranked positions, then read
-        at the positions of the entries, found among the row's stored (or listed) items."""
+        unless ``want_top``). Sparse scores without ``want_top`` count each entry's rank
+        (:func:`_counted_ranks`); otherwise each row's ranks are written at its ranked
+        positions, then read at the positions of the entries, found among the row's stored
+        (or listed) items."""
         n_items = self.shape[1]
         if self._kind == "topk":
             top, counts = self.top(users, cutoff)
@@ -669,6 +836,14 @@ class ScoreSource:
                 keys.reshape(-1), _row_keys(rows, items + 1, n_items + 1, n_rows)
             )
             return np.where(found, by_item.reshape(-1)[at] + 1, 0), counts, top
+        if self._kind == "sparse" and not want_top:
+            values, structure = self._block(users)
+            width = values.shape[1]
+            k = width if cutoff is None else min(cutoff, width)
+            if k == 0:  # no row stores a score
+                return np.zeros(rows.size, dtype=np.int64), np.zeros(users.size, np.int64), None
+            ranks, counts = _counted_ranks(values, structure, rows, items, k, n_items)
+            return ranks, counts, None
         values, structure, entries, counts = self._rank(users, cutoff)
         top = self._items(values, structure, entries) if want_top else None
         if entries.size == 0:  # no row stores a score
@@ -679,19 +854,31 @@ class ScoreSource:
         if structure is None:
             ranks = table[rows * width + items]
         else:
-            columns, indptr, indices = structure
-            if indices.size == n_rows * width:  # no padding: the block is the CSR data
-                stored = _row_keys(np.arange(n_rows)[:, None], columns, n_items, n_rows).reshape(-1)
-            else:
-                stored = _row_keys(
-                    np.repeat(np.arange(n_rows), np.diff(indptr)), indices, n_items, n_rows
-                )
-            at, found = find_sorted(stored, _row_keys(rows, items, n_items, n_rows))
-            position = np.where(found, at + rows * width - indptr[rows], 0)
-            ranks = np.where(found, table[position], 0)
+            entry, found = _stored_entries(structure, rows, items, width, n_items)
+            ranks = np.where(found, table[entry], 0)
         # Positions ranked past a row's candidates hold -inf: not ranked.
         ranks = np.where(ranks <= counts[rows], ranks, 0).astype(np.int64)
         return ranks, counts, top
+
+
+def _stored_entries(
+    structure: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rows: np.ndarray,
+    items: np.ndarray,
+    width: int,
+    n_items: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(entry, found)``: where each ``(rows, items)`` (sorted by row, then item) is stored in
+    a sparse chunk's block of ``width`` columns, as an index into the flat block (0 where it is
+    not stored), and whether it is; ``structure`` as :meth:`ScoreSource._block` gives it."""
+    columns, indptr, indices = structure
+    n_rows = indptr.size - 1
+    if indices.size == n_rows * width:  # no padding: the block is the CSR data
+        stored = _row_keys(np.arange(n_rows)[:, None], columns, n_items, n_rows).reshape(-1)
+    else:
+        stored = _row_keys(np.repeat(np.arange(n_rows), np.diff(indptr)), indices, n_items, n_rows)
+    at, found = find_sorted(stored, _row_keys(rows, items, n_items, n_rows))
+    return np.where(found, at + rows * width - indptr[rows], 0), found
 
 
 def _row_keys(rows: np.ndarray, items: np.ndarray, span: int, n_rows: int) -> np.ndarray:

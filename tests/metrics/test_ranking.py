@@ -479,3 +479,64 @@ def test_a_ranking_of_depth_zero_ranks_nothing_in_every_estimator():
     y_no_items = sp.csr_matrix((2, 0))
     with pytest.raises(ValueError, match="y_true has no non-zero held-out rewards"):
         dcg(y_no_items, from_nothing, discount=LogDiscount(2))
+
+
+def brute_held_out_ranks(scores: sp.csr_matrix, pattern: sp.csr_matrix, cutoff) -> list[int]:
+    """Rank of every stored entry of ``pattern`` among its row's stored finite scores, sorted
+    by (−score, item) in Python; 0 when unstored, -inf or past the cutoff."""
+    ranks = []
+    for u in range(pattern.shape[0]):
+        row = scores.getrow(u)
+        stored = {int(i): float(v) for i, v in zip(row.indices, row.data, strict=True)}
+        order = sorted((i for i, v in stored.items() if v > -np.inf), key=lambda i: (-stored[i], i))
+        place = {i: r + 1 for r, i in enumerate(order) if cutoff is None or r < cutoff}
+        ranks += [
+            place.get(int(i), 0) for i in pattern.indices[pattern.indptr[u] : pattern.indptr[u + 1]]
+        ]
+    return ranks
+
+
+@pytest.mark.parametrize("cutoff", [1, 3, 10, 40, 500, None])
+@pytest.mark.parametrize("width", [12, 150, 400])
+@pytest.mark.parametrize("levels", [2, 5, 10**6])
+def test_sparse_held_out_ranks_are_counted_as_brute_force_ranks_them(cutoff, width, levels):
+    # Heavy ties (2 or 5 score levels), -inf entries, empty rows, rows shorter than the
+    # cutoff and cutoffs past the widest row, on rows narrow and wide enough to be filtered.
+    rng = np.random.default_rng([width, levels, cutoff or 0])
+    n_users, n_items = 60, 3 * width
+    dense = np.full((n_users, n_items), np.nan)
+    for u in range(n_users):
+        stored = rng.choice(n_items, rng.integers(0, width + 1), replace=False)
+        dense[u, stored] = rng.integers(0, levels, stored.size) / levels
+    dense[rng.random(dense.shape) < 0.03] = -np.inf
+    dense[rng.random(n_users) < 0.1] = np.nan  # rows without scores
+    rows, items = np.nonzero(~np.isnan(dense))
+    scores = sp.csr_matrix((dense[rows, items], (rows, items)), shape=dense.shape)
+    pattern = sp.csr_matrix((rng.random(dense.shape) < rng.choice([0.01, 0.3])).astype(float))
+    users = np.flatnonzero(np.diff(pattern.indptr))
+    expected = brute_held_out_ranks(scores, pattern, cutoff)
+    for step in (1, 7, n_users):
+        source = ranking.ScoreSource(scores, scores.shape)
+        got, counts = source.held_out_ranks(pattern, users, cutoff, step)
+        assert got.tolist() == expected
+        finite = np.count_nonzero(dense > -np.inf, axis=1)[users]
+        assert counts.tolist() == np.minimum(finite, cutoff or n_items).tolist()
+
+
+def test_rows_of_tied_candidates_beyond_the_chunk_are_counted_over_the_rows(monkeypatch):
+    # Every score equal: each row's candidates are the whole row, more pairs than a chunk;
+    # row u holds items u and u + 3, ranked u + 1 and u + 4 (ties to the lower item).
+    monkeypatch.setattr(ranking, "CHUNK_ELEMENTS", 10)
+    scores = sp.csr_matrix(np.ones((4, 200)))
+    pattern = sp.csr_matrix(np.eye(4, 200) + np.eye(4, 200, 3))
+    expected = brute_held_out_ranks(scores, pattern, 5)
+    got, _ = ranking.ScoreSource(scores, scores.shape).held_out_ranks(pattern, np.arange(4), 5, 4)
+    assert got.tolist() == expected == [1, 4, 2, 5, 3, 0, 4, 0]
+
+
+def test_sparse_nan_is_refused_by_held_out_estimators():
+    scores = sp.csr_matrix(np.array([[0.5, 0.0, 2.0], [1.0, 3.0, 0.0]]))
+    scores.data[3] = np.nan
+    y = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    with pytest.raises(ValueError, match=r"y_score is NaN at \(user 1, item 1\)"):
+        ndcg(y, scores, discount=LogDiscount(2))

@@ -312,11 +312,11 @@ def held_out_inputs(held_out, recommendations, propensity, labels: Mapping | Non
 
 def held_out_frame(tables, weights, stratify_by=None):
     """The union of held-out and recommendation rows (:func:`held_out_inputs`) with a
-    ``source`` column: −1 for held-out rows, m for model m; held-out rows carry their item's
-    ``propensity`` and, for stratified estimates, the propensity they are stratified by,
-    ``stratify``. Ids are cast to the type they compare as (:func:`id_type`); a propensity
-    table is checked here (nulls, an item twice): its rows reach partitions only through
-    held-out items."""
+    ``source`` column: −1 for held-out rows, m for model m; with a propensity table, held-out
+    rows carry their item's ``propensity``, and with ``stratify_by`` the propensity they are
+    stratified by, ``stratify`` (a column only when its table is given). Ids are cast to the
+    type they compare as (:func:`id_type`); a propensity table is checked here (nulls, an item
+    twice): its rows reach partitions only through held-out items."""
     from pyspark.sql import functions as F
 
     every = [*tables, *([weights] if weights is not None else [])]
@@ -347,11 +347,13 @@ def held_out_frame(tables, weights, stratify_by=None):
         F.col("reward").cast("double").alias("value"),
         F.lit(-1).alias("source"),
     )
+    columns = ["user", "item", "value", "source"]
     for column, table in (("propensity", weights), ("stratify", stratify_by)):
-        rows = [r.withColumn(column, F.lit(None).cast("double")) for r in rows]
         if table is None:
-            held_rows = held_rows.withColumn(column, F.lit(None).cast("double"))
+            # Every column is shuffled and handed to Python: none that no estimator reads.
             continue
+        columns.append(column)
+        rows = [r.withColumn(column, F.lit(None).cast("double")) for r in rows]
         if column == "propensity":
             _refuse_bad_weights(table)
             table = table.frame
@@ -363,7 +365,6 @@ def held_out_frame(tables, weights, stratify_by=None):
             id_column(table, "item", ids["item"]), F.col("propensity").cast("double").alias(column)
         )
         held_rows = held_rows.join(F.broadcast(values), on="item", how="left")
-    columns = ["user", "item", "value", "source", "propensity", "stratify"]
     long = held_rows.select(*columns)
     for part in rows:
         long = long.unionByName(part.select(*columns))

@@ -585,7 +585,7 @@ def _evaluate_options(ev: argparse.ArgumentParser) -> None:
         "--output",
         default=None,
         metavar="PATH",
-        help="also write the table as JSON (PATH.json, with the comparisons) or CSV (PATH.csv) "
+        help="also write the table to PATH, which ends in .json (with the comparisons) or .csv "
         "(default: print only)",
     )
 

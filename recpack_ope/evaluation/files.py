@@ -33,6 +33,7 @@ import scipy.sparse as sp
 from .._validation import shown
 from ..inference.diagnostics import naming
 from ..inference.leaderboard import Leaderboard, labelled, leaderboard
+from ..inference.moments import SummaryEstimate
 from ..inference.result import Comparison
 from ..inference.sensitivity import SHOWN_GAMMA
 from ..inference.summary import (
@@ -754,7 +755,7 @@ def _streamed(plan: FilePlan, stream: bool | None) -> FileEvaluation | None:
     except NotStreamable as why:
         if stream:
             hint = (
-                "sort the files by user to stream them"
+                "sort the files by user to stream them, or read them in memory (stream=False)"
                 if isinstance(why, NotSorted)
                 else "read them in memory (stream=False)"
             )
@@ -1026,13 +1027,14 @@ class FileEvaluation:
         ``100 · level``): Γ*, the largest factor by which every propensity may be off, either
         way, before the difference can change sign or stop being significant at ``level``
         (:func:`~recpack_ope.inference.summary.robustness_columns`; ``inf`` when it never
-        does, 1.0 when it fails at the given propensities). Spark's merged estimates give the
-        sign's Γ* alone: the significance needs every user's terms at the extreme
-        propensities."""
+        does, 1.0 when it fails at the given propensities). Estimates merged from sums (on
+        Spark, or streamed from files) give the sign's Γ* alone: the significance needs every
+        user's terms at the extreme propensities."""
         if self.compare is None:
             return []
         a, b = self.compare
-        level = None if self.engine == "spark" else self.level
+        merged = any(isinstance(e, SummaryEstimate) for e in self.estimates[a].values())
+        level = None if merged else self.level
         return [
             {
                 "a": a,

@@ -8,6 +8,7 @@ chunk boundaries.
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from pathlib import Path
 
@@ -101,6 +102,16 @@ def test_streamed_estimates_equal_the_in_memory_ones(tmp_path, monkeypatch, batc
         mine, theirs = streamed.comparisons[metric], in_memory.comparisons[metric]
         assert mine.difference == pytest.approx(theirs.difference, rel=1e-12, abs=1e-15)
         assert mine.p_value == pytest.approx(theirs.p_value, rel=1e-9, abs=1e-15)
+    # Merged sums give the sign's Γ* of ips_dcg and snips_dcg comparisons, not that of their
+    # significance, which needs every user's terms.
+    for mine, theirs in zip(streamed.comparison_rows(), in_memory.comparison_rows(), strict=True):
+        assert "robust_gamma_95" not in mine
+        if mine["metric"] in MERGED_BOUNDS:
+            assert mine["robust_gamma"] == pytest.approx(theirs["robust_gamma"], rel=1e-9)
+        else:
+            assert "robust_gamma" not in mine
+    assert json.loads(streamed.report("json"))["comparisons"]
+    assert "| A − B (" in streamed.report("markdown")
 
 
 def test_text_ids_and_whole_real_ids_stream(tmp_path, monkeypatch):

@@ -12,7 +12,8 @@ second table times ``ndcg`` at each of ``--cutoffs`` against the floor of a held
 evaluation (``bench_dcg.held_out_floor``): that argpartition at the K-th largest plus the
 gather of the held-out hits, whose places among the scores it is given. Times are the best
 of ``--repeat`` rounds, each running every case once in turn; the printed ratios are ours /
-anchor.
+anchor. Last, the peak memory ``ndcg`` allocates (tracemalloc) per held-out entry; it
+includes the buffers of one chunk of scores, which do not grow with the held-out entries.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from functools import partial
 
 import numpy as np
-from bench_dcg import held_out_floor, interleaved_best, print_against_anchor
+from bench_dcg import held_out_floor, interleaved_best, peak_mib, print_against_anchor
 from bench_scaling import sparse_case
 
 
@@ -66,6 +67,12 @@ def main() -> None:
         floor, ours = seconds[f"floor@{K}"], seconds[f"ndcg@{K}"]
         print(f"{f'nDCG@{K}':>10} {floor:10.3f} {ours:9.3f} {ours / floor:8.2f}")
     print(f"load average {os.getloadavg()[0]:.2f}")
+    for K in args.cutoffs:
+        peak = peak_mib(runs[f"ndcg@{K}"]) * 2**20
+        print(
+            f"nDCG@{K} peak memory {peak / 2**20:.1f} MiB = {peak / y_true.nnz:.1f} B per "
+            "held-out entry"
+        )
 
 
 if __name__ == "__main__":

@@ -670,8 +670,9 @@ def prepare_held_out(
                 "no value for any user"
             )
         )
+    # Without propensities every weight is 1: one read-only value seen at every entry.
     raw = (
-        np.ones(pattern.nnz)
+        np.broadcast_to(1.0, pattern.nnz)
         if propensity is None
         else inverse_propensities(entry_propensities(propensity, pattern))
     )
@@ -815,28 +816,34 @@ def _dcg(
         )
     # The evaluated interactions: rewarded entries the target ranks where δ > 0, whose weights
     # make up the estimate (docs/definitions.md, "Weight diagnostics").
-    evaluated = (data.exposure > 0) & (data.reward > 0)
-    calibration = None if propensity is None else data.calibration(propensity)
-    position = data.entry_positions()[evaluated]
+    # Only the weight diagnostics read them: none without propensities.
+    evaluated = position = calibration = None
+    if propensity is not None:
+        evaluated = (data.exposure > 0) & (data.reward > 0)
+        calibration = data.calibration(propensity)
+        position = data.entry_positions()[evaluated]
 
     def estimate(m: float | None) -> EstimateResult:
-        weights = clip_weights(data.raw, m)
-        contributions = data.reward * weights * data.exposure
-        dcg_u = np.add.reduceat(contributions, starts)
+        # min(raw, ∞) is raw itself: no copy of a weight per entry.
+        weights = data.raw if m is None else clip_weights(data.raw, m)
+        # Without propensities a weight is 1 (0 only at a placeholder, whose reward is 0): the
+        # gains c·w are the rewards themselves.
+        gains = data.reward if propensity is None else data.reward * weights
+        dcg_u = _user_sums(gains, data.exposure, starts, step)
         prefix = "" if propensity is None else "IPS-"
         if normalise == "per_user":
             label, terms, exponents = (
                 "nDCG",
-                dcg_u / _ideal(rewards, weights, users, discount, step),
+                dcg_u / _ideal(rewards, gains, users, discount, step),
                 (1,),
             )
         elif normalise == "post":
-            idcg_u = _ideal(rewards, weights, users, discount, step)
+            idcg_u = _ideal(rewards, gains, users, discount, step)
             label, terms, exponents = "pnDCG", np.column_stack([dcg_u, idcg_u]), (1, -1)
         elif normalise == "total":
             label, terms, exponents = (
                 "",
-                dcg_u / np.add.reduceat(data.reward * weights, starts),
+                dcg_u / np.add.reduceat(gains, starts),
                 (1,),
             )
         elif self_normalised:
@@ -849,7 +856,7 @@ def _dcg(
             label, terms, exponents = "DCG", dcg_u, (1,)
         diagnostics = None
         if propensity is not None:
-            part = contributions[evaluated]
+            part = gains[evaluated] * data.exposure[evaluated]
             if normalise in ("per_user", "total"):
                 # A per-user ratio: each interaction's part of its user's term is its share of
                 # the user's DCG times that term.
@@ -1010,11 +1017,33 @@ def _held_out_exposure(
     return delta[ranks], np.cumsum(delta)[counts]
 
 
-def _ideal(
-    rewards: sp.csr_matrix, weights: np.ndarray, users: np.ndarray, discount: Discount, step: int
+def _user_sums(
+    gains: np.ndarray, exposure: np.ndarray, starts: np.ndarray, step: int
 ) -> np.ndarray:
-    """``iDCG_u`` of the evaluated users over their gains ``c·w``, in chunks of users."""
-    gains = rewards.data * weights
+    """``np.add.reduceat(gains * exposure, starts)``, the products formed for ``step`` users at a
+    time rather than for every entry at once; each user's terms are added in the same order,
+    so the sums are the same.
+
+    Examples
+    --------
+    >>> gains, exposure = np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 0.5, 0.0, 2.0])
+    >>> _user_sums(gains, exposure, starts=np.array([0, 2, 3]), step=2)
+    array([2., 0., 8.])
+    """
+    sums = np.empty(starts.size)
+    for start in range(0, starts.size, step):
+        first = starts[start]
+        stop = starts[start + step] if start + step < starts.size else gains.size
+        part = gains[first:stop] * exposure[first:stop]
+        sums[start : start + step] = np.add.reduceat(part, starts[start : start + step] - first)
+    return sums
+
+
+def _ideal(
+    rewards: sp.csr_matrix, gains: np.ndarray, users: np.ndarray, discount: Discount, step: int
+) -> np.ndarray:
+    """``iDCG_u`` of the evaluated users over their ``gains`` ``c·w`` (one per stored entry of
+    ``rewards``), in chunks of users."""
     lengths = np.diff(rewards.indptr)
     discounts = ideal_discounts(discount, rewards.shape[1], int(lengths.max()))
     ideal = np.empty(users.size)

@@ -773,11 +773,13 @@ class ScoreSource:
 
         Returns
         -------
-        ranks : numpy.ndarray of int64
-            1-based rank of each stored entry, 0 where it is not ranked.
+        ranks : numpy.ndarray of int
+            1-based rank of each stored entry, 0 where it is not ranked; int32 (half the
+            memory per entry) unless a row can hold 2**31 items.
         counts : numpy.ndarray of int64
             Ranked items of each of ``users``.
         """
+        dtype = np.int32 if self.shape[1] < 2**31 else np.int64
         if self._kept is not None and self._kept[0] == cutoff and on_ranked is None:
             _, kept, kept_counts = self._kept
             # Both patterns are canonical: scipy's elementwise product joins them row by row
@@ -788,9 +790,9 @@ class ScoreSource:
             )
             joined = kept.multiply(ones)
             if joined.nnz == pattern.nnz:
-                return joined.data.astype(np.int64) - 1, kept_counts[users]
+                return joined.data.astype(dtype) - 1, kept_counts[users]
         lengths = np.diff(pattern.indptr)
-        ranks = np.zeros(pattern.nnz, dtype=np.int64)
+        ranks = np.zeros(pattern.nnz, dtype=dtype)
         counts = np.zeros(users.size, dtype=np.int64)
         for start in range(0, users.size, step):
             chunk = users[start : start + step]

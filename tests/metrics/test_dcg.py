@@ -38,6 +38,7 @@ from recpack_ope.metrics.dcg import (
     ips_pn_dcg,
     ndcg,
     pn_dcg,
+    prepare_held_out,
     snips_dcg,
 )
 from recpack_ope.metrics.doubly_robust import dr_dcg
@@ -234,6 +235,38 @@ def test_matches_brute_force(name, propensity_kind):
     assert post(y, s, **kw).value == pytest.approx(total_dcg / total_idcg, abs=1e-12)
     total_w = sum(ref[u][2] for u in users)
     assert sn == pytest.approx(total_dcg / total_w * y.nnz / len(users), abs=1e-12)
+
+
+@pytest.mark.parametrize("population", POPULATIONS)
+def test_without_propensities_every_weight_is_one(population):
+    # Over "observed" one read-only 1 stands for every weight (none is stored per entry);
+    # over "all" the placeholder of the user without rewards weighs 0. The estimates match
+    # brute force.
+    rng = np.random.default_rng(17)
+    y, s = random_case(rng, n_users=15, n_items=10, graded=True)
+    y = sp.csr_matrix(y.toarray() * (np.arange(15) != 4)[:, None])
+    held = prepare_held_out(
+        y, s, discount=D, propensity=None, impressions=None, chunk_users=4, population=population
+    )
+    placeholder = held.pattern.indptr[4] if population == "all" else None
+    expected_raw = np.ones(held.reward.size)
+    if placeholder is None:
+        assert held.raw.strides == (0,) and not held.raw.flags.writeable
+    else:
+        expected_raw[placeholder] = 0.0
+    np.testing.assert_array_equal(held.raw, expected_raw)
+    ref = brute_force_dcg(y, s, delta)
+    users = sorted(ref)
+    per_user = dcg(y, s, discount=D, chunk_users=4, population=population).per_user
+    expected = [ref[u][0] if u in ref else 0.0 for u in range(15)]
+    if placeholder is None:
+        del expected[4]
+    assert per_user == pytest.approx(expected)
+    total_gain = [sum(sp.csr_matrix(y).getrow(u).data) for u in users]
+    got = _dcg(y, s, discount=D, chunk_users=4, normalise="total").per_user
+    assert got == pytest.approx([ref[u][0] / g for u, g in zip(users, total_gain, strict=True)])
+    got = ndcg(y, s, discount=D, chunk_users=4).per_user
+    assert got == pytest.approx([ref[u][0] / ref[u][1] for u in users])
 
 
 def test_sparse_dense_topk_and_chunking_agree():

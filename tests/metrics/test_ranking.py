@@ -540,3 +540,40 @@ def test_sparse_nan_is_refused_by_held_out_estimators():
     y = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
     with pytest.raises(ValueError, match=r"y_score is NaN at \(user 1, item 1\)"):
         ndcg(y, scores, discount=LogDiscount(2))
+
+
+def test_held_out_ranks_are_int32_and_a_stratum_reads_the_kept_ones():
+    # Ranks fit in int32 (half the memory per held-out entry), also when a stratum (a part of
+    # the entries) looks them up among those kept by shared_ranking.
+    rng = np.random.default_rng(23)
+    dense = np.round(rng.random((30, 50)), 1)  # ties
+    dense[rng.random(dense.shape) < 0.5] = 0.0
+    scores = sp.csr_matrix(dense)
+    pattern = sp.csr_matrix((rng.random(dense.shape) < 0.2).astype(float))
+    part = sp.csr_matrix(pattern.multiply(rng.random(dense.shape) < 0.5))
+    with ranking.shared_ranking(scores):
+        for held in (pattern, part):
+            users = np.flatnonzero(np.diff(held.indptr))
+            source = ranking.score_source(scores, scores.shape)
+            got, _ = source.held_out_ranks(held, users, 7, 8)
+            assert got.dtype == np.int32
+            assert got.tolist() == brute_held_out_ranks(scores, held, 7)
+        assert source._kept is not None
+
+
+def test_a_matrix_made_canonical_after_a_first_evaluation_is_ranked_as_it_is_now():
+    # scipy remembers whether the caller's matrix is canonical; rows sorted by scipy in between
+    # are read as they are now, with ties to the lower item.
+    dense = np.array([[0.5, 0.5, 0.0, 0.9], [0.2, 0.0, 0.2, 0.2]])
+    canonical = sp.csr_matrix(dense)
+    order = np.array([1, 0, 2, 4, 3, 5])  # row 0 lists items 1, 0, 3; row 1 items 2, 0, 3
+    scores = sp.csr_matrix(
+        (canonical.data[order], canonical.indices[order], canonical.indptr), shape=dense.shape
+    )
+    pattern = sp.csr_matrix(np.ones(dense.shape))
+    expected = brute_held_out_ranks(canonical, pattern, 3)
+    assert expected == [2, 3, 0, 1, 1, 0, 2, 3]
+    for _ in range(2):
+        source = ranking.ScoreSource(scores, scores.shape)
+        assert source.held_out_ranks(pattern, np.arange(2), 3, 2)[0].tolist() == expected
+        scores.sort_indices()

@@ -382,7 +382,7 @@ def stream_held_out(plan, chunk_plan: ChunkPlan, held_label: str, diagnose) -> P
     Parameters
     ----------
     plan : FilePlan
-        Held-out parquet files sorted by user.
+        Held-out parquet or CSV files sorted by user.
     chunk_plan : ChunkPlan
         What every chunk computes.
     held_label : str
@@ -400,7 +400,7 @@ def stream_held_out(plan, chunk_plan: ChunkPlan, held_label: str, diagnose) -> P
     NotSorted
         For a file whose users are not in increasing order, naming its first such row.
     NotStreamable
-        For files the stream does not read (CSV, decimal or uint64 ids).
+        For files with ids the stream does not read (decimals, integers beyond int64).
     ValueError
         For bad rows, with the in-memory engine's message (see ``diagnose``).
     """
@@ -416,7 +416,7 @@ def stream_held_out(plan, chunk_plan: ChunkPlan, held_label: str, diagnose) -> P
         raise
     if len({s.ids for s in sources}) > 1 or len({s.item_ids for s in sources}) > 1:
         _diagnose_files(plan, diagnose)
-        raise NotStreamable("ids of two kinds")
+        raise NotStreamable(f"{', '.join(s.label for s in sources)} hold ids of two kinds")
     weights = None if plan.propensity is None else _weights(plan, sources[0].item_ids)
     partial = None
     short = list(sources)  # the files whose rows in hand end with the boundary user

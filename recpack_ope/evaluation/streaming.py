@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.tables import EXACT_FLOAT, TableSlice, table_format, table_label
-from .chunks import ChunkError, ChunkPlan, NoReward, Partial, names_without_rewards
+from ..io.tables import TableSlice, csv_nulls, table_format, table_label, whole_ids
+from .chunks import ChunkError, ChunkPlan, NoReward, Partial, names_without_rewards, plain
 
 __all__ = [
     "BATCH_ROWS",
@@ -89,7 +89,6 @@ class _Source:
     still to come."""
 
     label: str
-    role: str
     value: str
     batches: object
     ids: str
@@ -126,7 +125,7 @@ class _Source:
             before = users[at - 1] if at else self.users[-1]
             raise NotSorted(
                 f"{self.label} is not sorted by user: row {row} has user "
-                f"{_plain(users[at])!r} after user {_plain(before)!r}"
+                f"{plain(users[at])!r} after user {plain(before)!r}"
             )
         values = pc.cast(column, pa.float64()).to_numpy()
         if self.users.size:
@@ -156,14 +155,12 @@ def _numeric(table, name: str):
     number, for the in-memory engine to refuse the column."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.csv as pcsv
 
     column = table.column(name)
     if not pa.types.is_string(column.type):
         return table
-    missing = pc.is_in(column, value_set=pa.array(list(pcsv.ConvertOptions().null_values)))
     try:
-        numbers = pc.cast(pc.if_else(missing, pa.scalar(None, pa.string()), column), pa.float64())
+        numbers = pc.cast(csv_nulls(column), pa.float64())
     except pa.ArrowInvalid:
         return table
     return table.set_column(table.column_names.index(name), name, numbers)
@@ -233,10 +230,6 @@ def check_memory(rows: int | None, why: str) -> None:
         )
 
 
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _id_kind(kind) -> str | None:
     """``"integer"`` or ``"text"`` for an Arrow type the stream reads as ids; None for the
     others (decimals, uint64 beyond int64 and non-ids are read in memory or refused there)."""
@@ -267,9 +260,7 @@ def _ids(column, kind: str) -> np.ndarray | None:
     if pa.types.is_integer(column.type):
         return column.to_numpy().astype(np.int64, copy=False)
     real = pc.cast(column, pa.float64()).to_numpy()
-    with np.errstate(invalid="ignore"):
-        whole = np.isfinite(real) & (real == np.trunc(real)) & (np.abs(real) <= EXACT_FLOAT)
-    return real.astype(np.int64) if whole.all() else None
+    return real.astype(np.int64) if whole_ids(real).all() else None
 
 
 def _ahead(batches):
@@ -364,7 +355,7 @@ def _open(path: Path, role: str, values: tuple[str, ...]) -> _Source:
         ids = zip(columns[:2], kinds, strict=True)
         types = {c: pa.int64() if k == "integer" else pa.string() for c, k in ids}
         batches = _csv_reader(path, columns, {**types, has[0]: pa.string()})
-    return _Source(label, role, has[0], _ahead(iter(batches)), *kinds)
+    return _Source(label, has[0], _ahead(iter(batches)), *kinds)
 
 
 def _boundary(sources: list[_Source]):

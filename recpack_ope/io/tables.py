@@ -61,6 +61,7 @@ __all__ = [
     "FILE_PROBLEMS",
     "TableSlice",
     "csv_id_facts",
+    "csv_nulls",
     "csv_id_type",
     "feed_log_tables",
     "file_message",
@@ -75,6 +76,7 @@ __all__ = [
     "table_format",
     "table_label",
     "value_message",
+    "whole_ids",
 ]
 
 #: The optional columns of a feed log: the logging policy's probabilities, each read when
@@ -248,6 +250,41 @@ def csv_id_type(canonical: bool, int64: bool, uint64: bool) -> str:
     return "string"
 
 
+def csv_nulls(texts):
+    """``texts`` (a pyarrow array of a CSV column read as text) with the texts pyarrow reads
+    as a null in a numeric column (empty, ``NA``, ``nan``, …) made nulls, so that a cast to a
+    number keeps them as nulls for the null checks to name their rows.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from recpack_ope.io.tables import csv_nulls
+    >>> csv_nulls(pa.array(["10", "", "NA"])).to_pylist()
+    ['10', None, None]
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+
+    missing = pc.is_in(texts, value_set=pa.array(list(pcsv.ConvertOptions().null_values)))
+    return pc.if_else(missing, pa.scalar(None, pa.string()), texts)
+
+
+def whole_ids(real: np.ndarray) -> np.ndarray:
+    """Which real numbers are ids: finite, whole and at most 2**53 in size, where a float
+    holds every integer exactly (module docstring).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from recpack_ope.io.tables import whole_ids
+    >>> whole_ids(np.array([1.0, 1.5, np.nan, 2.0**54])).tolist()
+    [True, False, False, False]
+    """
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(real) & (real == np.trunc(real)) & (np.abs(real) <= EXACT_FLOAT)
+
+
 def csv_id_facts(texts) -> tuple[bool, bool, bool]:
     """What holds for every value of a CSV id column read as text (``texts``, a pyarrow
     array; the texts a numeric column reads as a null left out): every one a canonical
@@ -263,10 +300,8 @@ def csv_id_facts(texts) -> tuple[bool, bool, bool]:
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.csv as pcsv
 
-    missing = pc.is_in(texts, value_set=pa.array(list(pcsv.ConvertOptions().null_values)))
-    given = pc.filter(texts, pc.invert(missing))
+    given = pc.drop_null(csv_nulls(texts))
 
     def fits(kind) -> bool:
         try:
@@ -286,7 +321,6 @@ def _read_csv(path):
     import pyarrow.compute as pc
     import pyarrow.csv as pcsv
 
-    options = pcsv.ConvertOptions()
     table = pcsv.read_csv(
         path,
         convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(ID_COLUMNS, pa.string())),
@@ -295,10 +329,7 @@ def _read_csv(path):
         texts = table[name]
         kind = csv_id_type(*csv_id_facts(texts))
         if kind != "string":
-            # The texts pyarrow reads as a null in a numeric column (empty, NA, …): nulls of
-            # an integer column, for the null check to refuse naming their row.
-            missing = pc.is_in(texts, value_set=pa.array(list(options.null_values)))
-            typed = pc.cast(pc.if_else(missing, pa.scalar(None, pa.string()), texts), kind)
+            typed = pc.cast(csv_nulls(texts), kind)
             table = table.set_column(table.column_names.index(name), name, typed)
     return table
 
@@ -653,10 +684,7 @@ def _exact_ids(frames, column: str) -> None:
             ids = np.array(whole, dtype=object)
         else:
             real = pc.cast(read, pa.float64()).to_numpy()
-            with np.errstate(invalid="ignore"):
-                bad = ~(
-                    np.isfinite(real) & (real == np.trunc(real)) & (np.abs(real) <= EXACT_FLOAT)
-                )
+            bad = ~whole_ids(real)
             ids = np.where(bad, 0, real).astype(np.int64)
         if bad.any():
             raise ValueError(id_message(frame.label, column, frame.row(np.flatnonzero(bad)[0])))

@@ -17,11 +17,19 @@ rounding. With the delta-method gradient ``g = ∂value/∂m`` the influence of 
 ``√(Var(z) / n)``; a paired difference of two estimates over the same users uses
 ``g_a − g_b`` on their joint moments.
 
+``C`` is kept as a square root ``F`` with ``FᵀF = C``: the R factor of the centred terms'
+QR decomposition, merged as the R factor of ``F_a``, ``F_b`` and ``δᵀ √(n_a n_b / n)``
+stacked (the identity above, term by term). ``gᵀ C g`` is then ``‖F g‖²``, a sum of squares
+that rounds like the influences themselves: formed from ``C``, a spread that is 0 in exact
+arithmetic (a pnDCG with every user ranked ideally, whose DCG and ideal DCG are
+proportional) would come out near ``√ε`` of the value, not near ``ε``.
+
 An estimate over a subset of the users (a propensity stratum) stores its terms as
-``x_u · 1[u ∈ S]`` next to the indicator ``1[u ∈ S]``; its means, co-moments and degrees of
-freedom within S follow from the joint ones: ``n_S = n π``, ``m_S = a / π`` and
-``C_S = C_xx + n a aᵀ (1 − 1/π)`` with ``a`` the mean of ``x · 1_S`` and ``π`` the mean of the
-indicator.
+``x_u · 1[u ∈ S]`` next to the indicator ``1[u ∈ S]``; its count and means within S follow
+from the joint ones: ``n_S = n π`` and ``m_S = a / π`` with ``a`` the mean of ``x · 1_S``
+and ``π`` the mean of the indicator. Its influences are ``hᵀ y_u`` for the joint terms
+``y_u = (x_u · 1_S, 1_S)`` and ``h = (g, −m_Sᵀ g)``, which are ``z_u`` in S and 0 outside,
+and ``hᵀ`` of the joint mean is 0, so ``Σ_{u∈S} z_u² = ‖F h‖²`` on the joint factor.
 
 The sensitivity bounds to wrong propensities (:mod:`~recpack_ope.inference.sensitivity`)
 merge the same way for the linear and linear-ratio forms (IPS-DCG, SNIPS-DCG): their extremes
@@ -73,7 +81,8 @@ def _no_level(name: str) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Moments:
-    """Count, means and co-moment matrix of per-user term vectors (module docstring).
+    """Count, means and the co-moment matrix's square root of per-user term vectors (module
+    docstring).
 
     Attributes
     ----------
@@ -81,26 +90,27 @@ class Moments:
         Number of users.
     mean : numpy.ndarray, shape (d,)
         Mean of every term over the users.
-    comoment : numpy.ndarray, shape (d, d)
-        ``Σ_u (x_u − mean)(x_u − mean)ᵀ``.
+    factor : numpy.ndarray, shape (r, d)
+        Any ``F`` with ``FᵀF = Σ_u (x_u − mean)(x_u − mean)ᵀ`` (the R factor of the centred
+        terms, ``r ≤ d``).
     """
 
     n: int
     mean: np.ndarray
-    comoment: np.ndarray
+    factor: np.ndarray
 
     def __post_init__(self) -> None:
         n = self.n
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"Moments n must be an integer >= 0 (users), got {shown(n)}")
         mean = real_array(self.mean, "Moments mean").astype(np.float64, copy=False)
-        comoment = real_array(self.comoment, "Moments comoment").astype(np.float64, copy=False)
-        if mean.ndim != 1 or comoment.shape != (mean.size, mean.size):
+        factor = real_array(self.factor, "Moments factor").astype(np.float64, copy=False)
+        if mean.ndim != 1 or factor.ndim != 2 or factor.shape[1] != mean.size:
             raise ValueError(
-                f"Moments mean must be 1-D (d,) and comoment (d, d), got shapes {mean.shape} "
-                f"and {comoment.shape}"
+                f"Moments mean must be 1-D (d,) and factor (r, d), got shapes {mean.shape} "
+                f"and {factor.shape}"
             )
-        for name, values in (("mean", mean), ("comoment", comoment)):
+        for name, values in (("mean", mean), ("factor", factor)):
             bad = np.flatnonzero(~np.isfinite(values))
             if bad.size:
                 at = np.unravel_index(bad[0], values.shape)
@@ -110,7 +120,7 @@ class Moments:
                 )
         object.__setattr__(self, "n", int(n))
         object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "comoment", comoment)
+        object.__setattr__(self, "factor", factor)
 
     @classmethod
     def from_terms(cls, terms: np.ndarray) -> Moments:
@@ -119,7 +129,7 @@ class Moments:
         Examples
         --------
         >>> m = Moments.from_terms([[1.0, 2.0], [3.0, 2.0]])
-        >>> m.n, m.mean.tolist(), m.comoment.tolist()
+        >>> m.n, m.mean.tolist(), m.comoment.round(12).tolist()
         (2, [2.0, 2.0], [[2.0, 0.0], [0.0, 0.0]])
         """
         terms = real_array(terms, "terms").astype(np.float64, copy=False)
@@ -135,18 +145,36 @@ class Moments:
         if terms.shape[0] == 0:
             return cls.empty(terms.shape[1])
         mean = terms.mean(axis=0)
-        centred = terms - mean
-        return cls(terms.shape[0], mean, centred.T @ centred)
+        return cls(terms.shape[0], mean, _r_factor(terms - mean))
 
     @classmethod
     def empty(cls, d: int) -> Moments:
         """Moments of no users."""
-        return cls(0, np.zeros(d), np.zeros((d, d)))
+        return cls(0, np.zeros(d), np.zeros((0, d)))
 
     @property
     def dim(self) -> int:
         """Number of terms d."""
         return int(self.mean.size)
+
+    @property
+    def comoment(self) -> np.ndarray:
+        """``Σ_u (x_u − mean)(x_u − mean)ᵀ``, shape (d, d)."""
+        return self.factor.T @ self.factor
+
+    def scatter(self, weights: np.ndarray) -> float:
+        """``Σ_u (wᵀ(x_u − mean))²`` for ``weights`` w over the d terms, as ``‖F w‖²``
+        (module docstring: no cancellation when every deviation is nearly orthogonal to w).
+
+        Examples
+        --------
+        >>> m = Moments.from_terms([[1.0, 2.0], [3.0, 6.0], [2.0, 4.0]])
+        >>> round(m.scatter(np.array([1.0, 0.0])), 12)  # (1 − 2)² + (3 − 2)² + 0²
+        2.0
+        >>> m.scatter(np.array([2.0, -1.0])) < 1e-30  # 2 x_0 − x_1 is 0 for every user
+        True
+        """
+        return float(np.sum(np.square(self.factor @ weights)))
 
     def merge(self, other: Moments) -> Moments:
         """Moments of the union of two disjoint sets of users (Chan et al.'s pairwise update).
@@ -167,8 +195,8 @@ class Moments:
         n = self.n + other.n
         delta = other.mean - self.mean
         mean = self.mean + delta * (other.n / n)
-        comoment = self.comoment + other.comoment + np.outer(delta, delta) * (self.n * other.n / n)
-        return Moments(n, mean, comoment)
+        shift = delta[None] * np.sqrt(self.n * other.n / n)
+        return Moments(n, mean, _r_factor(np.vstack([self.factor, other.factor, shift])))
 
     @classmethod
     def combine(cls, parts, d: int) -> Moments:
@@ -184,7 +212,7 @@ class Moments:
         --------
         >>> parts = [Moments.from_terms([[1.0]]), Moments.from_terms([[3.0]]), Moments.empty(1)]
         >>> merged = Moments.combine(parts, 1)
-        >>> merged.n, merged.mean.tolist(), merged.comoment.tolist()
+        >>> merged.n, merged.mean.tolist(), merged.comoment.round(12).tolist()
         (2, [2.0], [[2.0]])
         """
         d = check_positive_int(d, "d")
@@ -204,20 +232,22 @@ class Moments:
             )
         return parts[0]
 
-    def within(
-        self, columns: np.ndarray, indicator: int | None
-    ) -> tuple[int, np.ndarray, np.ndarray]:
-        """``(n, mean, comoment)`` of ``columns`` over all users, or over the users whose
-        ``indicator`` column is 1 when the columns hold ``x · 1_S`` (module docstring)."""
+    def within(self, columns: np.ndarray, indicator: int | None) -> tuple[int, np.ndarray]:
+        """``(n, mean)`` of ``columns`` over all users, or over the users whose ``indicator``
+        column is 1 when the columns hold ``x · 1_S`` (module docstring)."""
         mean = self.mean[columns]
-        comoment = self.comoment[np.ix_(columns, columns)]
         if indicator is None:
-            return self.n, mean, comoment
+            return self.n, mean
         share = self.mean[indicator]
         n = int(round(self.n * share))
         if n == 0:
-            return 0, np.zeros(mean.size), np.zeros_like(comoment)
-        return n, mean / share, comoment + np.outer(mean, mean) * (self.n * (1 - 1 / share))
+            return 0, np.zeros(mean.size)
+        return n, mean / share
+
+
+def _r_factor(rows: np.ndarray) -> np.ndarray:
+    """The R factor of ``rows`` (at most d × d): ``RᵀR = rowsᵀ rows``."""
+    return np.linalg.qr(rows, mode="r")
 
 
 @dataclass(frozen=True, eq=False)
@@ -472,7 +502,7 @@ class SummaryEstimate(PairedEstimate):
         """``Π_k mean(x_k) ** e_k`` over ``columns`` of ``moments`` (over the users of
         ``indicator`` when given), the form of every estimator in ``result``."""
         columns = np.asarray(columns, dtype=np.intp)
-        _, means, _ = moments.within(columns, indicator)
+        _, means = moments.within(columns, indicator)
         value, grad = product_gradient(means, exponents)
         gradient = np.zeros(moments.dim)
         gradient[columns] = grad
@@ -500,11 +530,14 @@ class SummaryEstimate(PairedEstimate):
     def _variance(self, gradient: np.ndarray) -> float:
         """``Var(z)`` of the influence ``gradientᵀ (x − m)`` over this estimate's users."""
         used = np.flatnonzero(gradient)
-        n, _, comoment = self.moments.within(used, self.indicator)
+        n, means = self.moments.within(used, self.indicator)
         if n < 2:
             raise ValueError(f"a standard error of {self.name} needs at least 2 users, got {n}")
-        g = gradient[used]
-        return max(float(g @ comoment @ g), 0.0) / (n - 1)
+        if self.indicator is None:
+            return self.moments.scatter(gradient) / (n - 1)
+        weights = gradient.copy()
+        weights[self.indicator] -= means @ gradient[used]
+        return self.moments.scatter(weights) / (n - 1)
 
     @property
     def standard_error(self) -> float:

@@ -38,6 +38,44 @@ def test_merged_moments_equal_the_moments_of_all_rows():
     assert Moments.combine([], 3).n == 0
 
 
+def test_a_spread_that_is_zero_in_exact_arithmetic_rounds_like_the_influences():
+    # pnDCG with every user ranked ideally: each user's DCG is c times its ideal DCG, so every
+    # influence g·(x_u − m) is 0 in exact arithmetic. Summed from per-user influences it
+    # rounds to about 1e-17 of the value; from gᵀCg it would come out near 1e-9 (√ε).
+    rng = np.random.default_rng(3)
+    ideal = rng.integers(1, 4, size=500) * (1 + 1 / np.log2(np.arange(2, 502)))
+    terms = np.column_stack([ideal / np.log2(3), ideal])
+    reference = EstimateResult("pnDCG@2", terms, (1, -1), np.arange(500), 0)
+    assert reference.standard_error < 1e-15
+    for cuts in ([1], [1, 2, 3], list(range(7, 500, 7))):
+        summary = SummaryEstimate.product("pnDCG@2", split_moments(terms, cuts), [0, 1], (1, -1))
+        assert summary.value == pytest.approx(1 / np.log2(3), rel=1e-14)
+        assert summary.standard_error < 1e-15
+    # The same over a subset stored as x · 1_S next to 1_S (a propensity stratum).
+    inside = rng.random(500) < 0.4
+    joint = np.column_stack([terms * inside[:, None], inside])
+    stratum = SummaryEstimate.product(
+        "pnDCG@2", split_moments(joint, [100, 101, 300]), [0, 1], (1, -1), indicator=2
+    )
+    assert stratum.n_users == inside.sum()
+    assert stratum.value == pytest.approx(1 / np.log2(3), rel=1e-14)
+    assert stratum.standard_error < 1e-15
+
+
+def test_a_stratum_summary_equals_the_estimate_over_its_users():
+    rng = np.random.default_rng(4)
+    terms = rng.gamma(1.5, 1.0, size=(300, 2))
+    inside = rng.random(300) < 0.3
+    reference = EstimateResult("m", terms[inside], (1, -1), np.flatnonzero(inside), 0)
+    joint = np.column_stack([terms * inside[:, None], inside])
+    stratum = SummaryEstimate.product(
+        "m", split_moments(joint, [50, 51, 250]), [0, 1], (1, -1), indicator=2
+    )
+    assert stratum.n_users == reference.n_users
+    assert stratum.value == pytest.approx(reference.value, rel=1e-13)
+    assert stratum.standard_error == pytest.approx(reference.standard_error, rel=1e-10)
+
+
 @pytest.mark.parametrize("exponents", [(1,), (1, -1), (1, 1, -1)])
 def test_summary_equals_estimate_result(exponents):
     rng = np.random.default_rng(1)
@@ -293,9 +331,7 @@ def test_moments_refuse_non_finite_terms_and_other_term_counts():
         Moments(2, np.array([np.inf]), np.zeros((1, 1)))
     with pytest.raises(ValueError, match=r"Moments n must be an integer >= 0 \(users\), got -1"):
         Moments(-1, np.zeros(1), np.zeros((1, 1)))
-    with pytest.raises(
-        ValueError, match=r"mean must be 1-D \(d,\) and comoment \(d, d\).*\(2, 1\)"
-    ):
+    with pytest.raises(ValueError, match=r"mean must be 1-D \(d,\) and factor \(r, d\).*\(2, 1\)"):
         Moments(2, np.zeros(2), np.zeros((2, 1)))
     three = Moments.from_terms(np.ones((4, 3)))
     with pytest.raises(ValueError, match=r"parts\[1\] has 3 terms, but d = 2 were declared"):

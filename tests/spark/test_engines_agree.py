@@ -265,8 +265,8 @@ def test_local_and_spark_engines_agree(session, case):
         )
         assert close(ours["value"], theirs["value"], 1e-12), (ours, theirs)
         # A spread that is 0 in exact arithmetic (pnDCG with every user ranked ideally: DCG
-        # and ideal DCG equal but summed in other orders) holds the terms' rounding, about
-        # 1e-17 of the value, which the engines' sums in other orders round differently.
+        # proportional to ideal DCG) holds the terms' rounding, about 1e-17 of the value on
+        # both engines, which round it differently.
         scale = 1e-12 * max(abs(ours["value"]), 1e-300)
         for bound in ("ci_low", "ci_high", "standard_error"):
             assert close(ours[bound], theirs[bound], 1e-9, scale), (bound, ours, theirs)

@@ -177,7 +177,7 @@ def check_clip(clip, *, allow_auto: bool = False) -> float | str:
     ...
     ValueError: clip = 0.5 is below 1: ...
     """
-    options = "a finite number > 0, None for no clipping" + (' or "auto"' if allow_auto else "")
+    options = "a finite number >= 1, None for no clipping" + (' or "auto"' if allow_auto else "")
     if clip is None:
         return np.inf
     if isinstance(clip, str) and allow_auto and clip == "auto":

@@ -400,7 +400,7 @@ def test_metric_names_say_whether_they_are_ips_weighted(pse):
 
 @pytest.mark.parametrize("bad", [0, -2.5, math.nan, math.inf, "sometimes", True])
 def test_bad_clip_is_named_at_construction(triplets, bad):
-    message = 'clip must be a finite number > 0, None for no clipping or "auto", got'
+    message = 'clip must be a finite number >= 1, None for no clipping or "auto", got'
     for make in (
         lambda: adapter.CornacAdapter(clip=bad),
         lambda: adapter.IPSDCG(k=10, propensity=[0.5, 1.0], clip=bad),
@@ -827,7 +827,7 @@ PSE_ARGUMENTS = [
         r"reward_model must be a Cornac recommender \(with fit and score.* or None, got object",
     ),
     ({"reward_model": "MostPop"}, "reward_model must be a Cornac recommender .* got str"),
-    ({"clip": 0}, "clip must be a finite number > 0"),
+    ({"clip": 0}, "clip must be a finite number >= 1"),
 ]
 
 

@@ -94,7 +94,7 @@ def test_dr_row_needs_the_reward_scores_of_the_evaluated_users():
     [
         ({"n_strata": 0}, "n_strata must be a positive integer, got 0"),
         ({"binning": "quantile"}, r"binning must be one of \('width', 'mass'\), got 'quantile'"),
-        ({"clip": 0}, "clip must be a finite number > 0"),
+        ({"clip": 0}, "clip must be a finite number >= 1"),
         ({"batch_users": -5}, "batch_users must be a positive integer, got -5"),
         ({"keep_rankings": "no"}, "keep_rankings must be True or False, got 'no'"),
     ],

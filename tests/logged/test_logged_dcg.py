@@ -235,7 +235,7 @@ def test_auto_clip_on_logs_equals_the_fixed_clip_it_selects(normalise):
     assert auto.name.startswith(f"{stem} (auto m=")
     with pytest.raises(
         ValueError,
-        match=r'clip must be a finite number > 0, None for no clipping or "auto", got -1',
+        match=r'clip must be a finite number >= 1, None for no clipping or "auto", got -1',
     ):
         logged_dcg(log, target, clip=-1, **kw)
 

@@ -434,7 +434,7 @@ def test_invalid_options(small):
     for bad in (0, -2.0, np.nan, np.inf, "none", True, [3.0]):
         with pytest.raises(
             ValueError,
-            match=r'clip must be a finite number > 0, None for no clipping or "auto", got '
+            match=r'clip must be a finite number >= 1, None for no clipping or "auto", got '
             + re.escape(repr(bad)),
         ):
             ips_dcg(y, s, discount=LogDiscount(2), propensity=p, clip=bad)

@@ -562,7 +562,7 @@ def test_weighted_metrics_are_the_cores_with_the_adapters_clip(small, clip):
 def test_default_clip_is_the_recommended_one_and_bad_clips_are_named():
     assert RecPackAdapter().clip == RECOMMENDED_CLIP
     for bad in (0, -1.0, math.nan, math.inf, "sometimes", True, [5]):
-        with pytest.raises(ValueError, match="clip must be a finite number > 0") as caught:
+        with pytest.raises(ValueError, match="clip must be a finite number >= 1") as caught:
             RecPackAdapter(propensity=[0.5, 1.0], clip=bad)
         assert str(caught.value).endswith(f"got {bad!r}")
 

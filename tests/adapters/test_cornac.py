@@ -228,6 +228,22 @@ def test_batched_ranking_equals_cornacs_rank(pse, bpr):
     fallback = pse.rank(wrong, users, 30)
     np.testing.assert_array_equal(fallback.items, _cornac_top(pse, wrong, users, 30))
 
+    # A model measuring its vectors otherwise than by dot product is scored one user at a time
+    # by model.score (its vectors' product would not be its score).
+    from cornac.models.recommender import MEASURE_COSINE
+
+    class Cosine(BPR):
+        def get_vector_measure(self):
+            return MEASURE_COSINE
+
+    cosine = Cosine(k=10, seed=123, verbose=False).fit(pse.train_set)
+    scorer = adapter._scorer(cosine, pse.n_items_)
+    assert not scorer.batched
+    np.testing.assert_array_equal(scorer(users[:3])[1], cosine.score(int(users[1])))
+    np.testing.assert_array_equal(
+        pse.rank(cosine, users, 30).items, _cornac_top(pse, cosine, users, 30)
+    )
+
 
 def test_post_normalised_dcg_and_errors(pse, bpr):
     result, _ = pse.evaluate(
@@ -1093,6 +1109,16 @@ def test_add_rpp_works_on_a_stratified_evaluation(small_triplets, workdir):
     assert [r.metric_avg_results["RPP@5 win"] for r in experiment.result] == list(wins)
 
 
+def test_metrics_before_fit_and_raw_id_propensities_of_a_metric_are_refused():
+    with pytest.raises(ValueError, match=r"call adapter.fit\(eval_method\) before metrics\(\)"):
+        adapter.CornacAdapter().metrics(k=5)
+    for raw in ({"item-3": 0.5}, pd.Series({"item-3": 0.5})):
+        with pytest.raises(
+            ValueError, match="IPSDCG needs propensity= on Cornac's item indices, not raw ids"
+        ):
+            adapter.IPSDCG(k=5, propensity=raw)
+
+
 def test_the_metric_classes_are_the_registrys():
     # Spelled here by hand, independently of the registry's camel names.
     expected = {
@@ -1284,6 +1310,34 @@ def test_a_stratified_experiment_is_read_by_named_rows(small_triplets, workdir):
     assert adapter.tied_with_best(experiment, "Stratified DCG@5").measure == "Stratified DCG@5"
     with pytest.raises(ValueError, match="names no row"):
         adapter.metric_results(experiment, "DR DCG@5")  # no reward model: no DR row
+    board = adapter.leaderboard(experiment)
+    assert board.metrics == ("Stratified DCG@5", "Stratified Recall@5")
+    np.testing.assert_allclose(
+        board["Stratified Recall@5"].value, [r.value for r in stratified.values()]
+    )
+
+
+def test_a_column_that_is_not_a_mean_of_per_user_values_is_refused(split, workdir):
+    # Without user_based, Cornac's MAE is over every test rating and keeps no per-user values.
+    model = BPR(k=3, seed=1, verbose=False)
+    experiment = cornac.Experiment(
+        split, [model], metrics=[MAE(), Recall(k=5)], user_based=False, verbose=False
+    )
+    experiment.run()
+    with pytest.raises(ValueError, match=r"no per-user results for metric 'MAE' of BPR; known"):
+        adapter.metric_results(experiment, "MAE")
+    (result,) = experiment.result
+    (recall,) = adapter.metric_results(experiment, "Recall@5").values()
+    assert recall.value == pytest.approx(result.metric_avg_results["Recall@5"], abs=1e-12)
+    # A table value that is not the mean of its per-user values (a metric averaged otherwise)
+    # would give an interval about another number: refused.
+    result.metric_avg_results["Recall@5"] = recall.value + 0.01
+    with pytest.raises(
+        ValueError,
+        match=rf"Recall@5 of BPR is {recall.value + 0.01:.6g} in the experiment's table but its "
+        rf"per-user values average {recall.value:.6g}: not a mean of per-user values",
+    ):
+        adapter.metric_results(experiment, "Recall@5")
 
 
 def test_an_ordinary_experiments_ties_name_the_column(ordinary):

@@ -488,6 +488,21 @@ def test_pipeline_asking_for_an_ips_metric_without_propensities_says_why(scenari
         pipeline.run()
 
 
+def test_a_pipeline_not_run_or_without_our_columns_is_named(scenario):
+    builder = PipelineBuilder()
+    builder.add_algorithm("Popularity", params={"K": 100})
+    builder.add_metric("DCGK", K=10)
+    builder.set_data_from_scenario(scenario)
+    pipeline = builder.build()
+    with pytest.raises(ValueError, match=r"no results yet: call pipeline.run\(\) first"):
+        leaderboard(pipeline)
+    pipeline.run()
+    with pytest.raises(ValueError, match="has no column of a recpack-ope metric; add ours"):
+        leaderboard(pipeline)
+    with pytest.raises(TypeError, match="must be a RecPack Pipeline after run\\(\\), got str"):
+        leaderboard("pipeline")
+
+
 def test_an_adapter_without_propensities_keeps_earlier_ips_metrics():
     first = RecPackAdapter(propensity=[0.5, 1.0]).register(prefix="Keep")
     RecPackAdapter().register(prefix="Keep")

@@ -10,7 +10,7 @@ LeVeque 1979, the pairwise update)::
     C = C_a + C_b + δ δᵀ · n_a n_b / n,
 
 so a distributed engine computes per-user terms inside its partitions with the core's own
-estimators, ships ``(n, m, C)`` per partition, and the driver builds a
+estimators, ships ``(n, m, C)`` per partition (C as its factor F, below), and the driver builds a
 :class:`SummaryEstimate` whose numbers equal the in-memory :class:`EstimateResult`'s up to
 rounding. With the delta-method gradient ``g = ∂value/∂m`` the influence of user u is
 ``z_u = gᵀ (x_u − m)``, hence ``Var(z) = gᵀ C g / (n − 1)`` and the standard error
@@ -19,10 +19,12 @@ rounding. With the delta-method gradient ``g = ∂value/∂m`` the influence of 
 
 ``C`` is kept as a square root ``F`` with ``FᵀF = C``: the R factor of the centred terms'
 QR decomposition, merged as the R factor of ``F_a``, ``F_b`` and ``δᵀ √(n_a n_b / n)``
-stacked (the identity above, term by term). ``gᵀ C g`` is then ``‖F g‖²``, a sum of squares
-that rounds like the influences themselves: formed from ``C``, a spread that is 0 in exact
-arithmetic (a pnDCG with every user ranked ideally, whose DCG and ideal DCG are
-proportional) would come out near ``√ε`` of the value, not near ``ε``.
+stacked (the identity above, term by term). ``gᵀ C g`` is then ``‖F g‖²``: ``F g`` has an
+absolute error of about ``ε ‖F‖ ‖g‖``, so the variance's is about ``ε² ‖C‖ ‖g‖²``, where
+``gᵀ C g`` formed from ``C`` errs by ``ε ‖C‖ ‖g‖²``. A spread that is 0 in exact arithmetic
+(a pnDCG with every user ranked ideally, whose DCG and ideal DCG are proportional) thus
+gives a standard error near ``ε`` of the value, as the per-user influences do, not near
+``√ε``.
 
 An estimate over a subset of the users (a propensity stratum) stores its terms as
 ``x_u · 1[u ∈ S]`` next to the indicator ``1[u ∈ S]``; its count and means within S follow
@@ -163,8 +165,9 @@ class Moments:
         return self.factor.T @ self.factor
 
     def scatter(self, weights: np.ndarray) -> float:
-        """``Σ_u (wᵀ(x_u − mean))²`` for ``weights`` w over the d terms, as ``‖F w‖²``
-        (module docstring: no cancellation when every deviation is nearly orthogonal to w).
+        """``Σ_u (wᵀ(x_u − mean))²`` for ``weights`` w over the d terms, as ``‖F w‖²``: its
+        error is about ``ε²`` of ``‖C‖ ‖w‖²``, not ``ε`` (module docstring), which matters when
+        every deviation is nearly orthogonal to w.
 
         Examples
         --------

@@ -726,8 +726,8 @@ class ScoreSource:
         if self._kind == "topk":
             items = self._data[users][:, :cutoff]
             return items, (items >= 0).sum(axis=1)
-        items, _, counts = self.top_scored(users, cutoff)
-        return items, counts
+        values, structure, entries, counts = self._rank(users, cutoff)
+        return self._items(values, structure, entries), counts
 
     def top_scored(
         self, users: np.ndarray, cutoff: int | None

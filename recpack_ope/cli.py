@@ -146,7 +146,9 @@ _EVALUATE_INSTALL = {
 
 
 def _clip(text: str) -> float | str | None:
-    """``--clip``: a number >= 1, ``none`` (unclipped), ``auto`` or ``default``."""
+    """``--clip``: a number >= 1, ``none`` (unclipped), ``auto`` or ``default``, as typed
+    otherwise, so that :func:`~recpack_ope.evaluation.files.plan_files` refuses every bad
+    value with one message showing it as given."""
     from .registry import DEFAULT
 
     word = text.lower()
@@ -154,12 +156,12 @@ def _clip(text: str) -> float | str | None:
         return None
     if word in ("auto", DEFAULT):
         return word
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"takes a number >= 1, 'none', 'auto' or {DEFAULT!r}, got {text!r}"
-        ) from None
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _clip_defaults() -> str:
@@ -270,9 +272,10 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     # The options of ``evaluate`` that spell the arguments of evaluate_files.
     options = {p: "--" + p.replace("_", "-") for p in PARAMETERS} | {"targets": "--target"}
+    options["none"] = "'none'"
     plan = None
     try:
-        plan = plan_files(**arguments)
+        plan = plan_files(**arguments, auto_clip=args.engine != "spark")
         with _hints("evaluate", _EVALUATE_INSTALL[args.engine]):
             if args.engine == "spark":
                 from .spark.files import evaluate_files as on_spark

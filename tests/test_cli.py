@@ -1057,8 +1057,26 @@ def test_an_unwritable_output_and_an_infinite_clip_name_their_option(three_users
     )
     code, err = _stop([*argv, "--clip", "inf"], capsys)
     assert code == 2 and err == (
-        "recpack-ope evaluate: --clip inf would clip nothing: give None ('none' on the command "
-        "line) for the unclipped estimators"
+        "recpack-ope evaluate: --clip inf would clip nothing: give 'none' for the unclipped "
+        "estimators"
+    )
+    # Every bad --clip gets one message, showing the value as typed and offering what the
+    # engine accepts ('auto' is not for Spark, refused before Spark starts).
+    offered = "'none' (unclipped), 'auto' or 'default' (each estimator's default)"
+    for typed, shown in (("0", "0"), ("-1", "-1"), ("0.5", "0.5"), ("nan", "nan"), ("x", "'x'")):
+        code, err = _stop([*argv, "--clip", typed], capsys)
+        assert code == 2 and err == (
+            "recpack-ope evaluate: --clip must be a number >= 1 (weights 1/p are at least 1, so "
+            f"a smaller one only rescales the metric), {offered}, got {shown}"
+        )
+    code, err = _stop([*argv, "--engine", "spark", "--clip", "0"], capsys)
+    assert code == 2 and err.endswith(
+        "'none' (unclipped) or 'default' (each estimator's default), got 0"
+    )
+    code, err = _stop([*argv, "--engine", "spark", "--clip", "auto"], capsys)
+    assert code == 2 and err == (
+        'recpack-ope evaluate: --clip "auto" selects the clipping from every weight at once, '
+        "which this engine cannot: give a number, or 'none' for the unclipped estimators"
     )
 
 
@@ -1135,7 +1153,7 @@ def test_bad_options_name_the_option_and_the_value(three_users, feed_log, capsys
         (_three_user_args(files, "--output", "x.txt"), ("--output", "'x.txt'")),
         (_three_user_args(files, "--level", "95"), ("--level", "95.0")),
         (_three_user_args(files, "--k", "0"), ("--k", "0")),
-        (_three_user_args(files, "--clip", "0"), ("--clip", "0.0")),
+        (_three_user_args(files, "--clip", "0"), ("--clip", "got 0")),
         (_three_user_args(files, "--metrics", "dcg", "dcg"), ("--metrics", "dcg dcg")),
         (
             _three_user_args(files, "--population", "everyone"),

@@ -112,7 +112,8 @@ class ArgumentError(ValueError):
     ----------
     template : str
         The message, naming arguments of :data:`PARAMETERS` as ``{name}`` and values as
-        ``{value}`` placeholders.
+        ``{value}`` placeholders; ``{none}`` is the spelling of no value (``None`` in Python,
+        ``'none'`` on the command line).
     **values
         The values the template shows.
 
@@ -132,10 +133,12 @@ class ArgumentError(ValueError):
         super().__init__(self.spelled())
 
     def spelled(self, names: Mapping[str, str] | None = None) -> str:
-        """The message with the arguments named by ``names`` (argument → spelling), e.g. as
-        options of a command line; arguments it lacks keep their Python names."""
+        """The message with the arguments (and ``"none"``) named by ``names`` (argument →
+        spelling), e.g. as options of a command line; those it lacks keep their Python
+        spelling."""
         names = names or {}
-        return self.template.format(**{p: names.get(p, p) for p in PARAMETERS}, **self.values)
+        spelling = {p: names.get(p, p) for p in PARAMETERS}
+        return self.template.format(**spelling, none=names.get("none", "None"), **self.values)
 
 
 @dataclass(frozen=True)
@@ -312,10 +315,13 @@ def plan_files(
     level: float = 0.95,
     compare: Sequence[str] | None = None,
     population: str = default("population"),
+    auto_clip: bool = True,
 ) -> FilePlan:
     """Check the arguments of :func:`evaluate_files` without reading the files.
 
-    Parameters and defaults are those of :func:`evaluate_files`.
+    Parameters and defaults are those of :func:`evaluate_files`; ``auto_clip=False`` is for an
+    engine that cannot select the clip from every weight at once (Spark), which then refuses
+    ``clip="auto"`` and does not offer it.
 
     Returns
     -------
@@ -416,8 +422,12 @@ def plan_files(
         clip = default("clip", kind.replace("-", "_"))
     elif isinstance(clip, numbers.Real) and clip == math.inf:
         raise ArgumentError(
-            "{clip} inf would clip nothing: give None ('none' on the command line) for the "
-            "unclipped estimators"
+            "{clip} inf would clip nothing: give {none} for the unclipped estimators"
+        )
+    elif clip == "auto" and not auto_clip:
+        raise ArgumentError(
+            '{clip} "auto" selects the clipping from every weight at once, which this engine '
+            "cannot: give a number, or {none} for the unclipped estimators"
         )
     elif not (
         clip is None
@@ -428,8 +438,9 @@ def plan_files(
     ):
         raise ArgumentError(
             "{clip} must be a number >= 1 (weights 1/p are at least 1, so a smaller one only "
-            "rescales the metric), None ('none' on the command line: unclipped), 'auto' "
-            "or {default!r} (each estimator's default), got {got!r}",
+            "rescales the metric), {none} (unclipped){auto}{default!r} (each estimator's "
+            "default), got {got!r}",
+            auto=", 'auto' or " if auto_clip else " or ",
             default=DEFAULT,
             got=clip,
         )

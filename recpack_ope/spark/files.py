@@ -228,16 +228,12 @@ def evaluate_files(
         level=level,
         compare=compare,
         population=population,
+        auto_clip=False,
     )
     if plan.kind == "feed-log" and plan.compare is not None:
         raise ArgumentError(
             "{compare} on a feed log needs the in-memory engine (Spark's feed-log estimators "
             "evaluate one target per pass, so the two cannot be paired)"
-        )
-    if plan.clip == "auto":
-        raise ArgumentError(
-            '{clip} "auto" selects the clipping from every weight at once: on Spark give a '
-            "number, or none for the unclipped estimators"
         )
     local = [m for m in plan.metrics if plan.kind == "feed-log" and m not in FEED_LOG]
     if local:

@@ -781,15 +781,33 @@ def test_held_out_users_without_recommendations_count_as_zero_and_are_counted(tm
     assert list(cells[0])[8:10] == ["n_excluded_users", "n_users_without_recommendations"]
 
 
-def test_an_infinite_clip_is_refused_pointing_to_none(tmp_path):
+def test_clip_refusals_offer_what_the_engine_accepts_spelled_for_the_caller(tmp_path):
     held = write(tmp_path / "held.csv", {"user": [1], "item": [10], "reward": [1]})
     with pytest.raises(ArgumentError) as refused:
         plan_files(held, {"A": held}, clip=float("inf"))
     assert str(refused.value) == (
-        "clip inf would clip nothing: give None ('none' on the command line) for the "
-        "unclipped estimators"
+        "clip inf would clip nothing: give None for the unclipped estimators"
     )
-    assert refused.value.spelled({"clip": "--clip"}).startswith("--clip inf would clip nothing")
+    assert refused.value.spelled({"clip": "--clip", "none": "'none'"}) == (
+        "--clip inf would clip nothing: give 'none' for the unclipped estimators"
+    )
+    for auto_clip, options in (
+        (True, "None (unclipped), 'auto' or 'default'"),
+        (False, "None (unclipped) or 'default'"),
+    ):
+        with pytest.raises(ArgumentError) as refused:
+            plan_files(held, {"A": held}, clip=0, auto_clip=auto_clip)
+        assert str(refused.value) == (
+            "clip must be a number >= 1 (weights 1/p are at least 1, so a smaller one only "
+            f"rescales the metric), {options} (each estimator's default), got 0"
+        )
+    with pytest.raises(ArgumentError) as refused:
+        plan_files(held, {"A": held}, clip="auto", auto_clip=False)
+    assert str(refused.value) == (
+        'clip "auto" selects the clipping from every weight at once, which this engine cannot: '
+        "give a number, or None for the unclipped estimators"
+    )
+    assert plan_files(held, {"A": held}, clip="auto").clip == "auto"
 
 
 def test_a_directory_given_as_a_file_is_named_as_such(tmp_path):

@@ -113,3 +113,15 @@ def test_csv_messages_name_the_row_of_a_file_read_in_many_splits(spark, tmp_path
         for key, value in saved.items():
             spark.conf.set(key, value)
     assert on_spark == local
+
+
+def test_spark_refuses_clip_auto_and_does_not_offer_it(spark, tmp_path):
+    held, recs = _files(tmp_path, ("1", "2"), ("1", "2"))
+    with pytest.raises(local_files.ArgumentError) as refused:
+        spark_files.evaluate_files(held, {"A": recs}, clip="auto", session=spark)
+    assert str(refused.value) == (
+        'clip "auto" selects the clipping from every weight at once, which this engine cannot: '
+        "give a number, or None for the unclipped estimators"
+    )
+    with pytest.raises(local_files.ArgumentError, match=r"None \(unclipped\) or 'default'"):
+        spark_files.evaluate_files(held, {"A": recs}, clip=0.5, session=spark)

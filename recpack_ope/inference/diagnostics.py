@@ -685,8 +685,8 @@ class WeightDiagnostics:
         if criterion == "user_share":
             return (
                 f"user share {self.user_share:.3g} < {USER_SHARE_THRESHOLD:g} "
-                f"({round(self.user_share * self.n_users)} of {self.n_users} evaluated {unit} "
-                f"carry {USER_MASS:.0%} of the estimate)"
+                f"({round(self.user_share * self.n_users)} of the {self.n_users} {unit} with a "
+                f"reward the ranking exposes carry {USER_MASS:.0%} of the estimate)"
             )
         return f"calibration: {self.calibration.summary()}"
 

@@ -104,8 +104,9 @@ class TopK:
 
         Evaluating several metrics (and the simulator's online reward) on one ``TopK``
         ranks each user once instead of once per metric. Follows the conventions of the
-        module docstring (``-inf`` / unstored = not a candidate, ties to the lower index);
-        rows with fewer than k candidates are padded with ``-1``.
+        module docstring (``-inf`` / unstored = not a candidate, ties to the lower index).
+        The ranking has ``min(k, n_items)`` columns; rows with fewer candidates are padded
+        with ``-1``.
         """
         k = check_positive_int(k, "k")
         shape = getattr(y_score, "shape", np.shape(y_score))

@@ -110,8 +110,8 @@ def test_a_callable_base_metric_and_one_warning_naming_the_model():
     # What flagged it: the ratio (1/13), the size (ESS 1) and one of 12 users carrying it.
     assert (
         "IPS rows marked unreliable: DCG@3 (ESS/n 0.0769 < 0.1 (effective sample size 1 of 13 "
-        "interactions); ESS 1 < 50; user share 0.0833 < 0.1 (1 of 12 evaluated users carry 50% "
-        "of the estimate)); clip the weights"
+        "interactions); ESS 1 < 50; user share 0.0833 < 0.1 (1 of the 12 users with a reward "
+        "the ranking exposes carry 50% of the estimate)); clip the weights"
     ) in report.table()
 
 

@@ -503,9 +503,15 @@ def test_no_clipping_removes_exactly_no_mass():
 def test_warnings_count_the_units_an_estimate_averages_over():
     # 6 of 150 units carry half the estimate: a user share of 0.04 < 0.1.
     d = WeightDiagnostics(200, 120.0, 4.0, 0.3, 0, 0.0, n_users=150, user_share=0.04)
-    with pytest.warns(ReliabilityWarning, match=r"\(6 of 150 evaluated sessions carry 50%"):
+    with pytest.warns(
+        ReliabilityWarning,
+        match=r"\(6 of the 150 sessions with a reward the ranking exposes carry 50%",
+    ):
         d.warn("logged DCG@10", unit="sessions")
-    with pytest.warns(ReliabilityWarning, match=r"\(6 of 150 evaluated users carry 50%"):
+    with pytest.warns(
+        ReliabilityWarning,
+        match=r"\(6 of the 150 users with a reward the ranking exposes carry 50%",
+    ):
         d.warn("IPS-DCG@10")
     assert "of 150 sessions carry" in d.summary("sessions")
 
